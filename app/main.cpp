@@ -1,0 +1,163 @@
+// favor: the command-line driver. It only parses flags, dispatches to the library and
+// prints; the math lives in lib/. Exit codes: 0 success, 2 bad input, 1 internal failure.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "favor/config.hpp"
+#include "favor/error.hpp"
+#include "favor/experiment.hpp"
+#include "favor/feature_maps.hpp"
+#include "favor/projections.hpp"
+
+namespace {
+
+using favor::Error;
+
+// A progress line on stderr (cell k of n, elapsed, ETA) for runs longer than a second, only
+// when stderr is a terminal and --quiet is off.
+struct Progress {
+    explicit Progress(bool on) : enabled(on) {}
+    bool enabled;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    std::mutex mutex;
+    bool printed = false;
+
+    void operator()(std::size_t done, std::size_t total) {
+        if (!enabled) return;
+        std::lock_guard<std::mutex> lock(mutex);
+        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (el < 1.0) return;
+        const double eta = done ? el * double(total - done) / double(done) : 0.0;
+        std::fprintf(stderr, "\r[favor] step %zu of %zu  elapsed %.1fs  ETA %.1fs   ", done, total, el, eta);
+        std::fflush(stderr);
+        printed = true;
+    }
+    void finish() {
+        if (printed) std::fputc('\n', stderr);
+    }
+};
+
+struct RunFlags {
+    std::string config, out, m, L, dtype, shard;
+    std::vector<std::string> sets;
+    long long trials = -1;
+    std::string seed;
+    int threads = 0;
+    bool quiet = false;
+};
+
+// The flag overrides, as --set assignments applied after the user's own --set.
+std::vector<std::string> overrides(const RunFlags& f) {
+    std::vector<std::string> sets = f.sets;
+    if (!f.m.empty()) sets.push_back("m=" + favor::parse_list_flag("--m", f.m).dump());
+    if (!f.L.empty()) sets.push_back("inputs.L=" + favor::parse_list_flag("--L", f.L).dump());
+    if (f.trials >= 0) sets.push_back("trials=" + std::to_string(f.trials));
+    if (!f.seed.empty()) sets.push_back("seed=" + f.seed);
+    if (!f.dtype.empty()) sets.push_back("dtype=\"" + f.dtype + "\"");
+    return sets;
+}
+
+int cmd_run(const RunFlags& f) {
+    const favor::Config cfg = favor::load_config(f.config, overrides(f));
+    const std::string out = f.out.empty() ? cfg.output_dir : f.out;
+    favor::check_output_dir(out);   // before any work: a bad --out fails at once
+    favor::RunOptions opt;
+    opt.threads = f.threads;
+    if (!f.shard.empty()) opt.shard = favor::parse_shard(f.shard);
+    Progress progress(!f.quiet && ::isatty(STDERR_FILENO));
+    opt.progress = [&progress](std::size_t d, std::size_t t) { progress(d, t); };
+    const favor::RunResult r = favor::run_experiment(cfg, opt);
+    progress.finish();
+    favor::write_results(r, out);
+    if (!f.quiet) {
+        const favor::Table& t = r.timing.columns.empty() ? r.summary : r.timing;
+        std::cout << favor::to_markdown(t);
+        if (!r.notes_md.empty()) std::cout << "\n" << r.notes_md;
+        std::cout << "\nwrote " << out << "/ in " << r.info.value("wall_seconds", 0.0) << " s\n";
+    }
+    return 0;
+}
+
+int cmd_validate(const std::string& path, const std::vector<std::string>& sets) {
+    const favor::Config cfg = favor::load_config(path, sets);
+    std::size_t cells = cfg.variants.size() * std::max<std::size_t>(cfg.m.size(), 1);
+    if (cfg.experiment == favor::ExperimentKind::kernel)
+        cells *= cfg.d.size() * cfg.norm.size() * cfg.angle.size();
+    else if (cfg.inputs.source == "random")
+        cells *= cfg.inputs.L.size() * cfg.inputs.d.size() * cfg.inputs.scale.size();
+    std::cout << cfg.resolved().dump(2) << "\n";
+    std::cout << path << ": ok, " << cells << " cells x " << cfg.trials << " trials\n";
+    return 0;
+}
+
+int cmd_list() {
+    auto join = [](const std::vector<std::string>& v) {
+        std::string s;
+        for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+        return s;
+    };
+    std::cout << "feature maps:     exact (timing only), " << join(favor::feature_names()) << "\n"
+              << "projections:      " << join(favor::projection_names()) << "\n"
+              << "metrics:          " << join(favor::metric_names()) << "\n"
+              << "experiment kinds: approximation, kernel, timing\n";
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"favor: random-feature approximations of softmax attention (Performer, FAVOR+)"};
+    app.require_subcommand(1);
+
+    RunFlags rf;
+    CLI::App* run = app.add_subcommand("run", "run an experiment config and write its tables");
+    run->add_option("config", rf.config, "experiment config (JSON)")->required();
+    run->add_option("--out", rf.out, "output directory (default: the config's output_dir)");
+    run->add_option("--set", rf.sets, "override a config value: PATH=VALUE, e.g. inputs.scale=0.5 (repeatable)");
+    run->add_option("--m", rf.m, "numbers of random features, e.g. 16,32,64");
+    run->add_option("--L", rf.L, "sequence lengths, e.g. 1024,4096");
+    run->add_option("--trials", rf.trials, "trials per cell");
+    run->add_option("--seed", rf.seed, "master seed");
+    run->add_option("--dtype", rf.dtype, "compute precision: float32 or float64");
+    run->add_option("--shard", rf.shard, "run share K of N of the cells (0 <= K < N), e.g. 0/4");
+    run->add_option("--threads", rf.threads, "threads (default: all cores); results do not depend on it");
+    run->add_flag("--quiet", rf.quiet, "print nothing but errors");
+
+    std::string vpath;
+    std::vector<std::string> vsets;
+    CLI::App* validate = app.add_subcommand("validate", "check a config and print the resolved experiment grid");
+    validate->add_option("config", vpath, "experiment config (JSON)")->required();
+    validate->add_option("--set", vsets, "override a config value: PATH=VALUE");
+
+    CLI::App* list = app.add_subcommand("list", "feature maps, projections, metrics, experiment kinds");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        if (e.get_exit_code() == 0) return app.exit(e);
+        std::cerr << "favor: " << e.what() << "\n";
+        return 2;
+    }
+    try {
+        if (*run) return cmd_run(rf);
+        if (*validate) return cmd_validate(vpath, vsets);
+        if (*list) return cmd_list();
+    } catch (const Error& e) {
+        std::cerr << "favor: " << e.what() << "\n";
+        return 2;
+    } catch (const std::bad_alloc&) {
+        std::cerr << "favor: out of memory (reduce L, m or the number of threads)\n";
+        return 1;
+    } catch (const std::exception& e) {
+        std::cerr << "favor: internal error: " << e.what() << "\n";
+        return 1;
+    }
+    return 1;
+}

@@ -1,0 +1,40 @@
+#pragma once
+// Exact softmax attention and linear (random-feature) attention, design.md section 2.
+#include "favor/feature_maps.hpp"
+#include "favor/tensor.hpp"
+
+namespace favor {
+
+// Rows per block of the L x L passes: a function of L only (never of the thread count), so
+// results are the same however the blocks are spread; a block holds about 2^21 entries.
+std::size_t block_rows(std::size_t L);
+
+// X / d^{1/4}: the scaled rows x = q / d^{1/4} (so x.y = q.k / sqrt d).
+template <class T>
+Mat<T> scale_rows(const Mat<T>& X);
+
+// Out = rownormalize(exp(Q K^T / sqrt d)) V, row max subtracted before exp, computed in row
+// blocks: memory O(block x L). Causal: row i attends to keys j <= i.
+// Q: (L, d), K: (Lk, d), V: (Lk, dv); returns (L, dv).
+template <class T>
+Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal = false,
+                       int threads = 1);
+
+// Out_hat = D^{-1} phiQ (phiK^T V), D = diag(phiQ (phiK^T 1)): O(L F dv), no L x L matrix.
+// Causal: prefix sums G_i = sum_{j<=i} phiK_j [v_j, 1]^T, in blocks of rows.
+// phiQ: (L, F), phiK: (Lk, F), V: (Lk, dv); returns (L, dv).
+template <class T>
+Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal = false);
+
+// The whole estimator: scale, feature maps with the shared W (m, d), linear attention.
+template <class T>
+struct Approximation {
+    Mat<T> out;        // (L, dv)
+    Features<T> q, k;  // the features, for the pairwise metrics
+    FeatureMap map;    // with data-dependent parameters resolved
+};
+template <class T>
+Approximation<T> favor_attention(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q,
+                                 const Mat<T>& K, const Mat<T>& V, bool causal = false);
+
+}  // namespace favor

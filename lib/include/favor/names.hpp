@@ -1,0 +1,43 @@
+#pragma once
+// Name <-> enum tables for the user-facing choices (feature maps, projections, ...), with a
+// "did you mean" in the error for an unknown name.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "favor/error.hpp"
+
+namespace favor {
+
+// Levenshtein distance, for suggestions.
+std::size_t edit_distance(const std::string& a, const std::string& b);
+
+// The closest of `candidates` to `s` if it is close enough to be a likely typo, else "".
+std::string closest_name(const std::string& s, const std::vector<std::string>& candidates);
+
+// ", did you mean 'x'?" or "; expected one of a, b, c".
+std::string suggestion(const std::string& s, const std::vector<std::string>& candidates);
+
+template <class E>
+std::vector<std::string> names_of(const std::vector<std::pair<E, std::string>>& table) {
+    std::vector<std::string> out;
+    for (const auto& [e, n] : table) out.push_back(n);
+    return out;
+}
+
+template <class E>
+E lookup_name(const std::vector<std::pair<E, std::string>>& table, const std::string& s,
+              const char* what) {
+    for (const auto& [e, n] : table)
+        if (n == s) return e;
+    throw Error(std::string("unknown ") + what + " '" + s + "'" + suggestion(s, names_of(table)));
+}
+
+template <class E>
+std::string name_of(const std::vector<std::pair<E, std::string>>& table, E e) {
+    for (const auto& [k, n] : table)
+        if (k == e) return n;
+    return "?";
+}
+
+}  // namespace favor

@@ -1,0 +1,58 @@
+#pragma once
+// Result tables and their files (design.md section 6): CSV, Markdown, summary statistics,
+// and atomic writes (temporary file, then rename), so a failed run never leaves a partial
+// or corrupt file and earlier results stay intact.
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace favor {
+
+// A table of already formatted cells. Empty cell: not applicable.
+struct Table {
+    std::vector<std::string> columns;
+    std::vector<std::vector<std::string>> rows;
+
+    std::size_t column(const std::string& name) const;   // index; throws Error if absent
+    bool has_column(const std::string& name) const;
+};
+
+// Shortest text that reads back to the same double (so CSVs round-trip exactly);
+// "nan" / "inf" / "-inf" for non-finite values, "" for nullopt (not applicable).
+std::string format_number(std::optional<double> v);
+std::string format_count(std::size_t v);
+
+std::string to_csv(const Table& t);
+// Markdown with numbers shown to `digits` significant digits.
+std::string to_markdown(const Table& t, int digits = 4);
+// Parses a CSV written by to_csv (no quoting needed: our cells have no commas).
+Table parse_csv(const std::string& text, const std::string& file);
+Table read_csv(const std::string& path);
+
+struct Stats {
+    double mean = 0, std = 0, sem = 0;
+    std::size_t n = 0;
+};
+// Mean, sample standard deviation (n - 1) and standard error of the mean; std and sem are
+// NaN for n < 2.
+Stats describe(const std::vector<double>& xs);
+
+// One summary row per group of errors.csv rows that agree on `key_columns`: the keys,
+// `trials`, then <metric>_mean, _std, _sem for each metric column, and single-valued
+// columns (`plain_columns`, e.g. kernel_mse_theory) as their mean.
+Table summarize(const Table& errors, const std::vector<std::string>& key_columns,
+                const std::vector<std::string>& metric_columns,
+                const std::vector<std::string>& plain_columns);
+
+// Writes `content` to `path` through "<path>.tmp.<pid>" and rename; throws Error naming
+// the path on failure and leaves no temporary file behind.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+// Makes sure `dir` can receive results (it is a directory or can be created as one, and is
+// writable) without creating anything; throws Error naming it otherwise.
+void check_output_dir(const std::string& dir);
+// Creates `dir` (and parents) if missing.
+void make_output_dir(const std::string& dir);
+
+}  // namespace favor

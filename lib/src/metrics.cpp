@@ -1,0 +1,133 @@
+#include "favor/metrics.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "favor/attention.hpp"
+#include "favor/blas.hpp"
+#include "favor/parallel.hpp"
+#include "favor/theory.hpp"
+#include "favor/vmath.hpp"
+
+namespace favor {
+
+template <class T>
+double output_mse(const Mat<double>& exact, const Mat<T>& approx) {
+    const double* a = exact.data();
+    const T* b = approx.data();
+    double s = 0.0;
+    for (std::size_t k = 0, n = exact.size(); k < n; ++k) {
+        const double e = a[k] - double(b[k]);
+        s += e * e;
+    }
+    return s / double(exact.size());
+}
+
+template <class T>
+std::size_t count_nonfinite(const Mat<T>& a) {
+    std::size_t n = 0;
+    for (const T& v : a) n += std::isfinite(v) ? 0 : 1;
+    return n;
+}
+
+std::function<double(double, double, double)> kernel_theory(const FeatureMap& f, std::size_t m,
+                                                             std::size_t d) {
+    switch (f.kind) {
+        case FeatureKind::trig:
+            return [m](double x2, double y2, double xy) { return mse_trig_iid(x2, y2, xy, m); };
+        case FeatureKind::positive:
+            return [m](double x2, double y2, double xy) { return mse_positive_iid(x2, y2, xy, m); };
+        case FeatureKind::hyperbolic:
+            return [m](double x2, double y2, double xy) { return mse_hyperbolic_iid(x2, y2, xy, m); };
+        case FeatureKind::oprf: {
+            const double A = f.A;
+            return [A, m, d](double x2, double y2, double xy) {
+                return oprf_feature_variance(A, x2, y2, xy, d) / double(m);
+            };
+        }
+        case FeatureKind::relu: break;
+    }
+    return {};
+}
+
+namespace {
+struct BlockSums {
+    double attention = 0, kernel = 0, theory = 0, negative = 0, pairs = 0;
+};
+}  // namespace
+
+PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y,
+                                const Features<double>& fq, const Features<double>& fk,
+                                const PairwiseRequest& req, int threads) {
+    PairwiseResult res;
+    if (!req.any()) return res;
+    const std::size_t L = X.shape(0), Lk = Y.shape(0), d = X.shape(1), F = fq.phi.shape(1);
+    const std::vector<double> x2 = row_norms2(X), y2 = row_norms2(Y);
+    const std::size_t b = block_rows(Lk);
+    const std::size_t nblocks = (L + b - 1) / b;
+    std::vector<BlockSums> sums(nblocks);
+    const bool need_attention = req.attention_mse || req.negative_fraction;
+
+    parallel_for(nblocks, threads, [&](std::size_t blk) {
+        const std::size_t r0 = blk * b, rows = std::min(b, L - r0);
+        const std::size_t cols = req.causal ? std::min(Lk, r0 + rows) : Lk;
+        std::vector<double> S(rows * cols), K(rows * cols);
+        gemm<double>(false, true, rows, cols, d, 1.0, X.data() + r0 * d, d, Y.data(), d, 0.0, S.data(), cols);
+        gemm<double>(false, true, rows, cols, F, 1.0, fq.phi.data() + r0 * F, F, fk.phi.data(), F, 0.0, K.data(), cols);
+        BlockSums& acc = sums[blk];
+        for (std::size_t i = 0; i < rows; ++i) {
+            const std::size_t gi = r0 + i;
+            const std::size_t n = req.causal ? std::min(cols, gi + 1) : cols;
+            const double* s = S.data() + i * cols;
+            const double* k = K.data() + i * cols;
+            acc.pairs += double(n);
+            if (need_attention) {
+                // A: exact softmax row (max subtracted); A_hat: K row over its sum D_i.
+                std::vector<double> a(s, s + n);
+                exp_shifted(a.data(), n, max_of(a.data(), n));
+                const double inv_z = 1.0 / sum_of(a.data(), n);
+                const double inv_d = 1.0 / sum_of(k, n);
+                for (std::size_t j = 0; j < n; ++j) {
+                    const double ah = k[j] * inv_d;
+                    const double e = a[j] * inv_z - ah;
+                    acc.attention += e * e;
+                    acc.negative += ah < 0.0 ? 1.0 : 0.0;
+                }
+            }
+            if (req.kernel_mse) {
+                // phi(x).phi(y) = exp(lq_i + lk_j) K_ij, undone in log space so it cannot overflow.
+                const double lq = fq.log_scale[gi];
+                for (std::size_t j = 0; j < n; ++j) {
+                    const double kv = k[j];
+                    const double est = kv == 0.0 ? 0.0
+                                                 : std::copysign(std::exp(lq + fk.log_scale[j] + std::log(std::fabs(kv))), kv);
+                    const double e = std::exp(s[j]) - est;
+                    acc.kernel += e * e;
+                }
+            }
+            if (req.theory)
+                for (std::size_t j = 0; j < n; ++j) acc.theory += req.theory(x2[gi], y2[j], s[j]);
+        }
+    });
+
+    BlockSums total;
+    for (const BlockSums& s : sums) {
+        total.attention += s.attention;
+        total.kernel += s.kernel;
+        total.theory += s.theory;
+        total.negative += s.negative;
+        total.pairs += s.pairs;
+    }
+    if (req.attention_mse) res.attention_mse = total.attention / total.pairs;
+    if (req.negative_fraction) res.negative_fraction = total.negative / total.pairs;
+    if (req.kernel_mse) res.kernel_mse = total.kernel / total.pairs;
+    if (req.theory) res.kernel_mse_theory = total.theory / total.pairs;
+    return res;
+}
+
+template double output_mse<float>(const Mat<double>&, const Mat<float>&);
+template double output_mse<double>(const Mat<double>&, const Mat<double>&);
+template std::size_t count_nonfinite<float>(const Mat<float>&);
+template std::size_t count_nonfinite<double>(const Mat<double>&);
+
+}  // namespace favor

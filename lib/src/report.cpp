@@ -1,0 +1,239 @@
+#include "favor/report.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "favor/error.hpp"
+
+namespace favor {
+
+namespace fs = std::filesystem;
+
+std::size_t Table::column(const std::string& name) const {
+    for (std::size_t i = 0; i < columns.size(); ++i)
+        if (columns[i] == name) return i;
+    throw Error("table has no column '" + name + "'");
+}
+
+bool Table::has_column(const std::string& name) const {
+    for (const auto& c : columns)
+        if (c == name) return true;
+    return false;
+}
+
+std::string format_number(std::optional<double> v) {
+    if (!v) return "";
+    if (std::isnan(*v)) return "nan";
+    if (std::isinf(*v)) return *v > 0 ? "inf" : "-inf";
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, *v);   // shortest round-trip form
+    return std::string(buf, r.ptr);
+}
+
+std::string format_count(std::size_t v) { return std::to_string(v); }
+
+std::string to_csv(const Table& t) {
+    std::string out;
+    auto line = [&out](const std::vector<std::string>& cells) {
+        for (std::size_t i = 0; i < cells.size(); ++i) out += (i ? "," : "") + cells[i];
+        out += '\n';
+    };
+    line(t.columns);
+    for (const auto& r : t.rows) line(r);
+    return out;
+}
+
+namespace {
+std::string short_number(const std::string& cell, int digits) {
+    char* end = nullptr;
+    const double v = std::strtod(cell.c_str(), &end);
+    if (cell.empty() || end != cell.c_str() + cell.size() || !std::isfinite(v)) return cell;
+    if (v == std::floor(v) && std::fabs(v) < 1e9) return cell;   // counts and sizes as they are
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    return buf;
+}
+}  // namespace
+
+std::string to_markdown(const Table& t, int digits) {
+    std::string out = "|";
+    for (const auto& c : t.columns) out += " " + c + " |";
+    out += "\n|";
+    for (std::size_t i = 0; i < t.columns.size(); ++i) out += "---|";
+    out += "\n";
+    for (const auto& r : t.rows) {
+        out += "|";
+        for (const auto& c : r) out += " " + short_number(c, digits) + " |";
+        out += "\n";
+    }
+    return out;
+}
+
+Table parse_csv(const std::string& text, const std::string& file) {
+    Table t;
+    std::stringstream ss(text);
+    std::string line;
+    std::size_t lineno = 0;
+    auto split = [](const std::string& s) {
+        std::vector<std::string> cells;
+        std::string cell;
+        std::stringstream ls(s);
+        while (std::getline(ls, cell, ',')) cells.push_back(cell);
+        if (!s.empty() && s.back() == ',') cells.push_back("");
+        return cells;
+    };
+    while (std::getline(ss, line)) {
+        ++lineno;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (lineno == 1) {
+            t.columns = split(line);
+            continue;
+        }
+        if (line.empty()) continue;
+        auto cells = split(line);
+        if (cells.size() != t.columns.size())
+            throw Error(file + ": line " + std::to_string(lineno) + ": " + std::to_string(cells.size()) +
+                        " cells, expected " + std::to_string(t.columns.size()));
+        t.rows.push_back(std::move(cells));
+    }
+    if (t.columns.empty()) throw Error(file + ": empty CSV");
+    return t;
+}
+
+Table read_csv(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open");
+    std::stringstream buf;
+    buf << in.rdbuf();
+    return parse_csv(buf.str(), path);
+}
+
+Stats describe(const std::vector<double>& xs) {
+    Stats s;
+    s.n = xs.size();
+    if (xs.empty()) return s;
+    for (double x : xs) s.mean += x;
+    s.mean /= double(xs.size());
+    if (xs.size() < 2) {
+        s.std = s.sem = std::nan("");
+        return s;
+    }
+    double ss = 0.0;
+    for (double x : xs) ss += (x - s.mean) * (x - s.mean);
+    s.std = std::sqrt(ss / double(xs.size() - 1));
+    s.sem = s.std / std::sqrt(double(xs.size()));
+    return s;
+}
+
+Table summarize(const Table& errors, const std::vector<std::string>& key_columns,
+                const std::vector<std::string>& metric_columns,
+                const std::vector<std::string>& plain_columns) {
+    std::vector<std::size_t> key_idx, metric_idx, plain_idx;
+    for (const auto& c : key_columns) key_idx.push_back(errors.column(c));
+    for (const auto& c : metric_columns) metric_idx.push_back(errors.column(c));
+    for (const auto& c : plain_columns) plain_idx.push_back(errors.column(c));
+
+    Table out;
+    out.columns = key_columns;
+    out.columns.push_back("trials");
+    for (const auto& c : metric_columns)
+        for (const char* s : {"_mean", "_std", "_sem"}) out.columns.push_back(c + s);
+    for (const auto& c : plain_columns) out.columns.push_back(c);
+
+    // Groups in order of first appearance.
+    std::map<std::vector<std::string>, std::size_t> index;
+    std::vector<std::vector<const std::vector<std::string>*>> groups;
+    std::vector<std::vector<std::string>> keys;
+    for (const auto& r : errors.rows) {
+        std::vector<std::string> k;
+        for (std::size_t i : key_idx) k.push_back(r[i]);
+        auto [it, fresh] = index.emplace(k, groups.size());
+        if (fresh) {
+            groups.emplace_back();
+            keys.push_back(k);
+        }
+        groups[it->second].push_back(&r);
+    }
+    auto column_values = [](const std::vector<const std::vector<std::string>*>& g, std::size_t i,
+                            bool& any) {
+        std::vector<double> xs;
+        any = false;
+        for (const auto* r : g) {
+            if ((*r)[i].empty()) continue;
+            any = true;
+            xs.push_back(std::strtod((*r)[i].c_str(), nullptr));
+        }
+        return xs;
+    };
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+        std::vector<std::string> row = keys[g];
+        row.push_back(std::to_string(groups[g].size()));
+        for (std::size_t i : metric_idx) {
+            bool any;
+            const Stats s = describe(column_values(groups[g], i, any));
+            for (double v : {s.mean, s.std, s.sem}) row.push_back(any ? format_number(v) : "");
+        }
+        for (std::size_t i : plain_idx) {
+            bool any;
+            const Stats s = describe(column_values(groups[g], i, any));
+            row.push_back(any ? format_number(s.mean) : "");
+        }
+        out.rows.push_back(std::move(row));
+    }
+    return out;
+}
+
+void write_file_atomic(const std::string& path, const std::string& content) {
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) throw Error(path + ": cannot write (" + std::string(std::strerror(errno)) + ")");
+        out.write(content.data(), std::streamsize(content.size()));
+        out.flush();
+        if (!out) {
+            std::error_code ec;
+            fs::remove(tmp, ec);
+            throw Error(path + ": write failed (disk full?)");
+        }
+    }
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) {
+        fs::remove(tmp, ec);
+        throw Error(path + ": cannot replace (" + ec.message() + ")");
+    }
+}
+
+void check_output_dir(const std::string& dir) {
+    std::error_code ec;
+    fs::path p(dir);
+    if (fs::exists(p, ec)) {
+        if (!fs::is_directory(p, ec)) throw Error(dir + ": --out is not a directory");
+        if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(dir + ": output directory is not writable");
+        return;
+    }
+    // The nearest existing ancestor must be a writable directory.
+    fs::path a = fs::absolute(p, ec).parent_path();
+    while (!a.empty() && !fs::exists(a, ec)) a = a.parent_path();
+    if (a.empty() || !fs::is_directory(a, ec))
+        throw Error(dir + ": cannot create output directory (" + a.string() + " is not a directory)");
+    if (::access(a.c_str(), W_OK | X_OK) != 0)
+        throw Error(dir + ": cannot create output directory (" + a.string() + " is not writable)");
+}
+
+void make_output_dir(const std::string& dir) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw Error(dir + ": cannot create output directory (" + ec.message() + ")");
+}
+
+}  // namespace favor

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Every bad input: exit 2, exactly one line on stderr naming the file/field/argument, and no
+# output directory created or changed.
+set -uo pipefail
+favor=$1; src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+failures=0
+good='{"name": "g", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "projection": "iid"}], "m": 8, "trials": 1}'
+
+# expect_error NAME EXPECTED_SUBSTRING favor-args...
+expect_error() {
+  local name=$1 expect=$2; shift 2
+  local err rc
+  err=$("$favor" "$@" 2>&1 >/dev/null); rc=$?
+  local lines; lines=$(printf '%s' "$err" | grep -c '^' || true)
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$expect" <<<"$err"; then
+    echo "FAIL $name: rc=$rc lines=$lines stderr=[$err] expected [$expect]" >&2; failures=$((failures + 1))
+  fi
+  if [ -e "$tmp/out" ]; then echo "FAIL $name: output directory created" >&2; failures=$((failures + 1)); rm -rf "$tmp/out"; fi
+}
+cfg() { printf '%s' "$2" > "$tmp/$1.json"; echo "$tmp/$1.json"; }
+
+expect_error unknown-key "trails: unknown key, did you mean 'trials'?" run "$(cfg a '{"name": "g", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive"}], "m": 8, "trails": 1}')" --out "$tmp/out"
+expect_error wrong-type "m: must be an integer, got a string" run "$(cfg b "${good/\"m\": 8/\"m\": \"8\"}")" --out "$tmp/out"
+expect_error m-zero "m: must be between 1" run "$(cfg c "${good/\"m\": 8/\"m\": 0}")" --out "$tmp/out"
+expect_error m-negative "m[1]: must be >= 1" run "$(cfg d "${good/\"m\": 8/\"m\": [8, -1]}")" --out "$tmp/out"
+expect_error empty-variants "variants: must not be empty" run "$(cfg e '{"name": "g", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [], "m": 8}')" --out "$tmp/out"
+expect_error unknown-map "variants[0].features: unknown feature map 'softmaxx'" run "$(cfg f "${good/positive/softmaxx}")" --out "$tmp/out"
+expect_error broken-json "invalid JSON" run "$(cfg g '{"name": "g", "m": [8,')" --out "$tmp/out"
+expect_error not-object "must be a JSON object" run "$(cfg h '[1, 2]')" --out "$tmp/out"
+expect_error missing-file "nope.json: cannot open config file" run "$tmp/nope.json" --out "$tmp/out"
+expect_error bad-set "--set noequals: expected PATH=VALUE" run "$(cfg i "$good")" --out "$tmp/out" --set noequals
+expect_error bad-m-flag "--m: 'x' is not a number" run "$(cfg j "$good")" --out "$tmp/out" --m 8,x
+expect_error bad-shard "--shard: expected K/N" run "$(cfg k "$good")" --out "$tmp/out" --shard 4/4
+expect_error bad-dtype "dtype: must be \"float32\" or \"float64\"" run "$(cfg l "$good")" --out "$tmp/out" --dtype float16
+expect_error bad-seed "seed: must be >= 0" run "$(cfg n "$good")" --out "$tmp/out" --seed -3
+expect_error bad-flag "favor:" run "$(cfg o "$good")" --out "$tmp/out" --bogus
+expect_error no-subcommand "favor:"
+touch "$tmp/afile"
+expect_error out-is-file "afile: --out is not a directory" run "$(cfg p "$good")" --out "$tmp/afile"
+expect_error validate-bad "trails: unknown key" validate "$(cfg q '{"name": "g", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive"}], "m": 8, "trails": 1}')"
+
+# Existing results stay intact when a later run fails.
+"$favor" run "$(cfg r "$good")" --out "$tmp/keep" --quiet
+before=$(cat "$tmp/keep/errors.csv")
+"$favor" run "$(cfg s "${good/\"m\": 8/\"m\": 0}")" --out "$tmp/keep" --quiet 2>/dev/null
+[ "$(cat "$tmp/keep/errors.csv")" = "$before" ] || { echo "FAIL: earlier results changed" >&2; failures=$((failures + 1)); }
+
+[ "$failures" -eq 0 ] || { echo "cli_errors: $failures failures" >&2; exit 1; }
+echo "cli_errors: ok"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# End-to-end: the CLI on a tiny config writes every table; --help works on each subcommand.
+set -euo pipefail
+favor=$1; src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+for sub in run validate list; do "$favor" $sub --help >/dev/null || fail "$sub --help"; done
+"$favor" list | grep -q "orthogonal-nosignfix" || fail "list"
+"$favor" validate "$src/configs/default.json" >/dev/null || fail "validate default"
+
+cat > "$tmp/tiny.json" <<'JSON'
+{"name": "tiny", "inputs": {"source": "random", "L": 128, "d": 8},
+ "variants": [{"features": "positive", "projection": "orthogonal"}, {"features": "trig", "projection": "iid"}],
+ "m": [8, 16], "trials": 2, "metrics": ["output_mse", "attention_mse", "kernel_mse", "negative_fraction", "seconds"]}
+JSON
+"$favor" run "$tmp/tiny.json" --out "$tmp/out" --quiet --set inputs.scale=0.5 --m 8,16 --trials 3 --threads 2
+for f in errors.csv summary.csv summary.md run.json; do [ -s "$tmp/out/$f" ] || fail "missing $f"; done
+head -1 "$tmp/out/errors.csv" | grep -qx "variant,features,projection,L,d,m,scale,trial,seed,output_mse,attention_mse,kernel_mse,kernel_mse_theory,negative_fraction,nonfinite,seconds" || fail "errors.csv header: $(head -1 "$tmp/out/errors.csv")"
+[ "$(wc -l < "$tmp/out/errors.csv")" -eq $((1 + 2 * 2 * 3)) ] || fail "errors.csv rows"
+grep -q '"scale": \[' "$tmp/out/run.json" || fail "run.json resolved config"
+ls "$tmp/out" | grep -q tmp && fail "temporary file left behind"
+# --quiet prints nothing
+[ -z "$("$favor" run "$tmp/tiny.json" --out "$tmp/out2" --quiet 2>&1)" ] || fail "--quiet printed"
+echo "cli_smoke: ok"

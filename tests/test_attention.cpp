@@ -1,0 +1,211 @@
+// Attention paths against naive references, the streamed metrics against full matrices,
+// and the stabilisation against an unshifted long-double computation.
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "favor/attention.hpp"
+#include "favor/inputs.hpp"
+#include "favor/metrics.hpp"
+#include "favor/projections.hpp"
+#include "favor/theory.hpp"
+
+using namespace favor;
+
+namespace {
+
+using LMat = xt::xtensor<long double, 2>;
+
+// Naive softmax attention with the full L x L matrix, in long double.
+LMat naive_attention(const Mat<double>& Q, const Mat<double>& K, const Mat<double>& V, bool causal) {
+    const std::size_t L = Q.shape(0), d = Q.shape(1), dv = V.shape(1);
+    LMat out = xt::zeros<long double>({L, dv});
+    for (std::size_t i = 0; i < L; ++i) {
+        std::vector<long double> a(L, 0.0L);
+        long double z = 0;
+        for (std::size_t j = 0; j < L && (!causal || j <= i); ++j) {
+            long double s = 0;
+            for (std::size_t c = 0; c < d; ++c) s += (long double)Q(i, c) * K(j, c);
+            a[j] = std::exp(s / std::sqrt((long double)d));
+            z += a[j];
+        }
+        for (std::size_t j = 0; j < L; ++j)
+            for (std::size_t c = 0; c < dv; ++c) out(i, c) += a[j] / z * V(j, c);
+    }
+    return out;
+}
+
+// phi(x) without any shift, in long double (no overflow below e^11356).
+LMat unshifted_features(FeatureKind k, const Mat<double>& X, const Mat<double>& W) {
+    const std::size_t L = X.shape(0), d = X.shape(1), m = W.shape(0);
+    const std::size_t F = (k == FeatureKind::positive) ? m : 2 * m;
+    LMat phi = LMat::from_shape({L, F});
+    for (std::size_t i = 0; i < L; ++i) {
+        long double x2 = 0;
+        for (std::size_t c = 0; c < d; ++c) x2 += (long double)X(i, c) * X(i, c);
+        for (std::size_t j = 0; j < m; ++j) {
+            long double wx = 0;
+            for (std::size_t c = 0; c < d; ++c) wx += (long double)W(j, c) * X(i, c);
+            if (k == FeatureKind::trig) {
+                phi(i, j) = std::exp(x2 / 2) * std::sin(wx) / std::sqrt((long double)m);
+                phi(i, m + j) = std::exp(x2 / 2) * std::cos(wx) / std::sqrt((long double)m);
+            } else if (k == FeatureKind::positive) {
+                phi(i, j) = std::exp(wx - x2 / 2) / std::sqrt((long double)m);
+            } else {
+                phi(i, j) = std::exp(wx - x2 / 2) / std::sqrt(2.0L * m);
+                phi(i, m + j) = std::exp(-wx - x2 / 2) / std::sqrt(2.0L * m);
+            }
+        }
+    }
+    return phi;
+}
+
+double max_abs_diff(const Mat<double>& a, const LMat& b) {
+    double w = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) w = std::max(w, double(std::fabs(a.data()[i] - b.data()[i])));
+    return w;
+}
+
+}  // namespace
+
+TEST_CASE("exact attention matches a naive softmax, blocked or not, causal or not", "[attention]") {
+    const std::size_t L = GENERATE(1, 37, 700);   // 700 rows span two row blocks
+    const bool causal = GENERATE(false, true);
+    CAPTURE(L, causal);
+    const QKV in = random_inputs(3, L, 8, 5, 1.5);
+    const LMat ref = naive_attention(in.q, in.k, in.v, causal);
+    REQUIRE(max_abs_diff(exact_attention(in.q, in.k, in.v, causal, 1), ref) < 1e-12);
+    const bool same_for_threads = exact_attention(in.q, in.k, in.v, causal, 2) == exact_attention(in.q, in.k, in.v, causal, 1);
+    REQUIRE(same_for_threads);
+}
+
+TEST_CASE("linear attention equals the explicit A_hat V", "[attention]") {
+    const std::size_t L = GENERATE(5, 130, 700);
+    const bool causal = GENERATE(false, true);
+    const FeatureKind kind = GENERATE(FeatureKind::positive, FeatureKind::trig);
+    CAPTURE(L, causal, features_name(kind));
+    const QKV in = random_inputs(4, L, 8, 6, 1.0);
+    FeatureMap f;
+    f.kind = kind;
+    const Mat<double> W = draw_projection(Projection::orthogonal, 16, 8, 4, 0);
+    const Approximation<double> a = favor_attention(f, W, in.q, in.k, in.v, causal);
+    const std::size_t F = a.q.phi.shape(1);
+    // Explicit: A_hat = rownormalize(phiQ phiK^T) (masked), then A_hat V.
+    for (std::size_t i = 0; i < L; ++i) {
+        std::vector<double> row(L, 0.0);
+        double z = 0;
+        for (std::size_t j = 0; j < L && (!causal || j <= i); ++j) {
+            for (std::size_t c = 0; c < F; ++c) row[j] += a.q.phi(i, c) * a.k.phi(j, c);
+            z += row[j];
+        }
+        for (std::size_t c = 0; c < in.v.shape(1); ++c) {
+            double o = 0;
+            for (std::size_t j = 0; j < L; ++j) o += row[j] / z * in.v(j, c);
+            REQUIRE(std::fabs(a.out(i, c) - o) <= 1e-10 * std::max(1.0, std::fabs(o)));
+        }
+    }
+}
+
+TEST_CASE("the streamed pairwise metrics equal those from full matrices", "[metrics]") {
+    const std::size_t L = 700, d = 8, m = 16;
+    const FeatureKind kind = GENERATE(FeatureKind::positive, FeatureKind::trig, FeatureKind::hyperbolic);
+    const bool causal = GENERATE(false, true);
+    CAPTURE(features_name(kind), causal);
+    const QKV in = random_inputs(5, L, d, d, 1.0);
+    FeatureMap f;
+    f.kind = kind;
+    const Mat<double> W = draw_projection(Projection::iid, m, d, 5, 0);
+    const Approximation<double> a = favor_attention(f, W, in.q, in.k, in.v, causal);
+    const Mat<double> X = scale_rows(in.q), Y = scale_rows(in.k);
+    PairwiseRequest req;
+    req.attention_mse = req.kernel_mse = req.negative_fraction = true;
+    req.theory = kernel_theory(f, m, d);
+    req.causal = causal;
+    const PairwiseResult p1 = pairwise_metrics(X, Y, a.q, a.k, req, 1);
+    const PairwiseResult p2 = pairwise_metrics(X, Y, a.q, a.k, req, 2);
+    REQUIRE(p1.attention_mse == p2.attention_mse);   // bit-identical for any thread count
+    REQUIRE(p1.kernel_mse == p2.kernel_mse);
+    // Full matrices.
+    const std::vector<double> x2 = row_norms2(X), y2 = row_norms2(Y);
+    const LMat kq = unshifted_features(kind, X, W), kk = unshifted_features(kind, Y, W);
+    long double att = 0, ker = 0, th = 0, neg = 0, pairs = 0;
+    for (std::size_t i = 0; i < L; ++i) {
+        const std::size_t n = causal ? i + 1 : L;
+        std::vector<long double> s(n), k(n);
+        long double zs = 0, zk = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+            long double xy = 0, kv = 0;
+            for (std::size_t c = 0; c < d; ++c) xy += (long double)X(i, c) * Y(j, c);
+            for (std::size_t c = 0; c < kq.shape(1); ++c) kv += kq(i, c) * kk(j, c);
+            s[j] = std::exp(xy);
+            k[j] = kv;
+            zs += s[j];
+            zk += kv;
+            ker += (s[j] - kv) * (s[j] - kv);
+            th += req.theory(x2[i], y2[j], double(xy));
+        }
+        for (std::size_t j = 0; j < n; ++j) {
+            att += (s[j] / zs - k[j] / zk) * (s[j] / zs - k[j] / zk);
+            neg += (k[j] / zk < 0);
+        }
+        pairs += n;
+    }
+    REQUIRE(p1.attention_mse == Approx(double(att / pairs)).epsilon(1e-9));
+    REQUIRE(p1.kernel_mse == Approx(double(ker / pairs)).epsilon(1e-9));
+    REQUIRE(p1.kernel_mse_theory == Approx(double(th / pairs)).epsilon(1e-12));
+    REQUIRE(p1.negative_fraction == double(neg / pairs));
+    if (kind == FeatureKind::trig) REQUIRE(p1.negative_fraction > 0.0);
+}
+
+TEST_CASE("the max-shift stabilisation changes no output beyond rounding", "[attention][stability]") {
+    const double scale = GENERATE(1.0, 3.0);
+    const FeatureKind kind = GENERATE(FeatureKind::positive, FeatureKind::trig, FeatureKind::hyperbolic);
+    CAPTURE(scale, features_name(kind));
+    const std::size_t L = 300, d = 16, m = 32;
+    const QKV in = random_inputs(6, L, d, d, scale);
+    FeatureMap f;
+    f.kind = kind;
+    const Mat<double> W = draw_projection(Projection::orthogonal, m, d, 6, 0);
+    const Approximation<double> a = favor_attention(f, W, in.q, in.k, in.v);
+    // Reference: unshifted features and linear attention in long double.
+    const LMat pq = unshifted_features(kind, scale_rows(in.q), W), pk = unshifted_features(kind, scale_rows(in.k), W);
+    const std::size_t F = pq.shape(1);
+    std::vector<long double> ksum(F, 0), kv(F * d, 0);
+    for (std::size_t j = 0; j < L; ++j)
+        for (std::size_t c = 0; c < F; ++c) {
+            ksum[c] += pk(j, c);
+            for (std::size_t e = 0; e < d; ++e) kv[c * d + e] += pk(j, c) * in.v(j, e);
+        }
+    double worst = 0;
+    for (std::size_t i = 0; i < L; ++i) {
+        long double den = 0;
+        for (std::size_t c = 0; c < F; ++c) den += pq(i, c) * ksum[c];
+        for (std::size_t e = 0; e < d; ++e) {
+            long double num = 0;
+            for (std::size_t c = 0; c < F; ++c) num += pq(i, c) * kv[c * d + e];
+            worst = std::max(worst, double(std::fabs(a.out(i, e) - num / den) / (1 + std::fabs(num / den))));
+        }
+    }
+    // Rounding of the double path; trig denominators can be small, which magnifies it.
+    REQUIRE(worst < (kind == FeatureKind::trig ? 1e-8 : 1e-11));
+}
+
+TEST_CASE("float32 features stay finite where the unshifted exp overflows float32", "[attention][stability]") {
+    // Scale 4, d = 256: |x|^2/2 is about 128, so exp(|x|^2/2) (trig) overflows float32 (max e^88.7).
+    const std::size_t L = 64, d = 256, m = 64;
+    const QKV in = random_inputs(8, L, d, d, 4.0);
+    for (FeatureKind kind : {FeatureKind::trig, FeatureKind::positive, FeatureKind::hyperbolic}) {
+        CAPTURE(features_name(kind));
+        FeatureMap f;
+        f.kind = kind;
+        const Mat<double> W = draw_projection(Projection::orthogonal, m, d, 8, 0);
+        if (kind == FeatureKind::trig) {
+            const std::vector<double> x2 = row_norms2(scale_rows(in.q));
+            REQUIRE(!std::isfinite(std::exp(float(x2[0] / 2))));
+        }
+        const Approximation<float> a32 = favor_attention(f, cast_mat<float>(W), cast_mat<float>(in.q),
+                                                         cast_mat<float>(in.k), cast_mat<float>(in.v));
+        const Approximation<double> a64 = favor_attention(f, W, in.q, in.k, in.v);
+        REQUIRE(count_nonfinite(a32.out) == 0);
+        if (kind != FeatureKind::trig) REQUIRE(output_mse(a64.out, a32.out) < 1e-8);
+    }
+}

@@ -1,0 +1,74 @@
+// Config validation: every bad config is one Error naming the file and the field.
+#include <catch2/catch.hpp>
+
+#include "favor/config.hpp"
+#include "favor/error.hpp"
+
+using namespace favor;
+using nlohmann::json;
+
+namespace {
+const char* kGood = R"({"name": "g", "inputs": {"source": "random", "L": 64, "d": 8},
+    "variants": [{"features": "positive", "projection": "orthogonal"}], "m": 16, "trials": 2})";
+
+std::string error_of(const std::string& set) {
+    json j = json::parse(kGood);
+    try {
+        apply_set(j, set);
+        parse_config(j, "c.json");
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+}  // namespace
+
+TEST_CASE("a good config parses, with defaults filled in", "[config]") {
+    const Config c = parse_config(json::parse(kGood), "c.json");
+    REQUIRE(c.variants[0].name == "positive-orthogonal");
+    REQUIRE(c.inputs.scale == std::vector<double>{1.0});
+    REQUIRE(c.output_dir == "results/g");
+    REQUIRE(c.resolved()["m"] == json::array({16}));
+}
+
+TEST_CASE("bad configs name the field", "[config]") {
+    const auto [set, expect] = GENERATE(table<std::string, std::string>({
+        {"trails=3", "c.json: trails: unknown key, did you mean 'trials'?"},
+        {"m=0", "c.json: m: must be between 1"},
+        {"m=[16,-2]", "c.json: m[1]: must be >= 1"},
+        {"m=\"16\"", "c.json: m: must be an integer, got a string"},
+        {"m=2.5", "c.json: m: must be an integer"},
+        {"trials=0", "c.json: trials: must be between 1"},
+        {"variants=[]", "c.json: variants: must not be empty"},
+        {"variants.0.features=\"postive\"", "c.json: variants[0].features: unknown feature map 'postive', did you mean 'positive'?"},
+        {"variants.0.projection=\"orthogonl\"", "did you mean 'orthogonal'?"},
+        {"variants.0.A=0.05", "c.json: variants[0].A: applies only to features 'oprf'"},
+        {"variants.0.features=\"exact\"", "c.json: variants[0].features: 'exact' is the reference"},
+        {"inputs.scale=0", "c.json: inputs.scale: must be > 0"},
+        {"inputs.L=[]", "c.json: inputs.L: must not be an empty list"},
+        {"inputs.sorce=\"npy\"", "c.json: inputs.sorce: unknown key, did you mean 'source'?"},
+        {"seed=-1", "c.json: seed: must be >= 0"},
+        {"seed=1e30", "c.json: seed: does not fit in 64 bits"},
+        {"dtype=\"float16\"", "c.json: dtype: must be \"float32\" or \"float64\""},
+        {"metrics=[\"output_mse\",\"atention_mse\"]", "c.json: metrics[1]: unknown metric \"atention_mse\", did you mean 'attention_mse'?"},
+        {"norm=[1]", "c.json: norm: does not apply to \"approximation\" experiments"},
+        {"experiment=\"kernal\"", "c.json: experiment: unknown experiment \"kernal\", did you mean 'kernel'?"},
+        {"inputs.source=\"npy\"", "c.json: inputs.L: not allowed with source \"npy\""},
+    }));
+    CAPTURE(set);
+    const std::string msg = error_of(set);
+    REQUIRE(msg.find(expect) != std::string::npos);
+    REQUIRE(msg.find('\n') == std::string::npos);
+}
+
+TEST_CASE("set paths and list flags", "[config]") {
+    json j = json::parse(kGood);
+    apply_set(j, "inputs.scale=[0.5,1]");
+    apply_set(j, "variants.0.name=FAVOR+");
+    REQUIRE(j["inputs"]["scale"] == json::array({0.5, 1}));
+    REQUIRE(j["variants"][0]["name"] == "FAVOR+");
+    REQUIRE_THROWS_AS(apply_set(j, "variants.3.name=x"), Error);
+    REQUIRE_THROWS_AS(apply_set(j, "noequals"), Error);
+    REQUIRE(parse_list_flag("--m", "16,32") == json::array({16, 32}));
+    REQUIRE_THROWS_AS(parse_list_flag("--m", "16,x"), Error);
+}
