@@ -14,6 +14,7 @@
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
 #include "favor/feature_maps.hpp"
+#include "favor/merge.hpp"
 #include "favor/projections.hpp"
 
 namespace {
@@ -97,6 +98,16 @@ int cmd_validate(const std::string& path, const std::vector<std::string>& sets) 
     return 0;
 }
 
+int cmd_merge(const std::string& out, const std::vector<std::string>& dirs, bool quiet) {
+    favor::check_output_dir(out);
+    const favor::RunResult r = favor::merge_results(dirs);
+    favor::write_results(r, out);
+    if (!quiet)
+        std::cout << "merged " << dirs.size() << " result directories into " << out << "/ ("
+                  << (r.errors.rows.empty() ? r.summary.rows.size() : r.errors.rows.size()) << " rows)\n";
+    return 0;
+}
+
 int cmd_list() {
     auto join = [](const std::vector<std::string>& v) {
         std::string s;
@@ -136,6 +147,14 @@ int main(int argc, char** argv) {
     validate->add_option("config", vpath, "experiment config (JSON)")->required();
     validate->add_option("--set", vsets, "override a config value: PATH=VALUE");
 
+    std::string merge_out;
+    std::vector<std::string> merge_dirs;
+    bool merge_quiet = false;
+    CLI::App* merge = app.add_subcommand("merge", "combine result directories (shards, sweep runs) into one result set");
+    merge->add_option("out_dir", merge_out, "output directory")->required();
+    merge->add_option("dirs", merge_dirs, "result directories to combine")->required();
+    merge->add_flag("--quiet", merge_quiet, "print nothing but errors");
+
     CLI::App* list = app.add_subcommand("list", "feature maps, projections, metrics, experiment kinds");
 
     try {
@@ -148,6 +167,7 @@ int main(int argc, char** argv) {
     try {
         if (*run) return cmd_run(rf);
         if (*validate) return cmd_validate(vpath, vsets);
+        if (*merge) return cmd_merge(merge_out, merge_dirs, merge_quiet);
         if (*list) return cmd_list();
     } catch (const Error& e) {
         std::cerr << "favor: " << e.what() << "\n";

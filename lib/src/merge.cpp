@@ -1,0 +1,128 @@
+#include "favor/merge.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "favor/error.hpp"
+
+namespace favor {
+
+using nlohmann::json;
+
+namespace {
+
+json read_run_json(const std::string& dir) {
+    const std::string path = dir + "/run.json";
+    std::ifstream in(path);
+    if (!in) throw Error(path + ": cannot open (is " + dir + " a favor result directory?)");
+    try {
+        return json::parse(in);
+    } catch (const json::exception&) {
+        throw Error(path + ": invalid JSON");
+    }
+}
+
+// Union of a grid list across inputs, ascending.
+void merge_list(json& into, const json& from) {
+    if (!from.is_array()) return;
+    std::set<double> values;
+    std::vector<json> all;
+    for (const json* src : {static_cast<const json*>(&into), &from})
+        if (src->is_array())
+            for (const json& v : *src)
+                if (v.is_number() && values.insert(v.get<double>()).second) all.push_back(v);
+    std::sort(all.begin(), all.end(), [](const json& a, const json& b) { return a.get<double>() < b.get<double>(); });
+    into = all;
+}
+
+}  // namespace
+
+RunResult merge_results(const std::vector<std::string>& dirs) {
+    if (dirs.empty()) throw Error("merge: no input directories");
+    std::vector<json> infos;
+    for (const auto& d : dirs) infos.push_back(read_run_json(d));
+    const json& first = infos[0]["config"];
+    const std::string kind = first.value("experiment", "approximation");
+    if (kind == "timing") throw Error(dirs[0] + ": merge combines approximation and kernel results, not timing");
+    const bool kernel = kind == "kernel";
+    const std::string file = kernel ? "summary.csv" : "errors.csv";
+
+    // Variant order: first appearance in the inputs' configs.
+    std::vector<std::string> variant_order;
+    json config = first;
+    for (std::size_t i = 0; i < dirs.size(); ++i) {
+        const json& c = infos[i]["config"];
+        if (c.value("experiment", "approximation") != kind)
+            throw Error(dirs[i] + "/run.json: experiment \"" + c.value("experiment", "") + "\" differs from \"" + kind + "\" in " + dirs[0]);
+        if (c.value("dtype", "") != first.value("dtype", ""))
+            throw Error(dirs[i] + "/run.json: dtype " + c.value("dtype", "") + " differs from " + first.value("dtype", "") + " in " + dirs[0]);
+        for (const json& v : c["variants"]) {
+            const std::string n = v.value("name", "");
+            if (std::find(variant_order.begin(), variant_order.end(), n) == variant_order.end()) {
+                variant_order.push_back(n);
+                if (i > 0) config["variants"].push_back(v);
+            }
+        }
+        for (const char* k : {"m", "d", "norm", "angle"}) if (c.contains(k)) merge_list(config[k], c[k]);
+        if (c.contains("inputs"))
+            for (const char* k : {"L", "d", "scale"})
+                if (c["inputs"].contains(k)) merge_list(config["inputs"][k], c["inputs"][k]);
+    }
+
+    Table all;
+    for (std::size_t i = 0; i < dirs.size(); ++i) {
+        Table t = read_csv(dirs[i] + "/" + file);
+        if (i == 0) all.columns = t.columns;
+        else if (t.columns != all.columns)
+            throw Error(dirs[i] + "/" + file + ": columns differ from " + dirs[0] + "/" + file + " (different metrics?)");
+        for (auto& r : t.rows) all.rows.push_back(std::move(r));
+    }
+
+    const std::vector<std::string> keys = kernel
+        ? std::vector<std::string>{"variant", "d", "m", "norm", "angle"}
+        : std::vector<std::string>{"variant", "L", "d", "m", "scale", "trial"};
+    std::vector<std::size_t> idx;
+    for (const auto& k : keys) idx.push_back(all.column(k));
+    auto rank = [&](const std::vector<std::string>& r) {
+        std::vector<double> v;
+        const auto it = std::find(variant_order.begin(), variant_order.end(), r[idx[0]]);
+        v.push_back(double(it - variant_order.begin()));
+        for (std::size_t k = 1; k < idx.size(); ++k) v.push_back(r[idx[k]].empty() ? -1.0 : std::stod(r[idx[k]]));
+        return v;
+    };
+    std::vector<std::pair<std::vector<double>, const std::vector<std::string>*>> order;
+    for (const auto& r : all.rows) order.push_back({rank(r), &r});
+    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+
+    RunResult res;
+    Table& out = kernel ? res.summary : res.errors;
+    out.columns = all.columns;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        if (i > 0 && order[i].first == order[i - 1].first) {
+            if (*order[i].second != *order[i - 1].second) {
+                std::string cell;
+                for (std::size_t k = 0; k < keys.size(); ++k) cell += (k ? " " : "") + keys[k] + "=" + (*order[i].second)[idx[k]];
+                throw Error("merge: inconsistent inputs: the cell " + cell + " appears twice with different values (different seeds or configs?)");
+            }
+            continue;   // the same cell twice, identically: keep one
+        }
+        out.rows.push_back(*order[i].second);
+    }
+    if (!kernel) {
+        std::vector<std::string> stat_cols, plain_cols;
+        const std::size_t first_metric = all.column("seed") + 1;
+        for (std::size_t c = first_metric; c < all.columns.size(); ++c)
+            (all.columns[c] == "kernel_mse_theory" ? plain_cols : stat_cols).push_back(all.columns[c]);
+        res.summary = summarize(res.errors, approximation_key_columns(), stat_cols, plain_cols);
+    }
+    res.info["config"] = config;
+    res.info["merged_from"] = dirs;
+    res.info["seed"] = infos[0].value("seed", json());
+    res.info["environment"] = infos[0].value("environment", json());
+    return res;
+}
+
+}  // namespace favor
