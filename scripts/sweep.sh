@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Sweeps one grid value from the shell: one `favor run` per value, then one `favor merge`.
+# Each run is independent (inputs and W depend only on their own seeds and sizes), so the
+# loop body can go to any machine; the merge equals a single run over the list.
+# Usage: scripts/sweep.sh --m|--L CONFIG.json OUT_DIR "v1 v2 ..." [extra favor run flags]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+flag=$1 config=$2 out=$3 values=$4; shift 4
+case "$flag" in --m|--L) ;; *) echo "sweep.sh: first argument must be --m or --L, got '$flag'" >&2; exit 2 ;; esac
+favor=${FAVOR:-build/favor}
+parts=()
+for value in $values; do
+  part="$out/parts/${flag#--}$value"
+  "$favor" run "$config" "$flag" "$value" --out "$part" --quiet "$@"
+  parts+=("$part")
+done
+"$favor" merge "$out" "${parts[@]}"
