@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
@@ -14,7 +15,10 @@
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
 #include "favor/feature_maps.hpp"
+#include "favor/inputs.hpp"
 #include "favor/merge.hpp"
+#include "favor/npy.hpp"
+#include "favor/tensor_io.hpp"
 #include "favor/projections.hpp"
 
 namespace {
@@ -44,6 +48,25 @@ struct Progress {
         if (printed) std::fputc('\n', stderr);
     }
 };
+
+// The summary as printed on the terminal: keys and means (summary.md has std and sem too).
+favor::Table means_only(const favor::Table& t) {
+    auto keep = [](const std::string& c) {
+        const auto n = c.size();
+        return !((n > 4 && c.compare(n - 4, 4, "_std") == 0) || (n > 4 && c.compare(n - 4, 4, "_sem") == 0) ||
+                 c == "nonfinite_mean" || c == "mse_sem");
+    };
+    favor::Table out;
+    std::vector<std::size_t> cols;
+    for (std::size_t i = 0; i < t.columns.size(); ++i)
+        if (keep(t.columns[i])) cols.push_back(i), out.columns.push_back(t.columns[i]);
+    for (const auto& r : t.rows) {
+        std::vector<std::string> row;
+        for (std::size_t i : cols) row.push_back(r[i]);
+        out.rows.push_back(std::move(row));
+    }
+    return out;
+}
 
 struct RunFlags {
     std::string config, out, m, L, dtype, shard;
@@ -78,8 +101,7 @@ int cmd_run(const RunFlags& f) {
     progress.finish();
     favor::write_results(r, out);
     if (!f.quiet) {
-        const favor::Table& t = r.timing.columns.empty() ? r.summary : r.timing;
-        std::cout << favor::to_markdown(t);
+        std::cout << favor::to_markdown(r.timing.columns.empty() ? means_only(r.summary) : r.timing);
         if (!r.notes_md.empty()) std::cout << "\n" << r.notes_md;
         std::cout << "\nwrote " << out << "/ in " << r.info.value("wall_seconds", 0.0) << " s\n";
     }
@@ -105,6 +127,91 @@ int cmd_merge(const std::string& out, const std::vector<std::string>& dirs, bool
     if (!quiet)
         std::cout << "merged " << dirs.size() << " result directories into " << out << "/ ("
                   << (r.errors.rows.empty() ? r.summary.rows.size() : r.errors.rows.size()) << " rows)\n";
+    return 0;
+}
+
+struct GenFlags {
+    std::size_t L = 0, d = 0, dv = 0;
+    double scale = 1.0;
+    std::uint64_t seed = 0;
+    std::string dtype = "float64", out;
+};
+
+// Writes q.npy, k.npy, v.npy: exactly the random inputs a run with these values uses.
+int cmd_gen(const GenFlags& g) {
+    if (g.L == 0 || g.d == 0) throw Error("gen: --L and --d must be >= 1");
+    if (!(g.scale > 0) || !std::isfinite(g.scale)) throw Error("gen: --scale must be > 0");
+    if (g.dtype != "float32" && g.dtype != "float64") throw Error("gen: --dtype must be float32 or float64, got " + g.dtype);
+    favor::check_output_dir(g.out);
+    const favor::QKV in = favor::random_inputs(g.seed, g.L, g.d, g.dv ? g.dv : g.d, g.scale);
+    favor::make_output_dir(g.out);
+    const bool f32 = g.dtype == "float32";
+    favor::save_heads(g.out + "/q.npy", {}, {in.q}, f32);
+    favor::save_heads(g.out + "/k.npy", {}, {in.k}, f32);
+    favor::save_heads(g.out + "/v.npy", {}, {in.v}, f32);
+    return 0;
+}
+
+struct ProjectionFlags {
+    std::string projection, out;
+    std::size_t m = 0, d = 0;
+    std::uint64_t seed = 0, trial = 0;
+};
+
+// Writes W (m, d): exactly the matrix a run draws for (seed, projection, m, d, trial).
+int cmd_projection(const ProjectionFlags& p) {
+    if (p.m == 0 || p.d == 0) throw Error("projection: --m and --d must be >= 1");
+    const favor::Mat<double> W =
+        favor::draw_projection(favor::parse_projection(p.projection), p.m, p.d, p.seed, p.trial);
+    favor::write_npy(p.out, {p.m, p.d}, W.data(), false);
+    return 0;
+}
+
+struct ApplyFlags {
+    std::string q, k, v, out, features, projection = "orthogonal", dtype = "float64", A;
+    bool exact = false, causal = false;
+    std::size_t m = 0;
+    std::uint64_t seed = 0, trial = 0;
+    double epsilon = 0.0;
+    int threads = 0;
+};
+
+// Writes the exact or approximate attention output of given tensors (shape lead + (L, d_v)).
+int cmd_apply(const ApplyFlags& a) {
+    favor::ApplyOptions o;
+    o.exact = a.exact;
+    o.causal = a.causal;
+    o.seed = a.seed;
+    o.trial = a.trial;
+    o.threads = a.threads;
+    if (a.dtype != "float32" && a.dtype != "float64") throw Error("apply: --dtype must be float32 or float64, got " + a.dtype);
+    o.float32 = a.dtype == "float32";
+    if (a.exact && !a.features.empty()) throw Error("apply: give either --exact or --features, not both");
+    if (!a.exact) {
+        if (a.features.empty()) throw Error("apply: give --exact or --features F (with --m M)");
+        if (a.m == 0) throw Error("apply: --m must be >= 1");
+        o.map.kind = favor::parse_features(a.features);
+        o.map.epsilon = a.epsilon;
+        if (a.epsilon < 0) throw Error("apply: --epsilon must be >= 0");
+        if (!a.A.empty()) {
+            if (o.map.kind != favor::FeatureKind::oprf) throw Error("apply: --A applies only to --features oprf");
+            if (a.A == "optimal") o.map.A_optimal = true;
+            else {
+                try {
+                    o.map.A = std::stod(a.A);
+                } catch (const std::exception&) {
+                    throw Error("apply: --A must be a number < 1/8 or 'optimal', got " + a.A);
+                }
+                if (!(o.map.A < 0.125)) throw Error("apply: --A must be < 1/8, got " + a.A);
+            }
+        } else if (o.map.kind == favor::FeatureKind::oprf) {
+            o.map.A_optimal = true;
+        }
+        o.projection = favor::parse_projection(a.projection);
+        o.m = a.m;
+    }
+    const favor::HeadTensors in = favor::load_qkv(a.q, a.k, a.v, a.causal);
+    favor::save_heads(a.out, in.lead, favor::apply_attention(in, o), o.float32);
     return 0;
 }
 
@@ -155,6 +262,43 @@ int main(int argc, char** argv) {
     merge->add_option("dirs", merge_dirs, "result directories to combine")->required();
     merge->add_flag("--quiet", merge_quiet, "print nothing but errors");
 
+    GenFlags gf;
+    CLI::App* gen = app.add_subcommand("gen", "write the random q.npy, k.npy, v.npy a run uses");
+    gen->add_option("--L", gf.L, "sequence length")->required();
+    gen->add_option("--d", gf.d, "head dimension")->required();
+    gen->add_option("--dv", gf.dv, "value dimension (default d)");
+    gen->add_option("--scale", gf.scale, "entries N(0, scale^2) (default 1)");
+    gen->add_option("--seed", gf.seed, "seed (default 0)");
+    gen->add_option("--dtype", gf.dtype, "float32 or float64 (default)");
+    gen->add_option("--out", gf.out, "output directory")->required();
+
+    ProjectionFlags pf;
+    CLI::App* proj = app.add_subcommand("projection", "write the random matrix W (m, d) a run draws");
+    proj->add_option("--projection", pf.projection, "iid, orthogonal, ... (favor list)")->required();
+    proj->add_option("--m", pf.m, "number of random vectors")->required();
+    proj->add_option("--d", pf.d, "dimension")->required();
+    proj->add_option("--seed", pf.seed, "seed")->required();
+    proj->add_option("--trial", pf.trial, "trial (default 0)");
+    proj->add_option("--out", pf.out, "output .npy file")->required();
+
+    ApplyFlags af;
+    CLI::App* apply = app.add_subcommand("apply", "exact or approximate attention of given .npy tensors");
+    apply->add_option("--q", af.q, "queries .npy: (L, d), (H, L, d) or (B, H, L, d)")->required();
+    apply->add_option("--k", af.k, "keys .npy, same leading shape and d")->required();
+    apply->add_option("--v", af.v, "values .npy, same leading shape and length as k")->required();
+    apply->add_flag("--exact", af.exact, "exact softmax attention");
+    apply->add_option("--features", af.features, "feature map (favor list)");
+    apply->add_option("--projection", af.projection, "projection (default orthogonal)");
+    apply->add_option("--m", af.m, "number of random vectors");
+    apply->add_option("--seed", af.seed, "seed of W (default 0)");
+    apply->add_option("--trial", af.trial, "trial of W (default 0)");
+    apply->add_option("--epsilon", af.epsilon, "stabiliser added to each feature (default 0)");
+    apply->add_option("--A", af.A, "oprf parameter: a number < 1/8 or 'optimal' (default)");
+    apply->add_flag("--causal", af.causal, "unidirectional (causal) attention");
+    apply->add_option("--dtype", af.dtype, "compute and output precision: float32 or float64 (default)");
+    apply->add_option("--threads", af.threads, "threads for exact attention (default all)");
+    apply->add_option("--out", af.out, "output .npy file")->required();
+
     CLI::App* list = app.add_subcommand("list", "feature maps, projections, metrics, experiment kinds");
 
     try {
@@ -167,6 +311,9 @@ int main(int argc, char** argv) {
     try {
         if (*run) return cmd_run(rf);
         if (*validate) return cmd_validate(vpath, vsets);
+        if (*gen) return cmd_gen(gf);
+        if (*proj) return cmd_projection(pf);
+        if (*apply) return cmd_apply(af);
         if (*merge) return cmd_merge(merge_out, merge_dirs, merge_quiet);
         if (*list) return cmd_list();
     } catch (const Error& e) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "favor/blas.hpp"
 #include "favor/parallel.hpp"
@@ -22,100 +23,196 @@ Mat<T> scale_rows(const Mat<T>& X) {
     return out;
 }
 
+namespace {
+// Exact attention: query rows per block and keys per tile. A tile of scores (rows x keys)
+// stays in the per-core L2 cache (512 KB), so the max / exp / sum pass never goes to memory.
+constexpr std::size_t kExactRows = 256;
+template <class T>
+constexpr std::size_t exact_tile_keys() { return (std::size_t(1) << 19) / (kExactRows * sizeof(T)); }
+}  // namespace
+
 template <class T>
 Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal, int threads) {
     const std::size_t L = Q.shape(0), d = Q.shape(1), Lk = K.shape(0), dv = V.shape(1);
     Mat<T> out = Mat<T>::from_shape({L, dv});
-    const std::size_t b = block_rows(Lk);
-    const std::size_t nblocks = (L + b - 1) / b;
+    const std::size_t rb = kExactRows, kt = exact_tile_keys<T>();
+    const std::size_t nblocks = (L + rb - 1) / rb;
     const T alpha = T(1.0 / std::sqrt(double(d)));
+    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
     parallel_for(nblocks, threads, [&](std::size_t blk) {
-        const std::size_t r0 = blk * b, rows = std::min(b, L - r0);
+        const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         // Causal rows r0..r0+rows-1 only see keys < r0 + rows.
         const std::size_t cols = causal ? std::min(Lk, r0 + rows) : Lk;
-        std::vector<T> S(rows * cols);
-        gemm<T>(false, true, rows, cols, d, alpha, Q.data() + r0 * d, d, K.data(), d, T(0), S.data(), cols);
-        for (std::size_t i = 0; i < rows; ++i) {
-            T* s = S.data() + i * cols;
-            const std::size_t n = causal ? std::min(cols, r0 + i + 1) : cols;
-            exp_shifted(s, n, max_of(s, n));
-            std::fill(s + n, s + cols, T(0));
+        std::vector<T> S(rows * std::min(kt, std::max<std::size_t>(cols, 1)));
+        std::vector<T> acc(rows * dv, T(0)), row_max(rows, neg_inf);
+        std::vector<double> row_sum(rows, 0.0);
+        for (std::size_t c0 = 0; c0 < cols; c0 += kt) {
+            const std::size_t nc = std::min(kt, cols - c0);
+            gemm<T>(false, true, rows, nc, d, alpha, Q.data() + r0 * d, d, K.data() + c0 * d, d, T(0), S.data(), nc);
+            for (std::size_t i = 0; i < rows; ++i) {
+                T* s = S.data() + i * nc;
+                const std::size_t gi = r0 + i;
+                // Keys c0 .. c0+n-1 of this tile are visible to row gi.
+                const std::size_t n = !causal ? nc : (gi + 1 <= c0 ? 0 : std::min(nc, gi + 1 - c0));
+                if (n > 0) {
+                    const T mt = max_of(s, n);
+                    if (mt > row_max[i]) {   // new running max: rescale what came before
+                        if (row_max[i] != neg_inf) {
+                            const T f = std::exp(row_max[i] - mt);
+                            row_sum[i] *= double(f);
+                            scale_in_place(acc.data() + i * dv, dv, f);
+                        }
+                        row_max[i] = mt;
+                    }
+                    row_sum[i] += exp_shifted_sum(s, n, row_max[i]);
+                }
+                std::fill(s + n, s + nc, T(0));
+            }
+            gemm<T>(false, false, rows, dv, nc, T(1), S.data(), nc, V.data() + c0 * dv, dv,
+                    c0 == 0 ? T(0) : T(1), acc.data(), dv);
         }
-        gemm<T>(false, false, rows, dv, cols, T(1), S.data(), cols, V.data(), dv, T(0), out.data() + r0 * dv, dv);
         for (std::size_t i = 0; i < rows; ++i) {
-            const T* s = S.data() + i * cols;
-            const T inv = T(1.0 / sum_of(s, cols));
-            for (std::size_t c = 0; c < dv; ++c) out(r0 + i, c) *= inv;
+            const T inv = T(1.0 / row_sum[i]);
+            for (std::size_t c = 0; c < dv; ++c) out(r0 + i, c) = acc[i * dv + c] * inv;
         }
     });
     return out;
 }
 
 namespace {
-// [V, 1]: (L, dv + 1), so one product gives both phiK^T V and the normaliser phiK^T 1.
+// Rows per block of the products of linear attention (fixed: results never depend on threads).
+constexpr std::size_t kLinearRows = 1024;
+// Rows per step of the causal prefix sums.
+constexpr std::size_t kCausalStep = 64;
+
+// acc (F x (dv+1)) = phiK_b^T [V_b, 1] for rows r0 .. r0+rows-1 (ld of acc: dv + 1).
 template <class T>
-std::vector<T> with_ones_column(const Mat<T>& V) {
-    const std::size_t L = V.shape(0), dv = V.shape(1);
-    std::vector<T> out(L * (dv + 1));
-    for (std::size_t i = 0; i < L; ++i) {
-        std::copy(V.data() + i * dv, V.data() + (i + 1) * dv, out.data() + i * (dv + 1));
-        out[i * (dv + 1) + dv] = T(1);
+void kv_block(const T* phiK, const T* V, std::size_t r0, std::size_t rows, std::size_t F,
+              std::size_t dv, T beta, T* acc) {
+    const std::size_t e = dv + 1;
+    gemm<T>(true, false, F, dv, rows, T(1), phiK + r0 * F, F, V + r0 * dv, dv, beta, acc, e);
+    // Column dv: the column sums of phiK_b (row by row, so in a fixed order, vectorised over F).
+    std::vector<T> z(F, T(0));
+    for (std::size_t i = r0; i < r0 + rows; ++i) {
+        const T* p = phiK + i * F;
+        for (std::size_t f = 0; f < F; ++f) z[f] += p[f];
     }
-    return out;
+    for (std::size_t f = 0; f < F; ++f) acc[f * e + dv] = beta * acc[f * e + dv] + z[f];
+}
+
+// out rows = num[:, :dv] / num[:, dv] for `rows` rows of num (ld dv + 1).
+template <class T>
+void normalise_rows(const T* num, std::size_t rows, std::size_t dv, T* out) {
+    const std::size_t e = dv + 1;
+    for (std::size_t i = 0; i < rows; ++i) {
+        const T inv = T(1) / num[i * e + dv];
+        for (std::size_t c = 0; c < dv; ++c) out[i * dv + c] = num[i * e + c] * inv;
+    }
 }
 }  // namespace
 
 template <class T>
-Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal) {
-    const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), Lk = phiK.shape(0), dv = V.shape(1);
+Mat<T> linear_attention_kv(const Mat<T>& phiK, const Mat<T>& V, int threads) {
+    const std::size_t Lk = phiK.shape(0), F = phiK.shape(1), dv = V.shape(1), e = dv + 1;
+    const std::size_t nblocks = std::max<std::size_t>((Lk + kLinearRows - 1) / kLinearRows, 1);
+    std::vector<std::vector<T>> part(nblocks);
+    parallel_for(nblocks, threads, [&](std::size_t blk) {
+        const std::size_t r0 = blk * kLinearRows, rows = std::min(kLinearRows, Lk - std::min(Lk, r0));
+        part[blk].assign(F * e, T(0));
+        kv_block(phiK.data(), V.data(), r0, rows, F, dv, T(0), part[blk].data());
+    });
+    Mat<T> KV = Mat<T>::from_shape({F, e});
+    std::copy(part[0].begin(), part[0].end(), KV.data());
+    for (std::size_t b = 1; b < nblocks; ++b)   // in block order
+        for (std::size_t k = 0; k < F * e; ++k) KV.data()[k] += part[b][k];
+    return KV;
+}
+
+template <class T>
+Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads) {
+    const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), e = KV1.shape(1), dv = e - 1;
+    Mat<T> out = Mat<T>::from_shape({L, dv});
+    const std::size_t rb = 256, nblocks = (L + rb - 1) / rb;
+    parallel_for(nblocks, threads, [&](std::size_t blk) {
+        const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
+        std::vector<T> num(rows * e);
+        gemm<T>(false, false, rows, e, F, T(1), phiQ.data() + r0 * F, F, KV1.data(), e, T(0), num.data(), e);
+        normalise_rows(num.data(), rows, dv, out.data() + r0 * dv);
+    });
+    return out;
+}
+
+template <class T>
+Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal, int threads) {
+    if (!causal) return linear_attention_apply(phiQ, linear_attention_kv(phiK, V, threads), threads);
+    const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1);
     const std::size_t e = dv + 1;
-    const std::vector<T> V1 = with_ones_column(V);
-    std::vector<T> num(L * e);   // phiQ (phiK^T [V, 1]) = [numerator, D]
-    if (!causal) {
-        std::vector<T> KV(F * e);
-        gemm<T>(true, false, F, e, Lk, T(1), phiK.data(), F, V1.data(), e, T(0), KV.data(), e);
-        gemm<T>(false, false, L, e, F, T(1), phiQ.data(), F, KV.data(), e, T(0), num.data(), e);
-    } else {
-        // Prefix sums over blocks of c rows: inside a block the lower triangle of
-        // phiQ_b phiK_b^T, before it the running G = sum_{j < r0} phiK_j [v_j, 1]^T.
-        const std::size_t c = 64;
-        std::vector<T> G(F * e, T(0)), S(c * c);
-        for (std::size_t r0 = 0; r0 < L; r0 += c) {
-            const std::size_t rows = std::min(c, L - r0);
-            T* nb = num.data() + r0 * e;
-            gemm<T>(false, false, rows, e, F, T(1), phiQ.data() + r0 * F, F, G.data(), e, T(0), nb, e);
+    // Prefix sums G_i = sum_{j <= i} phiK_j [v_j, 1]^T over chunks of kLinearRows rows:
+    // (1) each chunk's own sum, in parallel; (2) the sums before each chunk, in chunk order;
+    // (3) each chunk in steps of c rows from its starting G, in parallel: inside a step the
+    // lower triangle of phiQ_b phiK_b^T, before it the running G.
+    const std::size_t nchunks = (L + kLinearRows - 1) / kLinearRows;
+    std::vector<std::vector<T>> G(nchunks, std::vector<T>(F * e, T(0)));
+    parallel_for(nchunks, threads, [&](std::size_t ch) {
+        if (ch + 1 == nchunks) return;   // the last chunk's own sum is never used
+        const std::size_t r0 = ch * kLinearRows, rows = std::min(kLinearRows, L - r0);
+        kv_block(phiK.data(), V.data(), r0, rows, F, dv, T(0), G[ch].data());
+    });
+    // G[ch] becomes the sum over chunks before ch.
+    std::vector<T> run(F * e, T(0)), own;
+    for (std::size_t ch = 0; ch < nchunks; ++ch) {
+        own.swap(G[ch]);
+        G[ch] = run;
+        if (ch + 1 < nchunks)
+            for (std::size_t k = 0; k < F * e; ++k) run[k] += own[k];
+    }
+    Mat<T> out = Mat<T>::from_shape({L, dv});
+    const std::size_t c = kCausalStep;
+    parallel_for(nchunks, threads, [&](std::size_t ch) {
+        const std::size_t c0 = ch * kLinearRows, c1 = std::min(L, c0 + kLinearRows);
+        std::vector<T>& g = G[ch];
+        std::vector<T> S(c * c), V1(c * e), num(c * e);
+        for (std::size_t r0 = c0; r0 < c1; r0 += c) {
+            const std::size_t rows = std::min(c, c1 - r0);
+            for (std::size_t i = 0; i < rows; ++i) {
+                std::copy(V.data() + (r0 + i) * dv, V.data() + (r0 + i + 1) * dv, V1.data() + i * e);
+                V1[i * e + dv] = T(1);
+            }
+            gemm<T>(false, false, rows, e, F, T(1), phiQ.data() + r0 * F, F, g.data(), e, T(0), num.data(), e);
             gemm<T>(false, true, rows, rows, F, T(1), phiQ.data() + r0 * F, F, phiK.data() + r0 * F, F, T(0), S.data(), rows);
             for (std::size_t i = 0; i < rows; ++i)
                 for (std::size_t j = i + 1; j < rows; ++j) S[i * rows + j] = T(0);
-            gemm<T>(false, false, rows, e, rows, T(1), S.data(), rows, V1.data() + r0 * e, e, T(1), nb, e);
-            gemm<T>(true, false, F, e, rows, T(1), phiK.data() + r0 * F, F, V1.data() + r0 * e, e, T(1), G.data(), e);
+            gemm<T>(false, false, rows, e, rows, T(1), S.data(), rows, V1.data(), e, T(1), num.data(), e);
+            if (r0 + rows < c1)
+                gemm<T>(true, false, F, e, rows, T(1), phiK.data() + r0 * F, F, V1.data(), e, T(1), g.data(), e);
+            normalise_rows(num.data(), rows, dv, out.data() + r0 * dv);
         }
-    }
-    Mat<T> out = Mat<T>::from_shape({L, dv});
-    for (std::size_t i = 0; i < L; ++i) {
-        const T inv = T(1) / num[i * e + dv];
-        for (std::size_t c = 0; c < dv; ++c) out(i, c) = num[i * e + c] * inv;
-    }
+    });
     return out;
 }
 
 template <class T>
 Approximation<T> favor_attention(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q,
-                                 const Mat<T>& K, const Mat<T>& V, bool causal) {
-    const Mat<T> X = scale_rows(Q), Y = scale_rows(K);
-    const FeatureMap map = resolve_for_inputs(f, X, Y);
-    Features<T> fq = compute_features(map, X, W, Side::query);
-    Features<T> fk = compute_features(map, Y, W, Side::key);
-    Mat<T> out = linear_attention(fq.phi, fk.phi, V, causal);
+                                 const Mat<T>& K, const Mat<T>& V, bool causal, int threads) {
+    // x = q / d^{1/4}: the scaling is folded into the feature maps' product (no copies).
+    const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
+    const FeatureMap map = (f.kind == FeatureKind::oprf && f.A_optimal)
+                               ? resolve_for_inputs(f, scale_rows(Q), scale_rows(K))
+                               : f;
+    Features<T> fq = compute_features_scaled(map, Q, xs, W, Side::query, threads);
+    Features<T> fk = compute_features_scaled(map, K, xs, W, Side::key, threads);
+    Mat<T> out = linear_attention(fq.phi, fk.phi, V, causal, threads);
     return {std::move(out), std::move(fq), std::move(fk), map};
 }
 
 #define FAVOR_INSTANTIATE(T)                                                                        \
     template Mat<T> scale_rows<T>(const Mat<T>&);                                                    \
     template Mat<T> exact_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);      \
-    template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool);          \
+    template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);     \
+    template Mat<T> linear_attention_kv<T>(const Mat<T>&, const Mat<T>&, int);                       \
+    template Mat<T> linear_attention_apply<T>(const Mat<T>&, const Mat<T>&, int);                    \
     template Approximation<T> favor_attention<T>(const FeatureMap&, const Mat<T>&, const Mat<T>&,    \
-                                                 const Mat<T>&, const Mat<T>&, bool);
+                                                 const Mat<T>&, const Mat<T>&, bool, int);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

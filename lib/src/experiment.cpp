@@ -16,6 +16,7 @@
 #include "favor/error.hpp"
 #include "favor/experiment_parts.hpp"
 #include "favor/inputs.hpp"
+#include "favor/tensor_io.hpp"
 #include "favor/metrics.hpp"
 #include "favor/parallel.hpp"
 #include "favor/projections.hpp"
@@ -71,7 +72,7 @@ struct Instance {
 };
 
 template <class T>
-Head<T> make_head(Mat<double> q, Mat<double> k, Mat<double> v, bool causal, int threads) {
+Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads) {
     Head<T> h;
     h.x = scale_rows(q);
     h.y = scale_rows(k);
@@ -100,28 +101,32 @@ std::vector<std::string> metric_columns(const Config& cfg) {
 template <class T>
 RunResult run_approximation(const Config& cfg, const RunOptions& opt, json info) {
     const int threads = resolve_threads(opt.threads);
+    const bool npy = cfg.inputs.source == "npy";
+    // npy inputs are one grid point (their L and d come from the files).
+    const std::size_t nL = npy ? 1 : cfg.inputs.L.size(), nd = npy ? 1 : cfg.inputs.d.size(),
+                      ns = npy ? 1 : cfg.inputs.scale.size();
+    HeadTensors files;
+    if (npy) files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
     // Grid points (L, d, scale), then the cells: variant x L x d x m x scale in config order.
     std::vector<Instance<T>> instances;
-    std::map<std::tuple<std::size_t, std::size_t, std::size_t>, std::size_t> instance_of;
-    for (std::size_t li = 0; li < cfg.inputs.L.size(); ++li)
-        for (std::size_t di = 0; di < cfg.inputs.d.size(); ++di)
-            for (std::size_t si = 0; si < cfg.inputs.scale.size(); ++si) {
-                instance_of[{li, di, si}] = instances.size();
+    for (std::size_t li = 0; li < nL; ++li)
+        for (std::size_t di = 0; di < nd; ++di)
+            for (std::size_t si = 0; si < ns; ++si) {
                 Instance<T> in;
-                in.L = cfg.inputs.L[li];
-                in.d = cfg.inputs.d[di];
-                in.scale = cfg.inputs.scale[si];
+                in.L = npy ? files.L() : cfg.inputs.L[li];
+                in.d = npy ? files.d() : cfg.inputs.d[di];
+                if (!npy) in.scale = cfg.inputs.scale[si];
                 instances.push_back(std::move(in));
             }
     std::vector<Cell> cells;
     std::size_t grid_index = 0;
     for (std::size_t v = 0; v < cfg.variants.size(); ++v)
-        for (std::size_t li = 0; li < cfg.inputs.L.size(); ++li)
-            for (std::size_t di = 0; di < cfg.inputs.d.size(); ++di)
+        for (std::size_t li = 0; li < nL; ++li)
+            for (std::size_t di = 0; di < nd; ++di)
                 for (std::size_t m : cfg.m)
-                    for (std::size_t si = 0; si < cfg.inputs.scale.size(); ++si, ++grid_index)
+                    for (std::size_t si = 0; si < ns; ++si, ++grid_index)
                         if (grid_index % opt.shard.count == opt.shard.index)
-                            cells.push_back({v, instance_of[{li, di, si}], m});
+                            cells.push_back({v, (li * nd + di) * ns + si, m});
 
     // Inputs and exact references, only for the instances this shard needs.
     std::vector<bool> needed(instances.size(), false);
@@ -129,15 +134,20 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, json info)
     for (std::size_t i = 0; i < instances.size(); ++i) {
         if (!needed[i]) continue;
         Instance<T>& in = instances[i];
-        const std::size_t dv = cfg.inputs.d_v.value_or(in.d);
-        QKV qkv = random_inputs(cfg.seed, in.L, in.d, dv, *in.scale);
-        in.heads.push_back(make_head<T>(std::move(qkv.q), std::move(qkv.k), std::move(qkv.v), cfg.causal, threads));
+        if (npy) {
+            for (std::size_t h = 0; h < files.q.size(); ++h)
+                in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads));
+        } else {
+            QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale);
+            in.heads.push_back(make_head<T>(std::move(qkv.q), std::move(qkv.k), std::move(qkv.v), cfg.causal, threads));
+        }
     }
 
     const std::vector<std::string> mcols = metric_columns(cfg);
     const std::size_t trials = cfg.trials;
     const std::size_t total = cells.size() * trials;
-    std::vector<std::map<std::string, std::optional<double>>> values(total);
+    // values[item][head][column]
+    std::vector<std::vector<std::map<std::string, std::optional<double>>>> values(total);
     std::atomic<std::size_t> done{0};
     // Each (cell, trial) runs on one thread: its numbers never depend on the thread count.
     parallel_for(total, threads, [&](std::size_t item) {
@@ -151,56 +161,79 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, json info)
         req.kernel_mse = cfg.wants("kernel_mse");
         req.negative_fraction = cfg.wants("negative_fraction");
         req.causal = cfg.causal;
-        std::map<std::string, double> sum;
-        std::map<std::string, bool> applicable;
         for (const Head<T>& h : in.heads) {
+            std::map<std::string, std::optional<double>> v;
             const auto t0 = std::chrono::steady_clock::now();
             const Approximation<T> a = favor_attention(var.map, W, h.q, h.k, h.v, cfg.causal);
-            sum["seconds"] += seconds_since(t0);
-            sum["output_mse"] += output_mse(h.reference, a.out);
-            sum["nonfinite"] += double(count_nonfinite(a.out));
+            v["seconds"] = seconds_since(t0);
+            v["output_mse"] = output_mse(h.reference, a.out);
+            v["nonfinite"] = double(count_nonfinite(a.out));
             if (req.kernel_mse && var.map.estimates_softmax()) req.theory = kernel_theory(a.map, c.m, in.d);
             if (req.any()) {
                 const PairwiseResult p = pairwise_metrics(
                     h.x, h.y, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
                     Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, 1);
-                sum["attention_mse"] += p.attention_mse;
-                sum["kernel_mse"] += p.kernel_mse;
-                sum["negative_fraction"] += p.negative_fraction;
-                if (req.theory) sum["kernel_mse_theory"] += p.kernel_mse_theory;
+                v["attention_mse"] = p.attention_mse;
+                v["kernel_mse"] = p.kernel_mse;
+                v["negative_fraction"] = p.negative_fraction;
+                if (req.theory) v["kernel_mse_theory"] = p.kernel_mse_theory;
             }
-        }
-        auto& out = values[item];
-        const double heads = double(in.heads.size());
-        for (const std::string& col : mcols) {
-            if (col == "kernel_mse_theory" && !req.theory) out[col] = std::nullopt;
-            else if (col == "nonfinite" || col == "seconds") out[col] = sum[col];   // totals over heads
-            else out[col] = sum[col] / heads;                                        // mean over heads
+            values[item].push_back(std::move(v));
         }
         if (opt.progress) opt.progress(done.fetch_add(1) + 1, total);
     });
 
+    // Rows: per head when asked for, otherwise one row per (cell, trial) with errors averaged
+    // over batch x heads (nonfinite and seconds: totals over heads).
+    const bool per_head = npy && cfg.inputs.per_head;
     RunResult r;
-    r.errors.columns = approximation_key_columns();
+    std::vector<std::string> keys = approximation_key_columns();
+    if (per_head) keys.push_back("head");
+    r.errors.columns = keys;
     r.errors.columns.push_back("trial");
     r.errors.columns.push_back("seed");
     for (const auto& col : mcols) r.errors.columns.push_back(col);
+    auto cell_of = [&](const std::map<std::string, std::optional<double>>& v, const std::string& col) {
+        const auto it = v.find(col);
+        if (it == v.end() || !it->second) return std::string();
+        return col == "nonfinite" ? format_count(std::size_t(*it->second)) : format_number(it->second);
+    };
     for (std::size_t item = 0; item < total; ++item) {
         const Cell& c = cells[item / trials];
         const Variant& var = cfg.variants[c.variant];
         const Instance<T>& in = instances[c.instance];
-        std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(),
-                                         format_count(in.L), format_count(in.d), format_count(c.m),
-                                         format_number(in.scale), format_count(item % trials),
-                                         std::to_string(cfg.seed)};
-        for (const auto& col : mcols)
-            row.push_back(col == "nonfinite" ? format_count(std::size_t(*values[item][col]))
-                                             : format_number(values[item][col]));
-        r.errors.rows.push_back(std::move(row));
+        std::vector<std::map<std::string, std::optional<double>>> rows;
+        if (per_head) {
+            rows = values[item];
+        } else {
+            std::map<std::string, std::optional<double>> avg;
+            for (const std::string& col : mcols) {
+                double total_v = 0;
+                bool any = false;
+                for (const auto& v : values[item]) {
+                    const auto it = v.find(col);
+                    if (it != v.end() && it->second) total_v += *it->second, any = true;
+                }
+                const bool summed = col == "nonfinite" || col == "seconds";
+                if (any) avg[col] = summed ? total_v : total_v / double(values[item].size());
+            }
+            rows.push_back(std::move(avg));
+        }
+        for (std::size_t h = 0; h < rows.size(); ++h) {
+            std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(),
+                                             format_count(in.L), format_count(in.d), format_count(c.m),
+                                             format_number(in.scale)};
+            if (per_head) row.push_back(format_count(h));
+            row.push_back(format_count(item % trials));
+            row.push_back(std::to_string(cfg.seed));
+            for (const auto& col : mcols) row.push_back(cell_of(rows[h], col));
+            r.errors.rows.push_back(std::move(row));
+        }
     }
     std::vector<std::string> stat_cols, plain_cols;
     for (const auto& col : mcols) (col == "kernel_mse_theory" ? plain_cols : stat_cols).push_back(col);
-    r.summary = summarize(r.errors, approximation_key_columns(), stat_cols, plain_cols);
+    r.summary = summarize(r.errors, keys, stat_cols, plain_cols);
+    if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", files.L()}, {"d", files.d()}, {"heads", files.q.size()}};
     r.info = std::move(info);
     return r;
 }

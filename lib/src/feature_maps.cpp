@@ -1,9 +1,12 @@
 #include "favor/feature_maps.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "favor/blas.hpp"
+#include "favor/memory.hpp"
 #include "favor/names.hpp"
+#include "favor/parallel.hpp"
 #include "favor/theory.hpp"
 #include "favor/vmath.hpp"
 
@@ -62,78 +65,105 @@ FeatureMap resolve_for_inputs(const FeatureMap& f, const Mat<T>& X, const Mat<T>
     return r;
 }
 
-template <class T>
-Features<T> compute_features(const FeatureMap& f, const Mat<T>& X, const Mat<T>& W, Side side) {
-    const std::size_t L = X.shape(0), d = X.shape(1), m = W.shape(0);
-    const std::size_t F = f.num_features(m);
-    // P = X W^T: (L, m), the only O(L m d) work of the map.
-    Mat<T> P = Mat<T>::from_shape({L, m});
-    gemm<T>(false, true, L, m, d, T(1), X.data(), d, W.data(), d, T(0), P.data(), m);
-    const std::vector<double> x2 = row_norms2(X);
+namespace {
 
+// The feature map on X = Xin * xs: (L, d) rows, W: (m, d). See compute_features.
+template <class T>
+Features<T> features_impl(const FeatureMap& f, const T* Xin, std::size_t L, std::size_t d,
+                          double xs, const Mat<T>& W, Side side, int threads) {
+    const std::size_t m = W.shape(0);
+    const std::size_t F = f.num_features(m);
     Features<T> out{Mat<T>::from_shape({L, F}), std::vector<double>(L, 0.0)};
     T* phi = out.phi.data();
+    advise_hugepages(phi, out.phi.size() * sizeof(T));
+    const std::size_t rb = feature_block_rows();
+    const std::size_t nblocks = (L + rb - 1) / rb;
 
-    if (f.kind == FeatureKind::relu) {
-        const T c = T(1.0 / std::sqrt(double(m)));
-        for (std::size_t k = 0; k < L * m; ++k)
-            phi[k] = (std::max(P.data()[k], T(0)) + T(f.epsilon)) * c;
-        return out;
-    }
-
-    // Exponents e_ij, with the row maxima, before any shift.
-    std::vector<double> row_max(L);
-    if (f.kind == FeatureKind::trig) {
-        for (std::size_t i = 0; i < L; ++i) row_max[i] = 0.5 * x2[i];   // exp(|x|^2/2)
-    } else {
-        // positive = oprf with A = 0: e_ij = sqrt(1-4A) w_j.x_i + A |w_j|^2 - |x_i|^2/2 + (d/4) log(1-4A)
-        const double A = (f.kind == FeatureKind::oprf) ? f.A : 0.0;
-        const T a = T(std::sqrt(1.0 - 4.0 * A));
-        const double log_c = 0.25 * double(d) * std::log1p(-4.0 * A);
-        std::vector<T> wterm(m, T(0));
-        if (A != 0.0)
-            for (std::size_t j = 0; j < m; ++j) {
-                double w2 = 0.0;
-                for (std::size_t c = 0; c < d; ++c) w2 += double(W(j, c)) * double(W(j, c));
-                wterm[j] = T(A * w2);
-            }
-        const bool hyp = f.kind == FeatureKind::hyperbolic;
-        for (std::size_t i = 0; i < L; ++i) {
-            const T base = T(log_c - 0.5 * x2[i]);
-            const T* p = P.data() + i * m;
-            T* e = phi + i * F;
-            for (std::size_t j = 0; j < m; ++j) e[j] = a * p[j] + wterm[j] + base;
-            if (hyp)   // [exp(Wx), exp(-Wx)]
-                for (std::size_t j = 0; j < m; ++j) e[m + j] = -p[j] + base;
-            row_max[i] = double(max_of(e, F));
+    // positive = oprf with A = 0: e_ij = sqrt(1-4A) w_j.x_i + A |w_j|^2 - |x_i|^2/2 + (d/4) log(1-4A)
+    const double A = (f.kind == FeatureKind::oprf) ? f.A : 0.0;
+    const T a = T(std::sqrt(1.0 - 4.0 * A));
+    const double log_c = 0.25 * double(d) * std::log1p(-4.0 * A);
+    std::vector<T> wterm(m, T(0));
+    if (A != 0.0)
+        for (std::size_t j = 0; j < m; ++j) {
+            double w2 = 0.0;
+            for (std::size_t c = 0; c < d; ++c) w2 += double(W(j, c)) * double(W(j, c));
+            wterm[j] = T(A * w2);
         }
-    }
+    const bool hyp = f.kind == FeatureKind::hyperbolic;
+    const bool trig = f.kind == FeatureKind::trig;
+    const double norm = 1.0 / std::sqrt(double(hyp ? 2 * m : m));
+    const T eps = T(f.epsilon);
+    std::vector<double> row_max(L, 0.0);
+    const double xs2 = xs * xs;
 
-    // Shift: per row for queries, one constant over all keys (design.md, numerical stability).
+    // Pass 1 per block: P = X W^T straight into the feature rows, then the exponents and
+    // their row maxima; queries (per-row shift) finish here, while the block is in cache.
+    parallel_for(nblocks, threads, [&](std::size_t blk) {
+        const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
+        T* pb = phi + r0 * F;
+        gemm<T>(false, true, rows, m, d, T(xs), Xin + r0 * d, d, W.data(), d, T(0), pb, F);
+        if (f.kind == FeatureKind::relu) {
+            const T c = T(1.0 / std::sqrt(double(m)));
+            for (std::size_t k = 0; k < rows * m; ++k) pb[k] = (std::max(pb[k], T(0)) + eps) * c;
+            return;
+        }
+        for (std::size_t i = 0; i < rows; ++i) {
+            const T* xr = Xin + (r0 + i) * d;
+            const double x2 = sum_squares(xr, d) * xs2;
+            T* e = pb + i * F;
+            if (trig) {
+                row_max[r0 + i] = 0.5 * x2;   // exp(|x|^2/2)
+                if (side == Side::query)
+                    sincos_scale(e, e, e + m, m, eps, T(std::exp(0.5 * x2 - row_max[r0 + i]) * norm));
+                continue;
+            }
+            const T base = T(log_c - 0.5 * x2);
+            if (hyp)   // [exp(Wx), exp(-Wx)]
+                for (std::size_t j = 0; j < m; ++j) e[m + j] = -e[j] + base;
+            if (A != 0.0)
+                for (std::size_t j = 0; j < m; ++j) e[j] = a * e[j] + wterm[j] + base;
+            else
+                for (std::size_t j = 0; j < m; ++j) e[j] = e[j] + base;
+            row_max[r0 + i] = double(max_of(e, F));
+            if (side == Side::query) exp_shift_scale(e, F, T(row_max[r0 + i]), eps, T(norm));
+        }
+    });
+    if (f.kind == FeatureKind::relu) return out;
+
+    // Keys: one shift over all keys (design.md, numerical stability), then pass 2.
     if (side == Side::key && L > 0) {
         const double s = max_of(row_max.data(), L);
+        std::vector<double> half_x2;
+        if (trig) half_x2 = row_max;
         std::fill(row_max.begin(), row_max.end(), s);
-    }
-    out.log_scale = row_max;
-
-    const double norm = 1.0 / std::sqrt(double(f.kind == FeatureKind::hyperbolic ? 2 * m : m));
-    const T eps = T(f.epsilon);
-    for (std::size_t i = 0; i < L; ++i) {
-        T* e = phi + i * F;
-        if (f.kind == FeatureKind::trig) {
-            const T c = T(std::exp(0.5 * x2[i] - row_max[i]) * norm);
-            const T* p = P.data() + i * m;
-            for (std::size_t j = 0; j < m; ++j) {
-                e[j] = (std::sin(p[j]) + eps) * c;
-                e[m + j] = (std::cos(p[j]) + eps) * c;
+        parallel_for(nblocks, threads, [&](std::size_t blk) {
+            const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
+            for (std::size_t i = r0; i < r0 + rows; ++i) {
+                T* e = phi + i * F;
+                if (trig)
+                    sincos_scale(e, e, e + m, m, eps, T(std::exp(half_x2[i] - s) * norm));
+                else
+                    exp_shift_scale(e, F, T(s), eps, T(norm));
             }
-        } else {
-            exp_shifted(e, F, T(row_max[i]));
-            const T c = T(norm);
-            for (std::size_t j = 0; j < F; ++j) e[j] = (e[j] + eps) * c;
-        }
+        });
     }
+    out.log_scale = std::move(row_max);
     return out;
+}
+
+}  // namespace
+
+template <class T>
+Features<T> compute_features(const FeatureMap& f, const Mat<T>& X, const Mat<T>& W, Side side,
+                             int threads) {
+    return features_impl(f, X.data(), X.shape(0), X.shape(1), 1.0, W, side, threads);
+}
+
+template <class T>
+Features<T> compute_features_scaled(const FeatureMap& f, const Mat<T>& Q, double input_scale,
+                                    const Mat<T>& W, Side side, int threads) {
+    return features_impl(f, Q.data(), Q.shape(0), Q.shape(1), input_scale, W, side, threads);
 }
 
 double kernel_estimate(const FeatureMap& f, const Mat<double>& W, const Mat<double>& x,
@@ -150,7 +180,9 @@ double kernel_estimate(const FeatureMap& f, const Mat<double>& W, const Mat<doub
 #define FAVOR_INSTANTIATE(T)                                                                   \
     template std::vector<double> row_norms2<T>(const Mat<T>&);                                  \
     template FeatureMap resolve_for_inputs<T>(const FeatureMap&, const Mat<T>&, const Mat<T>&); \
-    template Features<T> compute_features<T>(const FeatureMap&, const Mat<T>&, const Mat<T>&, Side);
+    template Features<T> compute_features<T>(const FeatureMap&, const Mat<T>&, const Mat<T>&, Side, int); \
+    template Features<T> compute_features_scaled<T>(const FeatureMap&, const Mat<T>&, double,       \
+                                                    const Mat<T>&, Side, int);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

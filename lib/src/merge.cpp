@@ -81,9 +81,11 @@ RunResult merge_results(const std::vector<std::string>& dirs) {
         for (auto& r : t.rows) all.rows.push_back(std::move(r));
     }
 
-    const std::vector<std::string> keys = kernel
+    std::vector<std::string> keys = kernel
         ? std::vector<std::string>{"variant", "d", "m", "norm", "angle"}
         : std::vector<std::string>{"variant", "L", "d", "m", "scale", "trial"};
+    const bool per_head = all.has_column("head");
+    if (per_head) keys.push_back("head");   // rows: ..., trial, then head
     std::vector<std::size_t> idx;
     for (const auto& k : keys) idx.push_back(all.column(k));
     auto rank = [&](const std::vector<std::string>& r) {
@@ -116,7 +118,9 @@ RunResult merge_results(const std::vector<std::string>& dirs) {
         const std::size_t first_metric = all.column("seed") + 1;
         for (std::size_t c = first_metric; c < all.columns.size(); ++c)
             (all.columns[c] == "kernel_mse_theory" ? plain_cols : stat_cols).push_back(all.columns[c]);
-        res.summary = summarize(res.errors, approximation_key_columns(), stat_cols, plain_cols);
+        std::vector<std::string> summary_keys = approximation_key_columns();
+        if (per_head) summary_keys.push_back("head");
+        res.summary = summarize(res.errors, summary_keys, stat_cols, plain_cols);
     }
     res.info["config"] = config;
     res.info["merged_from"] = dirs;

@@ -6,6 +6,7 @@
 #include "favor/error.hpp"
 #include "favor/names.hpp"
 #include "favor/rng.hpp"
+#include "favor/structured.hpp"
 
 namespace favor {
 
@@ -16,6 +17,9 @@ const std::vector<std::pair<Projection, std::string>>& table() {
         {Projection::orthogonal, "orthogonal"},
         {Projection::orthogonal_fixed, "orthogonal-fixed"},
         {Projection::orthogonal_nosignfix, "orthogonal-nosignfix"},
+        {Projection::simplex, "simplex"},
+        {Projection::hadamard, "hadamard"},
+        {Projection::givens, "givens"},
     };
     return t;
 }
@@ -49,8 +53,49 @@ Mat<double> orthogonal_block(std::uint64_t key, std::size_t d, bool sign_fix) {
     return block;
 }
 
+namespace {
+// The structured / coupled projections. Each block and the row norms have their own streams
+// (tags differ from ORF's, so these W are independent of the orthogonal ones).
+Mat<double> draw_structured(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
+                            std::uint64_t trial) {
+    Mat<double> W = Mat<double>::from_shape({m, d});
+    if (p == Projection::hadamard) {
+        // SORF: a block gives p rows, the first d columns of sqrt(p) H D1 H D2 H D3 (inputs
+        // padded with zeros to p). Row norms are not drawn: sqrt(p) before truncation, as in
+        // Yu et al. (E[w_ij^2] = 1), so like orthogonal-fixed the estimator has a small bias.
+        const std::size_t P = next_pow2(d);
+        for (std::size_t b = 0; b * P < m; ++b) {
+            const Mat<double> rows =
+                sorf_rows(sorf_block(stream_key({seed, tag("W-hadamard-block"), d, trial, b}), P), d);
+            for (std::size_t j = 0; j < P && b * P + j < m; ++j)
+                for (std::size_t c = 0; c < d; ++c) W(b * P + j, c) = rows(j, c);
+        }
+        return W;
+    }
+    if (d < 2)
+        throw Error("projection '" + projection_name(p) + "' needs d >= 2, got d = " + std::to_string(d));
+    const bool simplex = p == Projection::simplex;
+    const std::uint64_t block_tag = simplex ? tag("W-simplex-block") : tag("W-givens-block");
+    const std::uint64_t norm_key =
+        stream_key({seed, simplex ? tag("W-simplex-norms") : tag("W-givens-norms"), d, trial});
+    for (std::size_t b = 0; b * d < m; ++b) {
+        const std::uint64_t key = stream_key({seed, block_tag, d, trial, b});
+        const Mat<double> block = simplex ? simplex_block(key, d) : givens_block(key, d);
+        // chi(d) norms independent of the directions, as for ORF and in SimRF (Reid et al. 2023).
+        for (std::size_t j = 0; j < d && b * d + j < m; ++j) {
+            const std::size_t r = b * d + j;
+            const double norm = chi_at(norm_key, r, d);
+            for (std::size_t c = 0; c < d; ++c) W(r, c) = norm * block(j, c);
+        }
+    }
+    return W;
+}
+}  // namespace
+
 Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
                             std::uint64_t trial) {
+    if (p == Projection::simplex || p == Projection::hadamard || p == Projection::givens)
+        return draw_structured(p, m, d, seed, trial);
     Mat<double> W = Mat<double>::from_shape({m, d});
     if (p == Projection::iid) {
         fill_normal(stream_key({seed, tag("W-iid"), d, trial}), W.data(), W.size());

@@ -1,11 +1,302 @@
-// The "timing" experiment (issue 5).
+// The "timing" experiment (design.md section 5): per variant (exact, or a feature map with a
+// projection) and each L, d and m: warm-up runs, then repeated timed runs of the one
+// operation on all threads (row blocks split over threads; numbers never depend on them).
+#include "favor/timing.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include "favor/attention.hpp"
 #include "favor/error.hpp"
 #include "favor/experiment_parts.hpp"
+#include "favor/inputs.hpp"
+#include "favor/memory.hpp"
+#include "favor/parallel.hpp"
+#include "favor/projections.hpp"
 
 namespace favor {
 
-RunResult run_timing_experiment(const Config& cfg, const RunOptions&, nlohmann::json) {
-    throw Error(cfg.file + ": experiment: \"timing\" is not available in this build yet");
+double exact_attention_flops(std::size_t L, std::size_t Lk, std::size_t d, std::size_t dv, bool causal) {
+    double pairs = double(L) * double(Lk);
+    if (causal) {   // sum_{i < L} min(i + 1, Lk)
+        const double n = double(std::min(L, Lk));
+        pairs = n * (n + 1) / 2 + double(L - std::min(L, Lk)) * double(Lk);
+    }
+    return 2.0 * pairs * double(d + dv);
+}
+
+double favor_attention_flops(const FeatureMap& f, std::size_t L, std::size_t Lk, std::size_t d,
+                             std::size_t dv, std::size_t m) {
+    const double F = double(f.num_features(m));
+    return 2.0 * double(L + Lk) * double(m) * double(d) + 2.0 * double(Lk) * F * double(dv + 1) +
+           2.0 * double(L) * F * double(dv + 1);
+}
+
+std::optional<std::size_t> crossover_L(const std::vector<std::size_t>& Ls,
+                                       const std::vector<std::optional<double>>& fast,
+                                       const std::vector<std::optional<double>>& slow) {
+    std::optional<std::size_t> from;
+    for (std::size_t i = 0; i < Ls.size(); ++i) {
+        if (!fast[i] || !slow[i]) continue;
+        if (*fast[i] < *slow[i]) {
+            if (!from) from = Ls[i];
+        } else {
+            from.reset();
+        }
+    }
+    return from;
+}
+
+const std::vector<std::string>& timing_columns() {
+    static const std::vector<std::string> c = {
+        "variant", "L", "d", "m", "dtype", "threads", "repeats", "median_s", "min_s", "max_s",
+        "gflops", "speedup_vs_exact", "peak_bytes", "projection_s", "features_s", "kv_s",
+        "normalise_s", "status"};
+    return c;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Phase times of one run (NaN: not applicable).
+struct Phases {
+    static constexpr double none = std::numeric_limits<double>::quiet_NaN();
+    double projection = none, features = none, kv = none, normalise = none, total = 0;
+};
+
+template <class T>
+struct Inputs {
+    Mat<T> q, k, v;
+};
+
+// One run of a variant; the total is the attention given W (projection draw excluded).
+template <class T>
+Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std::size_t m, int threads) {
+    Phases p;
+    if (var.exact) {
+        const auto t0 = Clock::now();
+        const Mat<T> out = exact_attention(in.q, in.k, in.v, cfg.causal, threads);
+        p.total = since(t0);
+        return p;
+    }
+    const std::size_t d = in.q.shape(1);
+    auto t = Clock::now();
+    const Mat<T> W = cast_mat<T>(draw_projection(var.projection, m, d, cfg.seed, 0));
+    p.projection = since(t);
+    t = Clock::now();
+    const double xs = 1.0 / std::pow(double(d), 0.25);
+    const FeatureMap map = (var.map.kind == FeatureKind::oprf && var.map.A_optimal)
+                               ? resolve_for_inputs(var.map, scale_rows(in.q), scale_rows(in.k))
+                               : var.map;
+    const Features<T> fq = compute_features_scaled(map, in.q, xs, W, Side::query, threads);
+    const Features<T> fk = compute_features_scaled(map, in.k, xs, W, Side::key, threads);
+    p.features = since(t);
+    t = Clock::now();
+    if (cfg.causal) {   // prefix sums: one phase
+        const Mat<T> out = linear_attention(fq.phi, fk.phi, in.v, true, threads);
+        p.kv = since(t);
+        p.total = p.features + p.kv;
+        return p;
+    }
+    const Mat<T> KV = linear_attention_kv(fk.phi, in.v, threads);
+    p.kv = since(t);
+    t = Clock::now();
+    const Mat<T> out = linear_attention_apply(fq.phi, KV, threads);
+    p.normalise = since(t);
+    p.total = p.features + p.kv + p.normalise;
+    return p;
+}
+
+struct CellResult {
+    bool skipped = false;
+    std::string status = "ok";
+    double median = 0, min = 0, max = 0, flops = 0;
+    std::size_t peak = 0;
+    Phases phases;   // medians
+};
+
+std::optional<double> opt_num(double v) {
+    if (std::isnan(v)) return std::nullopt;
+    return v;
+}
+
+std::string fmt_seconds(double s) {
+    std::ostringstream o;
+    o.precision(3);
+    o << s;
+    return o.str();
+}
+
+template <class T>
+RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
+    if (cfg.inputs.source != "random")
+        throw Error(cfg.file + ": inputs.source: timing experiments take random inputs (\"source\": \"random\")");
+    const int threads = resolve_threads(opt.threads);
+    const double scale = cfg.inputs.scale.front();
+    std::vector<std::size_t> Ls = cfg.inputs.L;
+    std::sort(Ls.begin(), Ls.end());
+    Ls.erase(std::unique(Ls.begin(), Ls.end()), Ls.end());
+
+    // Rows per (d, variant, m) series, one per L; the series keys in config order.
+    struct Series {
+        std::size_t d, variant, m;   // m = 0 for exact
+        std::vector<CellResult> cells;
+    };
+    std::vector<Series> series;
+    for (std::size_t d : cfg.inputs.d)
+        for (std::size_t v = 0; v < cfg.variants.size(); ++v) {
+            if (cfg.variants[v].exact) series.push_back({d, v, 0, {}});
+            else
+                for (std::size_t m : cfg.m) series.push_back({d, v, m, {}});
+        }
+    const std::size_t total = series.size() * Ls.size();
+    std::size_t done = 0;
+    const bool reset_ok = reset_peak_rss();
+
+    for (std::size_t li = 0; li < Ls.size(); ++li) {
+        const std::size_t L = Ls[li];
+        for (std::size_t d : cfg.inputs.d) {
+            const std::size_t dv = cfg.inputs.d_v.value_or(d);
+            Inputs<T> in;
+            {
+                QKV qkv = random_inputs(cfg.seed, L, d, dv, scale);
+                in.q = cast_mat<T>(qkv.q);
+                in.k = cast_mat<T>(qkv.k);
+                in.v = cast_mat<T>(qkv.v);
+            }
+            for (Series& s : series) {
+                if (s.d != d) continue;
+                const Variant& var = cfg.variants[s.variant];
+                CellResult c;
+                c.flops = var.exact ? exact_attention_flops(L, L, d, dv, cfg.causal)
+                                    : favor_attention_flops(var.map, L, L, d, dv, s.m);
+                // Time budget: predict this cell's warm-up + repeats from the last measured L
+                // of the series (exact grows as L^2, FAVOR as L); once over, the larger L are too.
+                const std::size_t runs = cfg.warmup + cfg.repeats;
+                if (cfg.time_budget_s > 0 && !s.cells.empty()) {
+                    const CellResult& prev = s.cells.back();
+                    if (prev.skipped) {
+                        c.skipped = true;
+                        c.status = prev.status;
+                    } else {
+                        const double predicted = prev.median * (c.flops / prev.flops) * double(runs);
+                        if (predicted > cfg.time_budget_s) {
+                            c.skipped = true;
+                            c.status = "skipped: over time budget (predicted " + fmt_seconds(predicted) +
+                                       " s > " + fmt_seconds(cfg.time_budget_s) + " s)";
+                        }
+                    }
+                }
+                if (!c.skipped) {
+                    reset_peak_rss();
+                    for (std::size_t w = 0; w < cfg.warmup; ++w) run_once(cfg, var, in, s.m, threads);
+                    std::vector<Phases> ps;
+                    for (std::size_t r = 0; r < cfg.repeats; ++r) ps.push_back(run_once(cfg, var, in, s.m, threads));
+                    c.peak = peak_rss_bytes();
+                    auto med = [&](double Phases::*f) {
+                        std::vector<double> v;
+                        for (const Phases& p : ps) v.push_back(p.*f);
+                        return std::isnan(v[0]) ? Phases::none : median(v);
+                    };
+                    std::vector<double> tot;
+                    for (const Phases& p : ps) tot.push_back(p.total);
+                    c.median = median(tot);
+                    c.min = *std::min_element(tot.begin(), tot.end());
+                    c.max = *std::max_element(tot.begin(), tot.end());
+                    c.phases.projection = med(&Phases::projection);
+                    c.phases.features = med(&Phases::features);
+                    c.phases.kv = med(&Phases::kv);
+                    c.phases.normalise = med(&Phases::normalise);
+                }
+                s.cells.push_back(c);
+                if (opt.progress) opt.progress(++done, total);
+            }
+        }
+    }
+
+    RunResult r;
+    r.timing.columns = timing_columns();
+    std::ostringstream notes;
+    notes << "Times are of the attention given its inputs (and W): medians of " << cfg.repeats
+          << " runs after " << cfg.warmup << " warm-up run(s), on " << threads
+          << " thread(s); projection_s (drawing W) is reported apart and not included. "
+          << "gflops counts matrix-product flops only (2 M N K). peak_bytes is the peak resident "
+          << "set of the process during the cell (inputs included)"
+          << (reset_ok ? "" : "; the peak could not be reset between cells, so it is the peak since start")
+          << ". normalise_s includes the product phiQ (phiK^T [V, 1]).\n\n";
+    for (const Series& s : series) {
+        const Variant& var = cfg.variants[s.variant];
+        const std::size_t dv = cfg.inputs.d_v.value_or(s.d);
+        // The exact series at this d, for speedups.
+        const Series* ex = nullptr;
+        for (const Series& e : series)
+            if (e.d == s.d && cfg.variants[e.variant].exact) {
+                ex = &e;
+                break;
+            }
+        std::vector<std::optional<double>> mine, theirs;
+        for (std::size_t li = 0; li < Ls.size(); ++li) {
+            const CellResult& c = s.cells[li];
+            std::vector<std::string> row = {var.name, format_count(Ls[li]), format_count(s.d),
+                                            var.exact ? "" : format_count(s.m), cfg.dtype,
+                                            std::to_string(threads), format_count(cfg.repeats)};
+            std::optional<double> speedup;
+            const CellResult* e = ex ? &ex->cells[li] : nullptr;
+            if (!c.skipped && e && !e->skipped) speedup = e->median / c.median;
+            mine.push_back(c.skipped ? std::nullopt : std::optional<double>(c.median));
+            theirs.push_back(e && !e->skipped ? std::optional<double>(e->median) : std::nullopt);
+            if (c.skipped) {
+                for (int k = 0; k < 10; ++k) row.push_back("");
+            } else {
+                row.push_back(format_number(c.median));
+                row.push_back(format_number(c.min));
+                row.push_back(format_number(c.max));
+                row.push_back(format_number(c.flops / c.median / 1e9));
+                row.push_back(format_number(speedup));
+                row.push_back(format_count(c.peak));
+                row.push_back(format_number(opt_num(c.phases.projection)));
+                row.push_back(format_number(opt_num(c.phases.features)));
+                row.push_back(format_number(opt_num(c.phases.kv)));
+                row.push_back(format_number(opt_num(c.phases.normalise)));
+            }
+            row.push_back(c.status);
+            r.timing.rows.push_back(std::move(row));
+        }
+        if (var.exact || !ex) continue;
+        const auto x = crossover_L(Ls, mine, theirs);
+        notes << "- **" << var.name << "**, m = " << s.m << ", d = " << s.d << " (dv = " << dv << "): ";
+        if (x) {
+            notes << "faster than exact from L = " << *x << " on (every larger L measured)";
+        } else {
+            notes << "not faster than exact at every L from some point on, among the L where both were measured";
+        }
+        std::size_t skipped_from = 0;
+        for (std::size_t li = Ls.size(); li-- > 0;)
+            if (ex->cells[li].skipped) skipped_from = Ls[li];
+        if (skipped_from) notes << "; exact skipped from L = " << skipped_from << " (over the time budget of " << fmt_seconds(cfg.time_budget_s) << " s)";
+        notes << ".\n";
+    }
+    r.notes_md = notes.str();
+    info["timing"] = {{"threads", threads}, {"peak_rss_reset", reset_ok}, {"scale", scale}};
+    r.info = std::move(info);
+    return r;
+}
+
+}  // namespace
+
+RunResult run_timing_experiment(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
+    return cfg.dtype == "float32" ? run_timing<float>(cfg, opt, std::move(info))
+                                  : run_timing<double>(cfg, opt, std::move(info));
 }
 
 }  // namespace favor

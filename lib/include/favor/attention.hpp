@@ -15,6 +15,8 @@ Mat<T> scale_rows(const Mat<T>& X);
 
 // Out = rownormalize(exp(Q K^T / sqrt d)) V, row max subtracted before exp, computed in row
 // blocks: memory O(block x L). Causal: row i attends to keys j <= i.
+// Row blocks of fixed size, each over key tiles with a running row max (the
+// rescaling is exact up to rounding); the numbers do not depend on `threads`.
 // Q: (L, d), K: (Lk, d), V: (Lk, dv); returns (L, dv).
 template <class T>
 Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal = false,
@@ -23,8 +25,20 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
 // Out_hat = D^{-1} phiQ (phiK^T V), D = diag(phiQ (phiK^T 1)): O(L F dv), no L x L matrix.
 // Causal: prefix sums G_i = sum_{j<=i} phiK_j [v_j, 1]^T, in blocks of rows.
 // phiQ: (L, F), phiK: (Lk, F), V: (Lk, dv); returns (L, dv).
+// Rows are split in blocks fixed by the sizes; sums over blocks are added in block order, so
+// the numbers do not depend on `threads`.
 template <class T>
-Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal = false);
+Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal = false,
+                        int threads = 1);
+
+// The two halves of non-causal linear attention (the timing experiment times them apart).
+// KV1 = phiK^T [V, 1]: phiK: (Lk, F), V: (Lk, dv); returns (F, dv + 1).
+template <class T>
+Mat<T> linear_attention_kv(const Mat<T>& phiK, const Mat<T>& V, int threads = 1);
+// Out = D^{-1} phiQ KV1[:, :dv] with D = phiQ KV1[:, dv]. phiQ: (L, F), KV1: (F, dv + 1);
+// returns (L, dv).
+template <class T>
+Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads = 1);
 
 // The whole estimator: scale, feature maps with the shared W (m, d), linear attention.
 template <class T>
@@ -35,6 +49,7 @@ struct Approximation {
 };
 template <class T>
 Approximation<T> favor_attention(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q,
-                                 const Mat<T>& K, const Mat<T>& V, bool causal = false);
+                                 const Mat<T>& K, const Mat<T>& V, bool causal = false,
+                                 int threads = 1);
 
 }  // namespace favor

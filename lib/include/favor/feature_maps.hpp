@@ -43,8 +43,20 @@ struct Features {
 };
 
 // X: (L, d) scaled rows; W: (m, d). Returns features (L, num_features(m)).
+// Rows are done in blocks of feature_block_rows() on up to `threads` threads; the numbers
+// do not depend on `threads`.
 template <class T>
-Features<T> compute_features(const FeatureMap& f, const Mat<T>& X, const Mat<T>& W, Side side);
+Features<T> compute_features(const FeatureMap& f, const Mat<T>& X, const Mat<T>& W, Side side,
+                             int threads = 1);
+
+// As compute_features(f, Q * input_scale, W, side), with the scaling folded into the
+// product X W^T and the row norms (no scaled copy of Q). Q: (L, d); W: (m, d).
+template <class T>
+Features<T> compute_features_scaled(const FeatureMap& f, const Mat<T>& Q, double input_scale,
+                                    const Mat<T>& W, Side side, int threads = 1);
+
+// Rows per block of the feature maps (fixed, so results never depend on the thread count).
+constexpr std::size_t feature_block_rows() { return 256; }
 
 // The map with data-dependent parameters fixed for these scaled queries X and keys Y
 // (oprf "optimal": A* from rho = mean_{i,j} |x_i + y_j|^2 / d, computed in O(L d)).

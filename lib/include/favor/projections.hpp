@@ -13,15 +13,27 @@ enum class Projection {
     orthogonal,            // ORF: Haar blocks (QR sign-corrected by diag R), chi(d) row norms
     orthogonal_fixed,      // same directions, every row norm sqrt(d) (the paper's SMREG)
     orthogonal_nosignfix,  // ORF without the sign correction, as the public code does it
+    // "Beyond FAVOR+" (structured.hpp has the blocks):
+    simplex,   // SimRF (Reid et al. 2023): per d x d block a Haar-rotated regular simplex
+               // (unit rows, pairwise dot -1/(d-1)), chi(d) row norms; needs d >= 2
+    hadamard,  // SORF (Yu et al. 2016): per block of p = next_pow2(d) rows the first d
+               // columns of sqrt(p) H D1 H D2 H D3 (inputs zero-padded to p); no norm draw
+    givens,    // per d x d block a product of d ceil(log2 d) random Givens rotations,
+               // chi(d) row norms as for ORF; needs d >= 2
 };
 
 Projection parse_projection(const std::string& name);   // throws Error naming the value
 std::string projection_name(Projection p);
 const std::vector<std::string>& projection_names();
-bool is_orthogonal(Projection p);  // rows orthogonal within each block of d
+// Rows coupled within blocks (every projection but iid). Rows of a block are orthogonal for
+// the orthogonal family, givens, and hadamard when d is a power of two (otherwise only the
+// p x p block before truncation to d columns is); simplex rows have dot -1/(d-1) instead.
+bool is_orthogonal(Projection p);
 
 // W for (seed, projection, m, d, trial): a pure function of those values (design.md s. 7).
 // Rows are nested in m: the first m rows of W(m') for m' > m are W(m). Returns (m, d).
+// Blocks have d rows (p = next_pow2(d) for hadamard); block b and row norms come from
+// streams keyed by (seed, projection tag, d, trial[, b]); the last block is truncated.
 Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
                             std::uint64_t trial);
 

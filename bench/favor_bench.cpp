@@ -1,0 +1,281 @@
+// favor_bench: achieved GFLOP/s of the hot kernels next to the sgemm / dgemm throughput
+// measured in the same run, as ratios, and the speed targets of docs/speed.md.
+//
+//   favor_bench [--threads N] [--repeats N] [--quick] [--python PATH] [--no-numpy]
+//
+// --threads   threads for favor's own row-block split (default: all cores); BLAS runs
+//             single-threaded inside each block, as in the library.
+// --repeats   timed repeats per kernel after one warm-up (default 7); the median is reported.
+// --quick     skip the long checks (exact at L = 65536, the attention_mse cell, fig4).
+// --python    interpreter for scripts/numpy_fig4.py (default /usr/bin/python3).
+// --no-numpy  do not run the numpy script (the fig4 ratio is then not printed).
+//
+// Flops are counted for the matrix products only (2 M N K each); exp, max, sums and the
+// normalisation are not counted, so they show up as the gap to the sgemm rate.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "favor/attention.hpp"
+#include "favor/blas.hpp"
+#include "favor/config.hpp"
+#include "favor/experiment.hpp"
+#include "favor/inputs.hpp"
+#include "favor/memory.hpp"
+#include "favor/parallel.hpp"
+#include "favor/projections.hpp"
+
+using namespace favor;
+
+namespace {
+
+double now() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Median of `repeats` timed calls after one warm-up call.
+double median_time(int repeats, const std::function<void()>& f) {
+    f();
+    std::vector<double> t;
+    for (int r = 0; r < repeats; ++r) {
+        const double t0 = now();
+        f();
+        t.push_back(now() - t0);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+template <class T>
+Mat<T> random_mat(std::size_t r, std::size_t c, std::uint64_t seed) {
+    Mat<T> m = Mat<T>::from_shape({r, c});
+    const QKV in = random_inputs(seed, r, c, 1, 1.0);
+    for (std::size_t k = 0; k < m.size(); ++k) m.data()[k] = T(in.q.data()[k]);
+    return m;
+}
+
+// Throughput of one large n x n x n gemm on `threads` threads, the best of (a) OpenBLAS's
+// own threading and (b) favor's split in row blocks with single-threaded BLAS.
+template <class T>
+double gemm_rate(std::size_t n, int threads, int repeats) {
+    const Mat<T> A = random_mat<T>(n, n, 1), B = random_mat<T>(n, n, 2);
+    Mat<T> C = Mat<T>::from_shape({n, n});
+    const double flops = 2.0 * double(n) * double(n) * double(n);
+    openblas_set_num_threads(threads);
+    const double t_blas = median_time(repeats, [&] {
+        gemm<T>(false, false, n, n, n, T(1), A.data(), n, B.data(), n, T(0), C.data(), n);
+    });
+    openblas_set_num_threads(1);
+    const std::size_t parts = std::size_t(threads);
+    const double t_split = median_time(repeats, [&] {
+        parallel_for(parts, threads, [&](std::size_t p) {
+            const std::size_t r0 = p * n / parts, r1 = (p + 1) * n / parts;
+            gemm<T>(false, false, r1 - r0, n, n, T(1), A.data() + r0 * n, n, B.data(), n, T(0),
+                    C.data() + r0 * n, n);
+        });
+    });
+    return flops / std::min(t_blas, t_split) / 1e9;
+}
+
+struct Target {
+    std::string what;
+    double value, limit;
+    std::string unit;
+    bool lower_is_better = true;
+};
+std::vector<Target> targets;
+
+void report(const char* name, double seconds, double gflop, double ref_rate, const char* ref) {
+    const double rate = gflop / seconds;
+    std::printf("  %-48s %9.2f ms  %8.1f GFLOP/s  %5.2f of %s  (time / %s-time of its flops: %.2fx)\n",
+                name, seconds * 1e3, rate, rate / ref_rate, ref, ref, ref_rate / rate);
+}
+
+void check(const std::string& what, double value, double limit, const std::string& unit) {
+    targets.push_back({what, value, limit, unit});
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int threads = 0, repeats = 7;
+    bool quick = false, numpy = true;
+    std::string python = "/usr/bin/python3";
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "favor_bench: %s needs a value\n", a.c_str());
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--threads") threads = std::atoi(next().c_str());
+        else if (a == "--repeats") repeats = std::max(1, std::atoi(next().c_str()));
+        else if (a == "--quick") quick = true;
+        else if (a == "--python") python = next();
+        else if (a == "--no-numpy") numpy = false;
+        else {
+            std::fprintf(stderr, "favor_bench: unknown argument '%s' (see the comment at the top of bench/favor_bench.cpp)\n", a.c_str());
+            return 2;
+        }
+    }
+    threads = resolve_threads(threads);
+    set_blas_single_threaded();
+    std::string source_dir = __FILE__;
+    source_dir = source_dir.substr(0, source_dir.rfind('/'));
+    source_dir = source_dir.substr(0, source_dir.rfind('/'));
+
+    const nlohmann::json env = environment_info(threads);
+    std::printf("favor_bench: %s, %s, %d threads, %s build, -march=%s\n",
+                env.value("cpu", std::string("?")).c_str(), env.value("blas", std::string("?")).c_str(),
+                threads, env.value("build_type", std::string("?")).c_str(), env.value("march", std::string("?")).c_str());
+
+    const double srate = gemm_rate<float>(4096, threads, repeats);
+    const double drate = gemm_rate<double>(3072, threads, repeats);
+    std::printf("\nreference: sgemm 4096^3 %.1f GFLOP/s, dgemm 3072^3 %.1f GFLOP/s (%d threads)\n\n",
+                srate, drate, threads);
+
+    // ---- FAVOR forward, float32, L = 16384, d = 64, m = 256, positive + orthogonal ------
+    {
+        const std::size_t L = 16384, d = 64, m = 256, dv = 64;
+        const QKV in = random_inputs(0, L, d, dv, 1.0);
+        const Mat<float> Q = cast_mat<float>(in.q), K = cast_mat<float>(in.k), V = cast_mat<float>(in.v);
+        const Mat<float> W = cast_mat<float>(draw_projection(Projection::orthogonal, m, d, 0, 0));
+        const FeatureMap map{FeatureKind::positive};
+        const double F = double(m);
+        const double gf_features = 2.0 * 2.0 * L * m * d / 1e9;
+        const double gf_linear = (2.0 * L * F * dv + 2.0 * L * F * (dv + 1)) / 1e9;
+        std::printf("FAVOR+ (positive, orthogonal), float32, L=%zu d=%zu m=%zu:\n", L, d, m);
+        const double xs = 1.0 / std::pow(double(d), 0.25);
+        Features<float> fq, fk;
+        const double t_feat = median_time(repeats, [&] {
+            fq = compute_features_scaled(map, Q, xs, W, Side::query, threads);
+            fk = compute_features_scaled(map, K, xs, W, Side::key, threads);
+        });
+        report("feature maps (Q and K)", t_feat, gf_features, srate, "sgemm");
+        const double t_lin = median_time(repeats, [&] { linear_attention(fq.phi, fk.phi, V, false, threads); });
+        report("linear attention (K'^T V, Q'(K'^T V), normalise)", t_lin, gf_linear, srate, "sgemm");
+        const double t_fwd = median_time(repeats, [&] { favor_attention(map, W, Q, K, V, false, threads); });
+        report("forward (favor_attention)", t_fwd, gf_features + gf_linear, srate, "sgemm");
+        const double t_causal = median_time(repeats, [&] { favor_attention(map, W, Q, K, V, true, threads); });
+        report("causal forward (favor_attention, causal)", t_causal, gf_features + gf_linear, srate, "sgemm");
+        check("FAVOR forward float32 L=16384 vs sgemm time of its flops", t_fwd / ((gf_features + gf_linear) / srate), 1.5, "x");
+        check("causal / non-causal FAVOR forward, L=16384", t_causal / t_fwd, 2.0, "x");
+    }
+
+    // ---- exact attention, float32, L = 8192, d = 64 --------------------------------------
+    {
+        const std::size_t L = 8192, d = 64, dv = 64;
+        const QKV in = random_inputs(0, L, d, dv, 1.0);
+        const Mat<float> Q = cast_mat<float>(in.q), K = cast_mat<float>(in.k), V = cast_mat<float>(in.v);
+        const double gf = 2.0 * L * L * (d + dv) / 1e9;
+        std::printf("\nexact attention, float32, L=%zu d=%zu:\n", L, d);
+        // Its GEMMs alone: S = Q K^T / sqrt d and S V over the same row blocks, no softmax.
+        const std::size_t rb = 256;
+        const double t_gemm = median_time(repeats, [&] {
+            parallel_for((L + rb - 1) / rb, threads, [&](std::size_t b) {
+                std::vector<float> S(rb * L), O(rb * dv);
+                gemm<float>(false, true, rb, L, d, 0.125f, Q.data() + b * rb * d, d, K.data(), d, 0.f, S.data(), L);
+                gemm<float>(false, false, rb, dv, L, 1.f, S.data(), L, V.data(), dv, 0.f, O.data(), dv);
+            });
+        });
+        report("its two GEMMs alone (256-row blocks)", t_gemm, gf, srate, "sgemm");
+        const double t_exact = median_time(repeats, [&] { exact_attention(Q, K, V, false, threads); });
+        report("exact_attention", t_exact, gf, srate, "sgemm");
+        const double t_exact_c = median_time(repeats, [&] { exact_attention(Q, K, V, true, threads); });
+        report("exact_attention, causal (half the flops)", t_exact_c, gf / 2, srate, "sgemm");
+        check("exact float32 L=8192 vs its GEMMs alone", t_exact / t_gemm, 1.3, "x");
+        check("exact float32 L=8192 vs sgemm time of its flops", t_exact / (gf / srate), 1.3, "x");
+    }
+
+    if (!quick) {
+        // ---- exact attention at L = 65536: memory O(block x L) ---------------------------
+        {
+            const std::size_t L = 65536, d = 64, dv = 64;
+            Mat<float> Q, K, V;
+            {
+                const QKV in = random_inputs(0, L, d, dv, 1.0);
+                Q = cast_mat<float>(in.q);
+                K = cast_mat<float>(in.k);
+                V = cast_mat<float>(in.v);
+            }
+            reset_peak_rss();
+            const double t0 = now();
+            const Mat<float> out = exact_attention(Q, K, V, false, threads);
+            const double t = now() - t0;
+            const double peak = double(peak_rss_bytes());
+            std::printf("\nexact attention, float32, L=%zu d=%zu: %.2f s, %.1f GFLOP/s, peak RSS %.1f MB "
+                        "(inputs + output %.1f MB)\n",
+                        L, d, t, 2.0 * L * L * (d + dv) / t / 1e9, peak / 1e6, 4.0 * L * (2 * d + 2 * dv) / 1e6);
+            check("exact float32 L=65536 peak RSS", peak / 1e6, 200, "MB");
+        }
+        // ---- one attention_mse cell, float64, L = 16384, d = 64, m = 256 -------------------
+        {
+            const nlohmann::json j = {
+                {"name", "bench_attention_mse"}, {"seed", 0}, {"dtype", "float64"},
+                {"inputs", {{"source", "random"}, {"L", 16384}, {"d", 64}, {"scale", 1.0}}},
+                {"variants", {{{"features", "positive"}, {"projection", "orthogonal"}}}},
+                {"m", 256}, {"trials", 1}, {"metrics", {"attention_mse"}}};
+            RunOptions opt;
+            opt.threads = threads;
+            reset_peak_rss();
+            const double t0 = now();
+            const RunResult r = run_experiment(parse_config(j, "bench.json"), opt);
+            const double t = now() - t0;
+            const double peak = double(peak_rss_bytes());
+            std::printf("\nattention_mse cell (positive-orthogonal, float64, L=16384 d=64 m=256): %.2f s, "
+                        "peak RSS %.1f MB, attention_mse %s\n",
+                        t, peak / 1e6, r.errors.rows.at(0).at(r.errors.column("attention_mse")).c_str());
+            check("attention_mse cell float64 L=16384 time", t, 15, "s");
+            check("attention_mse cell float64 L=16384 peak RSS", peak / 1e6, 1000, "MB");
+        }
+        // ---- configs/fig4_output_mse_vs_m.json against plain numpy ------------------------
+        {
+            RunOptions opt;
+            opt.threads = threads;
+            const Config cfg = load_config(source_dir + "/configs/fig4_output_mse_vs_m.json");
+            run_experiment(cfg, opt);   // warm-up
+            const double t0 = now();
+            run_experiment(cfg, opt);
+            const double t = now() - t0;
+            std::printf("\nconfigs/fig4_output_mse_vs_m.json (output_mse only): favor %.2f s\n", t);
+            if (numpy) {
+                const std::string cmd = python + " " + source_dir + "/scripts/numpy_fig4.py";
+                double tn = 0;
+                if (FILE* p = popen(cmd.c_str(), "r")) {
+                    char line[512];
+                    while (std::fgets(line, sizeof line, p))
+                        if (std::sscanf(line, "numpy wall time: %lf", &tn) == 1) break;
+                    while (std::fgets(line, sizeof line, p)) {}
+                    pclose(p);
+                }
+                if (tn > 0) {
+                    std::printf("  plain numpy (%s): %.2f s, ratio numpy / favor = %.1fx\n", cmd.c_str(), tn, tn / t);
+                    targets.push_back({"fig4: numpy time / favor time", tn / t, 4.0, "x", false});
+                } else {
+                    std::printf("  numpy script did not run (%s)\n", cmd.c_str());
+                }
+            }
+        }
+    }
+
+    std::printf("\ntargets (%d threads):\n", threads);
+    bool all = true;
+    for (const Target& t : targets) {
+        const bool ok = t.lower_is_better ? t.value <= t.limit : t.value >= t.limit;
+        all = all && ok;
+        std::printf("  %-58s %8.2f %-2s  target %s %g %-2s  %s\n", t.what.c_str(), t.value, t.unit.c_str(),
+                    t.lower_is_better ? "<=" : ">=", t.limit, t.unit.c_str(), ok ? "MET" : "NOT MET");
+    }
+    std::printf("%s\n", all ? "all targets met" : "some targets not met");
+    return 0;
+}

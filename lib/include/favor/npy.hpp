@@ -1,0 +1,37 @@
+#pragma once
+// NPY files (numpy's .npy format, versions 1.0, 2.0 and 3.0): a hardened reader for float32 /
+// float64 arrays in either byte order and either memory order, and an atomic writer.
+// Every malformed or unsupported input throws favor::Error with a one-line message that
+// starts with the file name, e.g. "q.npy: truncated data (expected 4096 bytes, found 100)".
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace favor {
+
+struct NpyArray {
+    std::vector<std::size_t> shape;   // as in the file; empty for a 0-d array
+    std::vector<double> data;         // C (row-major) order, converted to double
+    std::string dtype;                // descr as read: "<f4", "<f8", ">f4", ">f8"
+};
+
+// Upper bound on the number of elements of an array the reader accepts (2^33, 64 GiB as double).
+inline constexpr std::size_t kNpyMaxElements = std::size_t(1) << 33;
+
+// Reads a .npy file. The data size must match the header exactly (truncated or trailing data
+// are errors); fortran_order True is transposed to C order. NaN / inf are not checked here.
+NpyArray read_npy(const std::string& path);
+
+// Parses a whole .npy image from memory; `name` starts every error message.
+NpyArray parse_npy(const std::string& name, const char* bytes, std::size_t size);
+
+// True when no entry is NaN or +-inf.
+bool all_finite(const NpyArray& a);
+
+// Writes little-endian, C order, version 1.0 (2.0 if the header needs it), as "<f4" or "<f8".
+// Atomic: writes "<path>.tmp.<pid>" and renames it; on failure removes the temporary file and
+// throws favor::Error naming `path`. `data` holds prod(shape) values in C order.
+void write_npy(const std::string& path, const std::vector<std::size_t>& shape,
+               const double* data, bool as_float32);
+
+}  // namespace favor

@@ -1,0 +1,34 @@
+#pragma once
+// The "timing" experiment's pieces that tests check directly: counted flops and the
+// crossover of two timing curves. The experiment itself is run_timing_experiment
+// (experiment_parts.hpp), reached through run_experiment.
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "favor/feature_maps.hpp"
+
+namespace favor {
+
+// Flops counted for timing (2 M N K per matrix product; exp, max, sums and divisions are
+// not counted). L queries, Lk keys, head dim d, value dim dv.
+// exact: Q K^T and A V over the visible pairs: 2 (d + dv) pairs, pairs = L Lk, or
+//        sum_i min(i + 1, Lk) when causal.
+double exact_attention_flops(std::size_t L, std::size_t Lk, std::size_t d, std::size_t dv, bool causal);
+// FAVOR: X W^T and Y W^T (2 (L + Lk) m d), phiK^T [V, 1] (2 Lk F (dv + 1)) and
+// phiQ (phiK^T [V, 1]) (2 L F (dv + 1)), F = f.num_features(m). Causal runs are counted the
+// same (the nominal work of the estimator, not of the prefix-sum schedule).
+double favor_attention_flops(const FeatureMap& f, std::size_t L, std::size_t Lk, std::size_t d,
+                             std::size_t dv, std::size_t m);
+
+// The smallest L from which `fast` stays below `slow` for every larger L where both were
+// measured (nullopt where it never does). Ls ascending; entries without a value are skipped.
+std::optional<std::size_t> crossover_L(const std::vector<std::size_t>& Ls,
+                                       const std::vector<std::optional<double>>& fast,
+                                       const std::vector<std::optional<double>>& slow);
+
+// Columns of timing.csv, in order (design.md section 6, then phases and status).
+const std::vector<std::string>& timing_columns();
+
+}  // namespace favor

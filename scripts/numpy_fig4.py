@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Plain numpy implementation of the work of configs/fig4_output_mse_vs_m.json (output MSE only).
+
+Same grid as the config: L = 4096, d = d_v = 16, N(0, 1) inputs, m in {16, 32, 64, 128, 256},
+15 trials, 5 variants (trig-iid, trig-orthogonal, positive-iid, positive-orthogonal,
+hyperbolic-orthogonal), float64. Exact softmax attention once, then per (variant, m, trial):
+draw W, feature maps (with the same max shifts as favor), linear attention, output MSE.
+It uses numpy's own random generator (not favor's streams): the same amount and kind of work,
+not the same numbers. Prints the wall time, for the speed ratio in docs/speed.md:
+
+    /usr/bin/python3 scripts/numpy_fig4.py            # numpy with its BLAS' default threads
+"""
+import time
+
+import numpy as np
+
+L, D, DV = 4096, 16, 16
+MS = [16, 32, 64, 128, 256]
+TRIALS = 15
+VARIANTS = [("trig", "iid"), ("trig", "orthogonal"), ("positive", "iid"),
+            ("positive", "orthogonal"), ("hyperbolic", "orthogonal")]
+
+
+def draw_w(rng, projection, m, d):
+    if projection == "iid":
+        return rng.standard_normal((m, d))
+    blocks = []
+    for _ in range((m + d - 1) // d):
+        q, r = np.linalg.qr(rng.standard_normal((d, d)))
+        q = q * np.sign(np.diag(r))          # Haar: columns times sign(diag R)
+        blocks.append(q.T)
+    w = np.concatenate(blocks, axis=0)[:m]
+    norms = np.sqrt(rng.chisquare(d, size=m))  # chi(d) row norms
+    return w * norms[:, None]
+
+
+def features(kind, x, w, is_query):
+    m = w.shape[0]
+    p = x @ w.T
+    x2 = 0.5 * np.sum(x * x, axis=1, keepdims=True)
+    if kind == "trig":
+        return np.concatenate([np.sin(p), np.cos(p)], axis=1) * (np.exp(x2) / np.sqrt(m))
+    if kind == "positive":
+        e = p - x2
+    else:
+        e = np.concatenate([p - x2, -p - x2], axis=1)
+    shift = e.max(axis=1, keepdims=True) if is_query else e.max()
+    return np.exp(e - shift) / np.sqrt(e.shape[1] if kind == "hyperbolic" else m)
+
+
+def linear_attention(pq, pk, v):
+    kv = pk.T @ np.concatenate([v, np.ones((v.shape[0], 1))], axis=1)
+    num = pq @ kv
+    return num[:, :-1] / num[:, -1:]
+
+
+def main():
+    t0 = time.perf_counter()
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((L, D)) for _ in range(3))
+    x, y = q / D ** 0.25, k / D ** 0.25
+    s = x @ y.T
+    a = np.exp(s - s.max(axis=1, keepdims=True))
+    exact = (a @ v) / a.sum(axis=1, keepdims=True)
+    del s, a
+    mse = {}
+    for kind, proj in VARIANTS:
+        for m in MS:
+            errs = []
+            for _ in range(TRIALS):
+                w = draw_w(rng, proj, m, D)
+                out = linear_attention(features(kind, x, w, True), features(kind, y, w, False), v)
+                errs.append(np.mean((exact - out) ** 2))
+            mse[(kind, proj, m)] = np.mean(errs)
+    wall = time.perf_counter() - t0
+    for (kind, proj, m), e in mse.items():
+        print(f"{kind}-{proj}\tm={m}\toutput_mse={e:.4g}")
+    print(f"numpy wall time: {wall:.3f} s")
+
+
+if __name__ == "__main__":
+    main()
