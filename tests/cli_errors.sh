@@ -27,6 +27,7 @@ expect_error m-negative "m[1]: must be >= 1" run "$(cfg d "${good/\"m\": 8/\"m\"
 expect_error empty-variants "variants: must not be empty" run "$(cfg e '{"name": "g", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [], "m": 8}')" --out "$tmp/out"
 expect_error unknown-map "variants[0].features: unknown feature map 'softmaxx'" run "$(cfg f "${good/positive/softmaxx}")" --out "$tmp/out"
 expect_error broken-json "invalid JSON" run "$(cfg g '{"name": "g", "m": [8,')" --out "$tmp/out"
+expect_error huge-number "invalid JSON" run "$(cfg g2 '{"name": "g", "m": 1.3E577777}')" --out "$tmp/out"
 expect_error not-object "must be a JSON object" run "$(cfg h '[1, 2]')" --out "$tmp/out"
 expect_error missing-file "nope.json: cannot open config file" run "$tmp/nope.json" --out "$tmp/out"
 expect_error bad-set "--set noequals: expected PATH=VALUE" run "$(cfg i "$good")" --out "$tmp/out" --set noequals

@@ -242,7 +242,7 @@ TEST_CASE("unusual but valid files are read", "[npy]") {
     CHECK(all_finite(a));
 }
 
-TEST_CASE("NaN and inf are parsed; all_finite reports them", "[npy]") {
+TEST_CASE("NaN and inf are parsed, all_finite reports them", "[npy]") {
     const fs::path dir = kData / "npy_nan";
     const auto files = npy_files(dir);
     REQUIRE(files.size() >= 4);

@@ -411,6 +411,8 @@ void apply_set(json& j, const std::string& assignment) {
         value = json::parse(text);
     } catch (const json::parse_error&) {
         value = text;   // a bare word: a string
+    } catch (const json::exception&) {
+        throw Error("--set " + path + ": value '" + text + "' is out of range");
     }
     set_path(j, path, value);
 }
@@ -422,7 +424,7 @@ json parse_list_flag(const std::string& flag, const std::string& text) {
     while (std::getline(ss, item, ',')) {
         try {
             out.push_back(json::parse(item));
-        } catch (const json::parse_error&) {
+        } catch (const json::exception&) {
             throw Error(flag + ": '" + item + "' is not a number (expected a list like 16,32,64)");
         }
     }
@@ -438,7 +440,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& sets
     json j;
     try {
         j = json::parse(buf.str(), nullptr, true, /*ignore_comments=*/true);
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {   // syntax errors, and numbers beyond double range
         std::string what = e.what();
         std::replace(what.begin(), what.end(), '\n', ' ');
         throw Error(path + ": invalid JSON: " + what);

@@ -149,6 +149,9 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, json info)
     // values[item][head][column]
     std::vector<std::vector<std::map<std::string, std::optional<double>>>> values(total);
     std::atomic<std::size_t> done{0};
+    // With fewer (cell, trial) items than threads, the row blocks of the pairwise metrics
+    // share the spare threads (their sums do not depend on how blocks are spread).
+    const int inner_threads = total < std::size_t(threads) ? threads : 1;
     // Each (cell, trial) runs on one thread: its numbers never depend on the thread count.
     parallel_for(total, threads, [&](std::size_t item) {
         const Cell& c = cells[item / trials];
@@ -172,7 +175,7 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, json info)
             if (req.any()) {
                 const PairwiseResult p = pairwise_metrics(
                     h.x, h.y, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
-                    Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, 1);
+                    Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads);
                 v["attention_mse"] = p.attention_mse;
                 v["kernel_mse"] = p.kernel_mse;
                 v["negative_fraction"] = p.negative_fraction;

@@ -10,6 +10,7 @@
 #include "favor/metrics.hpp"
 #include "favor/parallel.hpp"
 #include "favor/projections.hpp"
+#include "favor/rng.hpp"
 #include "favor/theory.hpp"
 
 namespace favor {
@@ -46,15 +47,20 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
         const KernelCell& c = cells[item / T];
         const std::size_t trial = item % T, n = c.points.size();
         const Variant& var = cfg.variants[c.variant];
-        // Rows: x = norm e1, y = norm (cos a e1 + sin a e2); the estimators' laws are
-        // rotation invariant, so any such pair represents all pairs with that norm and angle.
-        Mat<double> X = xt::zeros<double>({n, c.d}), Y = xt::zeros<double>({n, c.d});
+        // Rows: x = norm u, y = norm (cos a u + sin a v), with (u, v) an orthonormal pair drawn
+        // afresh for each trial (the first two rows of a Haar block). iid and ORF estimators are
+        // rotation invariant, so this changes nothing for them; for structured projections
+        // (hadamard, givens) it reports the MSE averaged over pair orientations, not the MSE of
+        // one axis-aligned pair, which is their worst case.
+        const Mat<double> frame = orthogonal_block(stream_key({cfg.seed, tag("kernel-pair-frame"), c.d, trial}), c.d, true);
+        Mat<double> X = Mat<double>::from_shape({n, c.d}), Y = Mat<double>::from_shape({n, c.d});
         for (std::size_t r = 0; r < n; ++r) {
             const double l = cfg.norm[c.points[r] / cfg.angle.size()];
             const double a = cfg.angle[c.points[r] % cfg.angle.size()];
-            X(r, 0) = l;
-            Y(r, 0) = l * std::cos(a);
-            Y(r, 1) = l * std::sin(a);
+            for (std::size_t k = 0; k < c.d; ++k) {
+                X(r, k) = l * frame(0, k);
+                Y(r, k) = l * (std::cos(a) * frame(0, k) + std::sin(a) * frame(1, k));
+            }
         }
         const Mat<double> W = draw_projection(var.projection, c.m, c.d, cfg.seed, trial);
         for (std::size_t r = 0; r < n; ++r) {
