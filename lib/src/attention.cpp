@@ -1,6 +1,7 @@
 #include "favor/attention.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -84,16 +85,20 @@ namespace {
 constexpr std::size_t kLinearRows = 1024;
 // Rows per step of the causal prefix sums.
 constexpr std::size_t kCausalStep = 64;
+// Rows per block of favor_forward's key and query passes (fixed; the key block's features,
+// kFusedKeyRows x F, stay in the per-core L2 cache).
+constexpr std::size_t kFusedKeyRows = 1024;
+constexpr std::size_t kFusedQueryRows = 256;
 
-// acc (F x (dv+1)) = phiK_b^T [V_b, 1] for rows r0 .. r0+rows-1 (ld of acc: dv + 1).
+// acc (F x (dv+1)) = phiK_b^T [V_b, 1] for the `rows` rows at phiK (ld F) and V (ld dv),
+// ld of acc: dv + 1.
 template <class T>
-void kv_block(const T* phiK, const T* V, std::size_t r0, std::size_t rows, std::size_t F,
-              std::size_t dv, T beta, T* acc) {
+void kv_block(const T* phiK, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T beta, T* acc) {
     const std::size_t e = dv + 1;
-    gemm<T>(true, false, F, dv, rows, T(1), phiK + r0 * F, F, V + r0 * dv, dv, beta, acc, e);
+    gemm<T>(true, false, F, dv, rows, T(1), phiK, F, V, dv, beta, acc, e);
     // Column dv: the column sums of phiK_b (row by row, so in a fixed order, vectorised over F).
     std::vector<T> z(F, T(0));
-    for (std::size_t i = r0; i < r0 + rows; ++i) {
+    for (std::size_t i = 0; i < rows; ++i) {
         const T* p = phiK + i * F;
         for (std::size_t f = 0; f < F; ++f) z[f] += p[f];
     }
@@ -119,7 +124,7 @@ Mat<T> linear_attention_kv(const Mat<T>& phiK, const Mat<T>& V, int threads) {
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * kLinearRows, rows = std::min(kLinearRows, Lk - std::min(Lk, r0));
         part[blk].assign(F * e, T(0));
-        kv_block(phiK.data(), V.data(), r0, rows, F, dv, T(0), part[blk].data());
+        kv_block(phiK.data() + r0 * F, V.data() + r0 * dv, rows, F, dv, T(0), part[blk].data());
     });
     Mat<T> KV = Mat<T>::from_shape({F, e});
     std::copy(part[0].begin(), part[0].end(), KV.data());
@@ -156,7 +161,7 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V,
     parallel_for(nchunks, threads, [&](std::size_t ch) {
         if (ch + 1 == nchunks) return;   // the last chunk's own sum is never used
         const std::size_t r0 = ch * kLinearRows, rows = std::min(kLinearRows, L - r0);
-        kv_block(phiK.data(), V.data(), r0, rows, F, dv, T(0), G[ch].data());
+        kv_block(phiK.data() + r0 * F, V.data() + r0 * dv, rows, F, dv, T(0), G[ch].data());
     });
     // G[ch] becomes the sum over chunks before ch.
     std::vector<T> run(F * e, T(0)), own;
@@ -205,6 +210,82 @@ Approximation<T> favor_attention(const FeatureMap& f, const Mat<T>& W, const Mat
     return {std::move(out), std::move(fq), std::move(fk), map};
 }
 
+// f(i, buf, rmax) for i in [0, n) on up to `threads` threads, with scratch buffers kept per
+// worker (a block's result depends on its index only, never on the worker that ran it).
+template <class T, class Fn>
+void for_blocks(std::size_t n, int threads, Fn&& f) {
+    const std::size_t workers = std::min<std::size_t>(std::size_t(std::max(threads, 1)), n);
+    std::atomic<std::size_t> next{0};
+    parallel_for(workers, threads, [&](std::size_t) {
+        std::vector<T> buf;
+        std::vector<double> rmax;
+        for (std::size_t i; (i = next.fetch_add(1)) < n;) f(i, buf, rmax);
+    });
+}
+
+template <class T>
+Mat<T> favor_forward(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q, const Mat<T>& K,
+                     const Mat<T>& V, bool causal, int threads) {
+    // eps != 0 on the exp maps does not commute with a per-block shift: use the two-pass path.
+    const bool exp_map = f.kind == FeatureKind::positive || f.kind == FeatureKind::oprf ||
+                         f.kind == FeatureKind::hyperbolic;
+    const std::size_t Lk = K.shape(0), L = Q.shape(0), d = Q.shape(1), dv = V.shape(1), e = dv + 1;
+    if (causal || Lk == 0 || (exp_map && f.epsilon != 0.0))
+        return favor_attention(f, W, Q, K, V, causal, threads).out;
+    const double xs = 1.0 / std::pow(double(d), 0.25);
+    const FeatureMap map = (f.kind == FeatureKind::oprf && f.A_optimal)
+                               ? resolve_for_inputs(f, scale_rows(Q), scale_rows(K))
+                               : f;
+    const std::size_t m = W.shape(0), F = map.num_features(m);
+
+    // Keys, per block of kFusedKeyRows rows: features into a cache-resident buffer with the
+    // block's own shift M_b, then part_b = phiK_b^T [V_b, 1] at once.
+    const std::size_t kb = kFusedKeyRows, nk = (Lk + kb - 1) / kb;
+    std::vector<std::vector<T>> part(nk);
+    std::vector<double> shift(nk, 0.0);
+    for_blocks<T>(nk, threads, [&](std::size_t blk, std::vector<T>& buf, std::vector<double>& rmax) {
+        const std::size_t r0 = blk * kb, rows = std::min(kb, Lk - r0);
+        buf.resize(std::max(buf.size(), rows * F));
+        rmax.resize(std::max(rmax.size(), rows));
+        feature_block(map, K.data() + r0 * d, rows, d, xs, W, Side::key, buf.data(), F, rmax.data());
+        const double s = max_of(rmax.data(), rows);
+        finish_key_block(map, m, buf.data(), F, rows, rmax.data(), s);
+        shift[blk] = s;
+        part[blk].assign(F * e, T(0));
+        kv_block(buf.data(), V.data() + r0 * dv, rows, F, dv, T(0), part[blk].data());
+    });
+    // KV1 = sum_b exp(M_b - M) part_b, M = max_b M_b, in block order (the common factor
+    // exp(M) cancels in the normalisation).
+    const double smax = max_of(shift.data(), nk);
+    std::vector<T> KV1(F * e, T(0));
+    for (std::size_t b = 0; b < nk; ++b) {
+        const T c = T(std::exp(shift[b] - smax));
+        const T* p = part[b].data();
+        for (std::size_t k = 0; k < F * e; ++k) KV1[k] += c * p[k];
+    }
+
+    // Queries, per block: features (per-row shift) -> times KV1 -> normalise.
+    std::vector<T> z(F);
+    for (std::size_t k = 0; k < F; ++k) z[k] = KV1[k * e + dv];
+    Mat<T> out = Mat<T>::from_shape({L, dv});
+    const std::size_t rb = kFusedQueryRows, nq = (L + rb - 1) / rb;
+    for_blocks<T>(nq, threads, [&](std::size_t blk, std::vector<T>& buf, std::vector<double>& rmax) {
+        const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
+        buf.resize(std::max(buf.size(), rows * F));
+        rmax.resize(std::max(rmax.size(), rows));
+        feature_block(map, Q.data() + r0 * d, rows, d, xs, W, Side::query, buf.data(), F, rmax.data());
+        // Numerators straight into the output rows (an even N = dv for the gemm), then each
+        // row's denominator phiQ_i . z as a dot product while the features are in cache.
+        T* o = out.data() + r0 * dv;
+        gemm<T>(false, false, rows, dv, F, T(1), buf.data(), F, KV1.data(), e, T(0), o, dv);
+        for (std::size_t i = 0; i < rows; ++i) {
+            const T den = dot_lanes(buf.data() + i * F, z.data(), F);
+            scale_in_place(o + i * dv, dv, T(1) / den);
+        }
+    });
+    return out;
+}
+
 #define FAVOR_INSTANTIATE(T)                                                                        \
     template Mat<T> scale_rows<T>(const Mat<T>&);                                                    \
     template Mat<T> exact_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);      \
@@ -212,7 +293,9 @@ Approximation<T> favor_attention(const FeatureMap& f, const Mat<T>& W, const Mat
     template Mat<T> linear_attention_kv<T>(const Mat<T>&, const Mat<T>&, int);                       \
     template Mat<T> linear_attention_apply<T>(const Mat<T>&, const Mat<T>&, int);                    \
     template Approximation<T> favor_attention<T>(const FeatureMap&, const Mat<T>&, const Mat<T>&,    \
-                                                 const Mat<T>&, const Mat<T>&, bool, int);
+                                                 const Mat<T>&, const Mat<T>&, bool, int);   \
+    template Mat<T> favor_forward<T>(const FeatureMap&, const Mat<T>&, const Mat<T>&, const Mat<T>&, \
+                                     const Mat<T>&, bool, int);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

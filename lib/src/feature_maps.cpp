@@ -65,6 +65,78 @@ FeatureMap resolve_for_inputs(const FeatureMap& f, const Mat<T>& X, const Mat<T>
     return r;
 }
 
+template <class T>
+void feature_block(const FeatureMap& f, const T* Xin, std::size_t rows, std::size_t d, double xs,
+                   const Mat<T>& W, Side side, T* pb, std::size_t F, double* row_max) {
+    const std::size_t m = W.shape(0);
+    // positive = oprf with A = 0: e_ij = sqrt(1-4A) w_j.x_i + A |w_j|^2 - |x_i|^2/2 + (d/4) log(1-4A)
+    const double A = (f.kind == FeatureKind::oprf) ? f.A : 0.0;
+    const T a = T(std::sqrt(1.0 - 4.0 * A));
+    const double log_c = 0.25 * double(d) * std::log1p(-4.0 * A);
+    const bool hyp = f.kind == FeatureKind::hyperbolic;
+    const bool trig = f.kind == FeatureKind::trig;
+    const double norm = 1.0 / std::sqrt(double(hyp ? 2 * m : m));
+    const T eps = T(f.epsilon);
+    const double xs2 = xs * xs;
+    // P = X W^T straight into the feature rows, then the exponents and their row maxima;
+    // queries (per-row shift) finish here, while the block is in cache.
+    gemm<T>(false, true, rows, m, d, T(xs), Xin, d, W.data(), d, T(0), pb, F);
+    if (f.kind == FeatureKind::relu) {
+        const T c = T(1.0 / std::sqrt(double(m)));
+        for (std::size_t i = 0; i < rows; ++i) {
+            T* e = pb + i * F;
+            for (std::size_t j = 0; j < m; ++j) e[j] = (std::max(e[j], T(0)) + eps) * c;
+            row_max[i] = 0.0;
+        }
+        return;
+    }
+    std::vector<T> wterm;
+    if (A != 0.0) {
+        wterm.assign(m, T(0));
+        for (std::size_t j = 0; j < m; ++j) {
+            double w2 = 0.0;
+            for (std::size_t c = 0; c < d; ++c) w2 += double(W(j, c)) * double(W(j, c));
+            wterm[j] = T(A * w2);
+        }
+    }
+    for (std::size_t i = 0; i < rows; ++i) {
+        const T* xr = Xin + i * d;
+        const double x2 = sum_squares(xr, d) * xs2;
+        T* e = pb + i * F;
+        if (trig) {
+            row_max[i] = 0.5 * x2;   // exp(|x|^2/2)
+            if (side == Side::query)
+                sincos_scale(e, e, e + m, m, eps, T(std::exp(0.5 * x2 - row_max[i]) * norm));
+            continue;
+        }
+        const T base = T(log_c - 0.5 * x2);
+        if (hyp)   // [exp(Wx), exp(-Wx)]
+            for (std::size_t j = 0; j < m; ++j) e[m + j] = -e[j] + base;
+        if (A != 0.0)
+            for (std::size_t j = 0; j < m; ++j) e[j] = a * e[j] + wterm[j] + base;
+        else
+            for (std::size_t j = 0; j < m; ++j) e[j] = e[j] + base;
+        row_max[i] = double(max_of(e, F));
+        if (side == Side::query) exp_shift_scale(e, F, T(row_max[i]), eps, T(norm));
+    }
+}
+
+template <class T>
+void finish_key_block(const FeatureMap& f, std::size_t m, T* pb, std::size_t F, std::size_t rows,
+                      const double* row_max, double shift) {
+    if (f.kind == FeatureKind::relu) return;
+    const bool hyp = f.kind == FeatureKind::hyperbolic;
+    const double norm = 1.0 / std::sqrt(double(hyp ? 2 * m : m));
+    const T eps = T(f.epsilon);
+    for (std::size_t i = 0; i < rows; ++i) {
+        T* e = pb + i * F;
+        if (f.kind == FeatureKind::trig)
+            sincos_scale(e, e, e + m, m, eps, T(std::exp(row_max[i] - shift) * norm));
+        else
+            exp_shift_scale(e, F, T(shift), eps, T(norm));
+    }
+}
+
 namespace {
 
 // The feature map on X = Xin * xs: (L, d) rows, W: (m, d). See compute_features.
@@ -78,75 +150,23 @@ Features<T> features_impl(const FeatureMap& f, const T* Xin, std::size_t L, std:
     advise_hugepages(phi, out.phi.size() * sizeof(T));
     const std::size_t rb = feature_block_rows();
     const std::size_t nblocks = (L + rb - 1) / rb;
-
-    // positive = oprf with A = 0: e_ij = sqrt(1-4A) w_j.x_i + A |w_j|^2 - |x_i|^2/2 + (d/4) log(1-4A)
-    const double A = (f.kind == FeatureKind::oprf) ? f.A : 0.0;
-    const T a = T(std::sqrt(1.0 - 4.0 * A));
-    const double log_c = 0.25 * double(d) * std::log1p(-4.0 * A);
-    std::vector<T> wterm(m, T(0));
-    if (A != 0.0)
-        for (std::size_t j = 0; j < m; ++j) {
-            double w2 = 0.0;
-            for (std::size_t c = 0; c < d; ++c) w2 += double(W(j, c)) * double(W(j, c));
-            wterm[j] = T(A * w2);
-        }
-    const bool hyp = f.kind == FeatureKind::hyperbolic;
-    const bool trig = f.kind == FeatureKind::trig;
-    const double norm = 1.0 / std::sqrt(double(hyp ? 2 * m : m));
-    const T eps = T(f.epsilon);
     std::vector<double> row_max(L, 0.0);
-    const double xs2 = xs * xs;
 
-    // Pass 1 per block: P = X W^T straight into the feature rows, then the exponents and
-    // their row maxima; queries (per-row shift) finish here, while the block is in cache.
+    // Pass 1 per block: exponents and row maxima (queries finish here).
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        T* pb = phi + r0 * F;
-        gemm<T>(false, true, rows, m, d, T(xs), Xin + r0 * d, d, W.data(), d, T(0), pb, F);
-        if (f.kind == FeatureKind::relu) {
-            const T c = T(1.0 / std::sqrt(double(m)));
-            for (std::size_t k = 0; k < rows * m; ++k) pb[k] = (std::max(pb[k], T(0)) + eps) * c;
-            return;
-        }
-        for (std::size_t i = 0; i < rows; ++i) {
-            const T* xr = Xin + (r0 + i) * d;
-            const double x2 = sum_squares(xr, d) * xs2;
-            T* e = pb + i * F;
-            if (trig) {
-                row_max[r0 + i] = 0.5 * x2;   // exp(|x|^2/2)
-                if (side == Side::query)
-                    sincos_scale(e, e, e + m, m, eps, T(std::exp(0.5 * x2 - row_max[r0 + i]) * norm));
-                continue;
-            }
-            const T base = T(log_c - 0.5 * x2);
-            if (hyp)   // [exp(Wx), exp(-Wx)]
-                for (std::size_t j = 0; j < m; ++j) e[m + j] = -e[j] + base;
-            if (A != 0.0)
-                for (std::size_t j = 0; j < m; ++j) e[j] = a * e[j] + wterm[j] + base;
-            else
-                for (std::size_t j = 0; j < m; ++j) e[j] = e[j] + base;
-            row_max[r0 + i] = double(max_of(e, F));
-            if (side == Side::query) exp_shift_scale(e, F, T(row_max[r0 + i]), eps, T(norm));
-        }
+        feature_block(f, Xin + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_max.data() + r0);
     });
     if (f.kind == FeatureKind::relu) return out;
 
     // Keys: one shift over all keys (design.md, numerical stability), then pass 2.
     if (side == Side::key && L > 0) {
         const double s = max_of(row_max.data(), L);
-        std::vector<double> half_x2;
-        if (trig) half_x2 = row_max;
-        std::fill(row_max.begin(), row_max.end(), s);
         parallel_for(nblocks, threads, [&](std::size_t blk) {
             const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-            for (std::size_t i = r0; i < r0 + rows; ++i) {
-                T* e = phi + i * F;
-                if (trig)
-                    sincos_scale(e, e, e + m, m, eps, T(std::exp(half_x2[i] - s) * norm));
-                else
-                    exp_shift_scale(e, F, T(s), eps, T(norm));
-            }
+            finish_key_block(f, m, phi + r0 * F, F, rows, row_max.data() + r0, s);
         });
+        std::fill(row_max.begin(), row_max.end(), s);
     }
     out.log_scale = std::move(row_max);
     return out;
@@ -182,7 +202,11 @@ double kernel_estimate(const FeatureMap& f, const Mat<double>& W, const Mat<doub
     template FeatureMap resolve_for_inputs<T>(const FeatureMap&, const Mat<T>&, const Mat<T>&); \
     template Features<T> compute_features<T>(const FeatureMap&, const Mat<T>&, const Mat<T>&, Side, int); \
     template Features<T> compute_features_scaled<T>(const FeatureMap&, const Mat<T>&, double,       \
-                                                    const Mat<T>&, Side, int);
+                                                    const Mat<T>&, Side, int);                      \
+    template void feature_block<T>(const FeatureMap&, const T*, std::size_t, std::size_t, double,    \
+                                   const Mat<T>&, Side, T*, std::size_t, double*);                  \
+    template void finish_key_block<T>(const FeatureMap&, std::size_t, T*, std::size_t, std::size_t,  \
+                                      const double*, double);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

@@ -52,4 +52,15 @@ Approximation<T> favor_attention(const FeatureMap& f, const Mat<T>& W, const Mat
                                  const Mat<T>& K, const Mat<T>& V, bool causal = false,
                                  int threads = 1);
 
+// favor_attention(...).out without materialising the (L, F) feature matrices (the forward
+// path of the benchmark): keys in fixed blocks of rows, each block's features made in a
+// cache-resident buffer with the block's own shift and folded into its partial phiK^T [V, 1]
+// at once; the partials are rescaled to a common shift and added in block order; then the
+// queries per block of rows: features -> times KV1 -> normalise. Block boundaries depend on
+// the sizes only, so the numbers do not depend on `threads`; they equal favor_attention's
+// up to rounding. Causal inputs, and epsilon != 0 on the exp maps, use favor_attention.
+template <class T>
+Mat<T> favor_forward(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q, const Mat<T>& K,
+                     const Mat<T>& V, bool causal = false, int threads = 1);
+
 }  // namespace favor

@@ -55,6 +55,20 @@ template <class T>
 Features<T> compute_features_scaled(const FeatureMap& f, const Mat<T>& Q, double input_scale,
                                     const Mat<T>& W, Side side, int threads = 1);
 
+// The building blocks of compute_features_scaled (also used by the fused forward):
+// feature_block: rows of Xin (ld d, scaled by xs) -> pb (rows x F, ld F), row_max (rows).
+//   Side::query: the finished features with a per-row shift, row_max[i] = log_scale[i].
+//   Side::key: relu finished (row_max 0); trig: pb holds W x, row_max[i] = |x_i|^2 / 2;
+//   the exp maps: pb holds the exponents, row_max[i] their row maxima.
+// finish_key_block: the key features from pass 1's pb and row_max with one shift `shift`
+//   (phi = exp(shift) * pb afterwards).
+template <class T>
+void feature_block(const FeatureMap& f, const T* Xin, std::size_t rows, std::size_t d, double xs,
+                   const Mat<T>& W, Side side, T* pb, std::size_t F, double* row_max);
+template <class T>
+void finish_key_block(const FeatureMap& f, std::size_t m, T* pb, std::size_t F, std::size_t rows,
+                      const double* row_max, double shift);
+
 // Rows per block of the feature maps (fixed, so results never depend on the thread count).
 constexpr std::size_t feature_block_rows() { return 256; }
 

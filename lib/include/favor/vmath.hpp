@@ -197,6 +197,27 @@ inline double sum_lanes(const T* p, std::size_t n) {
     return total;
 }
 
+// Dot product of a[0..n) and b[0..n) in T, one accumulator per lane (two batches), lanes
+// added in order, then the scalar tail: a fixed order that depends only on n.
+template <class T>
+inline T dot_lanes(const T* a, const T* b, std::size_t n) {
+    using B = xsimd::batch<T>;
+    constexpr std::size_t W = B::size;
+    B acc0(T(0)), acc1(T(0));
+    std::size_t i = 0;
+    for (; i + 2 * W <= n; i += 2 * W) {
+        acc0 = xsimd::fma(B::load_unaligned(a + i), B::load_unaligned(b + i), acc0);
+        acc1 = xsimd::fma(B::load_unaligned(a + i + W), B::load_unaligned(b + i + W), acc1);
+    }
+    for (; i + W <= n; i += W) acc0 = xsimd::fma(B::load_unaligned(a + i), B::load_unaligned(b + i), acc0);
+    alignas(64) T lanes[W];
+    (acc0 + acc1).store_aligned(lanes);
+    T s = T(0);
+    for (std::size_t k = 0; k < W; ++k) s += lanes[k];
+    for (; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
 // Sum of p[i]^2 in double, 8 partial sums (vectorised) added in order: a fixed order.
 template <class T>
 inline double sum_squares(const T* p, std::size_t n) {
