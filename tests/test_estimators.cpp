@@ -4,30 +4,17 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "helpers.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/projections.hpp"
 #include "favor/theory.hpp"
 
 using namespace favor;
+using favor_test::Pair;
+using favor_test::make_pair;
 
 namespace {
 
-struct Pair {
-    Mat<double> x, y;
-    double x2, y2, xy;
-};
-
-Pair make_pair(std::vector<double> x, std::vector<double> y) {
-    Pair p{Mat<double>::from_shape({1, x.size()}), Mat<double>::from_shape({1, y.size()}), 0, 0, 0};
-    for (std::size_t c = 0; c < x.size(); ++c) {
-        p.x(0, c) = x[c];
-        p.y(0, c) = y[c];
-        p.x2 += x[c] * x[c];
-        p.y2 += y[c] * y[c];
-        p.xy += x[c] * y[c];
-    }
-    return p;
-}
 
 // Points with small |x + y|^2 (0.63, 0.25, 0.5), where the sample MSE converges (the
 // positive estimator's error is heavy-tailed at large norms; reference notes section 2).

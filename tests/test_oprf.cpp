@@ -5,32 +5,17 @@
 #include <cmath>
 #include <functional>
 
+#include "helpers.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/projections.hpp"
 #include "favor/theory.hpp"
 
 using namespace favor;
+using favor_test::Pair;
+using favor_test::make_pair;
 
 namespace {
 
-struct Pair {
-    Mat<double> x, y;
-    double x2 = 0, y2 = 0, xy = 0;
-    double z2() const { return x2 + y2 + 2 * xy; }
-    double sm() const { return std::exp(xy); }
-};
-
-Pair make_pair(std::vector<double> x, std::vector<double> y) {
-    Pair p{Mat<double>::from_shape({1, x.size()}), Mat<double>::from_shape({1, y.size()})};
-    for (std::size_t c = 0; c < x.size(); ++c) {
-        p.x(0, c) = x[c];
-        p.y(0, c) = y[c];
-        p.x2 += x[c] * x[c];
-        p.y2 += y[c] * y[c];
-        p.xy += x[c] * y[c];
-    }
-    return p;
-}
 
 // The d = 4 reference point (notes s. 4): |x+y|^2 = 0.63, small enough for the sample MSE
 // to converge.

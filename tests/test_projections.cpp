@@ -2,17 +2,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
+#include "helpers.hpp"
 #include "favor/projections.hpp"
 #include "favor/rng.hpp"
 
 using namespace favor;
+using favor_test::dot_rows;
 
 namespace {
-double dot_rows(const Mat<double>& W, std::size_t a, std::size_t b) {
-    double s = 0;
-    for (std::size_t c = 0; c < W.shape(1); ++c) s += W(a, c) * W(b, c);
-    return s;
-}
 }  // namespace
 
 TEST_CASE("orthogonal projections have orthogonal rows within each block", "[projections]") {

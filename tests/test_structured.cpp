@@ -6,20 +6,17 @@
 #include <cmath>
 #include <xtensor/xview.hpp>
 
+#include "helpers.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/projections.hpp"
 #include "favor/rng.hpp"
 #include "favor/structured.hpp"
 
 using namespace favor;
+using favor_test::dot_rows;
 
 namespace {
 
-double dot_rows(const Mat<double>& W, std::size_t a, std::size_t b) {
-    double s = 0;
-    for (std::size_t c = 0; c < W.shape(1); ++c) s += W(a, c) * W(b, c);
-    return s;
-}
 
 double cos_rows(const Mat<double>& W, std::size_t a, std::size_t b) {
     return dot_rows(W, a, b) / std::sqrt(dot_rows(W, a, a) * dot_rows(W, b, b));
