@@ -9,9 +9,6 @@
 using namespace favor;
 using favor_test::dot_rows;
 
-namespace {
-}  // namespace
-
 TEST_CASE("orthogonal projections have orthogonal rows within each block", "[projections]") {
     const std::size_t d = GENERATE(4, 16, 64);
     const std::size_t m = GENERATE(3, 16, 40, 128);
