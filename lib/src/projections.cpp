@@ -19,6 +19,7 @@ const std::vector<std::pair<Projection, std::string>>& table() {
         {Projection::orthogonal_nosignfix, "orthogonal-nosignfix"},
         {Projection::simplex, "simplex"},
         {Projection::hadamard, "hadamard"},
+        {Projection::hadamard_fixed, "hadamard-fixed"},
         {Projection::givens, "givens"},
     };
     return t;
@@ -59,16 +60,24 @@ namespace {
 Mat<double> draw_structured(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
                             std::uint64_t trial) {
     Mat<double> W = Mat<double>::from_shape({m, d});
-    if (p == Projection::hadamard) {
+    if (p == Projection::hadamard || p == Projection::hadamard_fixed) {
         // SORF: a block gives p rows, the first d columns of sqrt(p) H D1 H D2 H D3 (inputs
-        // padded with zeros to p). Row norms are not drawn: sqrt(p) before truncation, as in
-        // Yu et al. (E[w_ij^2] = 1), so like orthogonal-fixed the estimator has a small bias.
+        // padded with zeros to p), so every p-dim row has norm sqrt(p) before truncation.
+        // Yu et al. keep that fixed norm (hadamard-fixed): like orthogonal-fixed (SMREG) the
+        // estimator is then biased, -1.6% at the d = 4 reference point. `hadamard` instead
+        // gives row r the norm chi_at(r, p), as ORF does, so w = (chi(p) u)[:d] with u the
+        // unit p-dim row: N(0, I_d) up to the 4th-moment anisotropy of the discrete SORF
+        // directions (exact residual bias -0.15% at that point; docs/beyond.md).
         const std::size_t P = next_pow2(d);
+        const std::uint64_t norm_key = stream_key({seed, tag("W-hadamard-norms"), d, trial});
         for (std::size_t b = 0; b * P < m; ++b) {
             const Mat<double> rows =
                 sorf_rows(sorf_block(stream_key({seed, tag("W-hadamard-block"), d, trial, b}), P), d);
-            for (std::size_t j = 0; j < P && b * P + j < m; ++j)
-                for (std::size_t c = 0; c < d; ++c) W(b * P + j, c) = rows(j, c);
+            for (std::size_t j = 0; j < P && b * P + j < m; ++j) {
+                const std::size_t r = b * P + j;
+                const double s = p == Projection::hadamard ? chi_at(norm_key, r, P) / std::sqrt(double(P)) : 1.0;
+                for (std::size_t c = 0; c < d; ++c) W(r, c) = s * rows(j, c);
+            }
         }
         return W;
     }
@@ -94,7 +103,8 @@ Mat<double> draw_structured(Projection p, std::size_t m, std::size_t d, std::uin
 
 Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
                             std::uint64_t trial) {
-    if (p == Projection::simplex || p == Projection::hadamard || p == Projection::givens)
+    if (p == Projection::simplex || p == Projection::hadamard || p == Projection::hadamard_fixed ||
+        p == Projection::givens)
         return draw_structured(p, m, d, seed, trial);
     Mat<double> W = Mat<double>::from_shape({m, d});
     if (p == Projection::iid) {

@@ -17,7 +17,9 @@ enum class Projection {
     simplex,   // SimRF (Reid et al. 2023): per d x d block a Haar-rotated regular simplex
                // (unit rows, pairwise dot -1/(d-1)), chi(d) row norms; needs d >= 2
     hadamard,  // SORF (Yu et al. 2016): per block of p = next_pow2(d) rows the first d
-               // columns of sqrt(p) H D1 H D2 H D3 (inputs zero-padded to p); no norm draw
+               // columns of H D1 H D2 H D3 (inputs zero-padded to p), chi(p) row norms
+    hadamard_fixed,  // the same directions with Yu et al.'s fixed norm sqrt(p) (biased,
+                     // like orthogonal-fixed)
     givens,    // per d x d block a product of d ceil(log2 d) random Givens rotations,
                // chi(d) row norms as for ORF; needs d >= 2
 };
@@ -26,8 +28,8 @@ Projection parse_projection(const std::string& name);   // throws Error naming t
 std::string projection_name(Projection p);
 const std::vector<std::string>& projection_names();
 // Rows coupled within blocks (every projection but iid). Rows of a block are orthogonal for
-// the orthogonal family, givens, and hadamard when d is a power of two (otherwise only the
-// p x p block before truncation to d columns is); simplex rows have dot -1/(d-1) instead.
+// the orthogonal family, givens, and the hadamard pair when d is a power of two (otherwise
+// only the p x p block before truncation to d columns is); simplex rows have dot -1/(d-1).
 bool is_orthogonal(Projection p);
 
 // W for (seed, projection, m, d, trial): a pure function of those values (design.md s. 7).
