@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plot a favor result directory (summary.csv + run.json) as a PNG.
 
-Usage: /usr/bin/python3 scripts/plot.py RESULT_DIR [--out PNG] [--kind auto|m|L|scale|kernel]
+Usage: /usr/bin/python3 scripts/plot.py RESULT_DIR [--out PNG] [--kind auto|m|L|scale|kernel|angle]
                                        [--metric output_mse]
 
 Kinds (auto picks from the table):
@@ -12,6 +12,9 @@ Kinds (auto picks from the table):
           line per variant, one panel per other varying key (scale, L, d): Fig. 4 style.
   L       metric vs sequence length L (log x), one line per variant (and per m).
   scale   metric vs input scale (log y), one line per variant; panels per other keys.
+  angle   kernel experiments, for comparing many estimators: kernel MSE vs angle (log y,
+          +- one standard error), one line per variant, one panel per (m, norm), with the
+          iid positive Lemma 2 curve for reference.
 auto: kernel if the table is a kernel table, else m if several m, else L if several L,
 else scale if several scales, else m.
 
@@ -66,9 +69,11 @@ XLABEL = {
 FEATURE_COLOR = {"trig": "C0", "positive": "C1", "hyperbolic": "C2", "relu": "C4",
                  "oprf": "C5", "exact": "k"}
 PROJ_MARKER = {"iid": "o", "orthogonal": "s", "orthogonal-fixed": "^",
-               "orthogonal-nosignfix": "v"}
+               "orthogonal-nosignfix": "v", "simplex": "P", "hadamard": "X",
+               "hadamard-fixed": "<", "givens": "*"}
 PROJ_LINESTYLE = {"iid": "-", "orthogonal": "--", "orthogonal-fixed": ":",
-                  "orthogonal-nosignfix": "-."}
+                  "orthogonal-nosignfix": "-.", "simplex": "-.", "hadamard": "-.",
+                  "hadamard-fixed": ":", "givens": "-."}
 LINESTYLES = ["-", "--", ":", "-."]
 CLIP_FACTOR = 10.0  # log axes: the band's lower edge is clipped at mean / CLIP_FACTOR
 
@@ -171,17 +176,22 @@ def variant_order(table):
 
 
 def assign_colors(table):
-    """Colour by feature map; if two variants share map and projection, fall back to cycling."""
+    """Colour by feature map for the first two variants of a map (iid vs orthogonal reads
+    as one family); further variants of the same map, or a repeated (colour, marker), get
+    colours no feature map uses."""
     names = variant_order(table)
     first = {}
     for r in table:
         first.setdefault(r["variant"], r)
-    styles, used = {}, set()
-    cycle = iter([f"C{i}" for i in range(3, 10)] * 10)
+    styles, used, per_color = {}, set(), {}
+    spare = [c for c in [f"C{i}" for i in (3, 6, 7, 8, 9, 4, 0, 2, 5)]
+             if c not in {FEATURE_COLOR.get(first[n].get("features")) for n in names}]
+    cycle = iter((spare or ["C3"]) * 10)
     for n in names:
         color, marker = variant_style(first[n])
-        if color is None or (color, marker) in used:
+        if color is None or (color, marker) in used or per_color.get(color, 0) >= 2:
             color = next(cycle)
+        per_color[color] = per_color.get(color, 0) + 1
         used.add((color, marker))
         styles[n] = (color, marker)
     return styles
@@ -530,6 +540,66 @@ def kernel_plot(path, header, table, cfg, out):
     plt.close(fig)
 
 
+def angle_plot(path, header, table, cfg, out):
+    """Kernel MSE vs angle for every variant: one panel per (m, norm), shared d."""
+    require(path, header, KERNEL_KEYS)
+    styles = assign_colors(table)
+    variants = variant_order(table)
+    ms, norms, ds = uniq(table, "m"), uniq(table, "norm"), uniq(table, "d")
+    if not ms or not norms:
+        die(f"{path}: no m or norm values")
+    d0 = ds[0]
+    fig, axes = plt.subplots(len(ms), len(norms), figsize=(4.6 * len(norms) + 2.6, 3.4 * len(ms) + 0.9),
+                             squeeze=False, constrained_layout=True)
+    handles = {}
+    phi = np.linspace(0, np.pi, 400)
+    for i, m in enumerate(ms):
+        for j, l in enumerate(norms):
+            ax = axes[i][j]
+            rows = [r for r in table if r["m"] == m and r["norm"] == l and r["d"] == d0]
+            jit = _jitter(variants, rows)
+            ys = []
+            for v in variants:
+                vr = sorted((r for r in rows if r["variant"] == v), key=lambda r: r["angle"])
+                # x + y = 0 (angle pi): positive-type estimators are exact, MSE ~ 1e-31 is
+                # rounding; such points are left out (noted in the title), not drawn.
+                vr = [r for r in vr if finite_pos(r["mse"]) and r["mse"] > 1e-12 * r["sm"] ** 2]
+                if not vr:
+                    continue
+                color, marker = styles[v]
+                x = np.array([r["angle"] for r in vr]) + jit.get(v, 0.0)
+                y = np.array([r["mse"] for r in vr])
+                e = np.array([_nz(r["mse_sem"], 0.0) for r in vr])
+                ys += list(y * 0.7) + list(y + e)
+                h = ax.errorbar(x, y, yerr=np.minimum(e, y * 0.999), marker=marker, color=color,
+                                ms=5, lw=1.2, capsize=2.5, label=v)
+                handles.setdefault(v, h)
+            _, pos, _ = mse_closed_forms(l, phi, m)
+            h, = ax.plot(phi, pos, color="0.35", lw=0.9, ls=(0, (2, 2)))
+            handles.setdefault("positive iid, Lemma 2", h)
+            ax.set_yscale("log")
+            if ys:  # the data, not the Lemma 2 curve (which falls to 0 at pi), set the range
+                ax.set_ylim(min(ys) / 1.5, max(ys) * 1.5)
+            ax.set_xlim(-0.15, np.pi + 0.15)
+            ax.set_xticks([0, np.pi / 3, np.pi / 2, 2 * np.pi / 3, np.pi])
+            ax.set_xticklabels(["0", "π/3", "π/2", "2π/3", "π"])
+            ax.grid(True, which="major", alpha=0.3)
+            ax.set_title(f"m = {fmt(m)}, |x| = |y| = {fmt(l)}", fontsize=10)
+            if i == len(ms) - 1:
+                ax.set_xlabel("angle between x and y (rad)")
+            if j == 0:
+                ax.set_ylabel("MSE of the SM(x, y) estimate")
+    name = cfg.get("name", os.path.basename(os.path.normpath(os.path.dirname(path))))
+    trials = uniq(table, "trials")
+    fig.suptitle(f"{name}: kernel MSE vs angle, d = {fmt(d0)}, "
+                 f"{', '.join(fmt(t) for t in trials)} trials per point (± one standard error); "
+                 "points with MSE < 1e-12 SM² (x + y = 0: exact) left out")
+    axes[0][-1].legend(list(handles.values()), list(handles.keys()), loc="upper left",
+                       bbox_to_anchor=(1.03, 1.0), fontsize=9)
+    fig.savefig(out, dpi=150)
+    plt.close(fig)
+
+
 def _shade(color, f):
     """Blend a colour towards white by f in [0, 1]."""
     r, g, b = matplotlib.colors.to_rgb(color)
@@ -562,7 +632,7 @@ def main(argv=None):
                                  "(summary.csv + run.json) as a PNG.")
     ap.add_argument("result_dir", metavar="RESULT_DIR")
     ap.add_argument("--out", metavar="PNG", help="output file (default RESULT_DIR/<name>.png)")
-    ap.add_argument("--kind", choices=["auto", "m", "L", "scale", "kernel"], default="auto")
+    ap.add_argument("--kind", choices=["auto", "m", "L", "scale", "kernel", "angle"], default="auto")
     ap.add_argument("--metric", default=None,
                     help="approximation metric to plot (default output_mse, else the first present)")
     a = ap.parse_args(argv)
@@ -577,14 +647,15 @@ def main(argv=None):
         else:
             require(path, header, ["variant", "L", "d", "m", "scale"])
             kind = next((k for k in ("m", "L", "scale") if len(uniq(table, k)) > 1), "m")
-    if kind == "kernel" and not is_kernel:
+    kernel_kind = kind in ("kernel", "angle")
+    if kernel_kind and not is_kernel:
         die(f"{path}: not a kernel table (no norm/angle columns); use --kind m, L or scale")
-    if kind != "kernel" and is_kernel:
-        die(f"{path}: a kernel table can only be drawn with --kind kernel")
+    if not kernel_kind and is_kernel:
+        die(f"{path}: a kernel table can only be drawn with --kind kernel or angle")
 
-    suffix = ""
+    suffix = "_vs_angle" if kind == "angle" else ""
     metric = None
-    if kind != "kernel":
+    if not kernel_kind:
         present = [mt for mt in METRICS if f"{mt}_mean" in header]
         extra = [h[:-5] for h in header if h.endswith("_mean") and h[:-5] not in present]
         present += extra
@@ -610,6 +681,8 @@ def main(argv=None):
     try:
         if kind == "kernel":
             kernel_plot(path, header, table, cfg, out)
+        elif kind == "angle":
+            angle_plot(path, header, table, cfg, out)
         else:
             approx_plot(path, header, table, cfg, kind, metric, out)
     except OSError as e:

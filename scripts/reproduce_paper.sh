@@ -15,5 +15,8 @@ for c in "${configs[@]}"; do
   start=$(date +%s)
   "$favor" run "$c" --out "results/$name" --quiet
   /usr/bin/python3 scripts/plot.py "results/$name" --out "results/$name/$name.png"
+  # Many estimators side by side: also kernel MSE vs angle, one panel per (m, norm).
+  [ "$name" != beyond_kernel_mse ] ||
+    /usr/bin/python3 scripts/plot.py "results/$name" --kind angle --out "results/$name/${name}_vs_angle.png"
   echo "[reproduce] $name: $(( $(date +%s) - start )) s"
 done

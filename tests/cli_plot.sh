@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end: scripts/plot.py draws a PNG from a tiny approximation run (m sweep with two
-# scales, and an L sweep) and from a tiny kernel run; it exits 2 on a missing/broken table.
+# scales, and an L sweep) and from a tiny kernel run (Fig. 2 layout and --kind angle); it exits 2 on a missing/broken table.
 # Usage: tests/cli_plot.sh FAVOR_BINARY SOURCE_DIR   (python: $FAVOR_PYTHON, default /usr/bin/python3)
 set -euo pipefail
 favor=$1; src=$2
@@ -40,6 +40,13 @@ JSON
 "$favor" run "$tmp/kernel.json" --out "$tmp/kernel" --quiet
 "$py" "$plot" "$tmp/kernel" --out "$tmp/kernel.png" >/dev/null || fail "plot.py on kernel results"
 is_png "$tmp/kernel.png" || fail "no PNG for the kernel run"
+out=$("$py" "$plot" "$tmp/kernel" --kind angle) || fail "plot.py --kind angle on kernel results"
+[ "$out" = "$tmp/kernel/tiny_kernel_vs_angle.png" ] || fail "--kind angle default output path: '$out'"
+is_png "$out" || fail "no PNG for --kind angle"
+set +e
+"$py" "$plot" "$tmp/approx" --kind angle --out "$tmp/bad.png" 2>"$tmp/err" >/dev/null; rc=$?
+set -e
+[ $rc -eq 2 ] && [ ! -e "$tmp/bad.png" ] || fail "--kind angle on an approximation table: exit $rc, want 2"
 
 # Bad input: exit 2 with one line on stderr.
 mkdir "$tmp/empty"
