@@ -168,49 +168,14 @@ int cmd_projection(const ProjectionFlags& p) {
 }
 
 struct ApplyFlags {
-    std::string q, k, v, out, features, projection = "orthogonal", dtype = "float64", A;
-    bool exact = false, causal = false;
-    std::size_t m = 0;
-    std::uint64_t seed = 0, trial = 0;
-    double epsilon = 0.0;
-    int threads = 0;
+    std::string q, k, v, out;
+    favor::ApplyRequest req;
 };
 
 // Writes the exact or approximate attention output of given tensors (shape lead + (L, d_v)).
 int cmd_apply(const ApplyFlags& a) {
-    favor::ApplyOptions o;
-    o.exact = a.exact;
-    o.causal = a.causal;
-    o.seed = a.seed;
-    o.trial = a.trial;
-    o.threads = a.threads;
-    if (a.dtype != "float32" && a.dtype != "float64") throw Error("apply: --dtype must be float32 or float64, got " + a.dtype);
-    o.float32 = a.dtype == "float32";
-    if (a.exact && !a.features.empty()) throw Error("apply: give either --exact or --features, not both");
-    if (!a.exact) {
-        if (a.features.empty()) throw Error("apply: give --exact or --features F (with --m M)");
-        if (a.m == 0) throw Error("apply: --m must be >= 1");
-        o.map.kind = favor::parse_features(a.features);
-        o.map.epsilon = a.epsilon;
-        if (a.epsilon < 0) throw Error("apply: --epsilon must be >= 0");
-        if (!a.A.empty()) {
-            if (o.map.kind != favor::FeatureKind::oprf) throw Error("apply: --A applies only to --features oprf");
-            if (a.A == "optimal") o.map.A_optimal = true;
-            else {
-                try {
-                    o.map.A = std::stod(a.A);
-                } catch (const std::exception&) {
-                    throw Error("apply: --A must be a number < 1/8 or 'optimal', got " + a.A);
-                }
-                if (!(o.map.A < 0.125)) throw Error("apply: --A must be < 1/8, got " + a.A);
-            }
-        } else if (o.map.kind == favor::FeatureKind::oprf) {
-            o.map.A_optimal = true;
-        }
-        o.projection = favor::parse_projection(a.projection);
-        o.m = a.m;
-    }
-    const favor::HeadTensors in = favor::load_qkv(a.q, a.k, a.v, a.causal);
+    const favor::ApplyOptions o = favor::resolve_apply(a.req);
+    const favor::HeadTensors in = favor::load_qkv(a.q, a.k, a.v, o.causal);
     favor::save_heads(a.out, in.lead, favor::apply_attention(in, o), o.float32);
     return 0;
 }
@@ -286,17 +251,17 @@ int main(int argc, char** argv) {
     apply->add_option("--q", af.q, "queries .npy: (L, d), (H, L, d) or (B, H, L, d)")->required();
     apply->add_option("--k", af.k, "keys .npy, same leading shape and d")->required();
     apply->add_option("--v", af.v, "values .npy, same leading shape and length as k")->required();
-    apply->add_flag("--exact", af.exact, "exact softmax attention");
-    apply->add_option("--features", af.features, "feature map (favor list)");
-    apply->add_option("--projection", af.projection, "projection (default orthogonal)");
-    apply->add_option("--m", af.m, "number of random vectors");
-    apply->add_option("--seed", af.seed, "seed of W (default 0)");
-    apply->add_option("--trial", af.trial, "trial of W (default 0)");
-    apply->add_option("--epsilon", af.epsilon, "stabiliser added to each feature (default 0)");
-    apply->add_option("--A", af.A, "oprf parameter: a number < 1/8 or 'optimal' (default)");
-    apply->add_flag("--causal", af.causal, "unidirectional (causal) attention");
-    apply->add_option("--dtype", af.dtype, "compute and output precision: float32 or float64 (default)");
-    apply->add_option("--threads", af.threads, "threads for exact attention (default all)");
+    apply->add_flag("--exact", af.req.exact, "exact softmax attention");
+    apply->add_option("--features", af.req.features, "feature map (favor list)");
+    apply->add_option("--projection", af.req.projection, "projection (default orthogonal)");
+    apply->add_option("--m", af.req.m, "number of random vectors");
+    apply->add_option("--seed", af.req.seed, "seed of W (default 0)");
+    apply->add_option("--trial", af.req.trial, "trial of W (default 0)");
+    apply->add_option("--epsilon", af.req.epsilon, "stabiliser added to each feature (default 0)");
+    apply->add_option("--A", af.req.A, "oprf parameter: a number < 1/8 or 'optimal' (default)");
+    apply->add_flag("--causal", af.req.causal, "unidirectional (causal) attention");
+    apply->add_option("--dtype", af.req.dtype, "compute and output precision: float32 or float64 (default)");
+    apply->add_option("--threads", af.req.threads, "threads for exact attention (default all)");
     apply->add_option("--out", af.out, "output .npy file")->required();
 
     CLI::App* list = app.add_subcommand("list", "feature maps, projections, metrics, experiment kinds");

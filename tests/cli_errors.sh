@@ -41,6 +41,24 @@ touch "$tmp/afile"
 expect_error out-is-file "afile: --out is not a directory" run "$(cfg p "$good")" --out "$tmp/afile"
 expect_error validate-bad "trails: unknown key" validate "$(cfg q '{"name": "g", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive"}], "m": 8, "trails": 1}')"
 
+# gen, projection and apply flags (apply checks its flags before reading any tensor).
+expect_error gen-zero "gen: --L and --d must be >= 1" gen --L 0 --d 4 --out "$tmp/out"
+expect_error gen-dtype "gen: --dtype must be float32 or float64" gen --L 4 --d 4 --dtype half --out "$tmp/out"
+expect_error proj-unknown "unknown projection 'hadamardd'" projection --projection hadamardd --m 4 --d 4 --seed 0 --out "$tmp/out"
+"$favor" gen --L 16 --d 4 --out "$tmp/in"
+qkv=(--q "$tmp/in/q.npy" --k "$tmp/in/k.npy" --v "$tmp/in/v.npy")
+expect_error apply-none "apply: give --exact or --features" apply "${qkv[@]}" --out "$tmp/out"
+expect_error apply-both "apply: give either --exact or --features" apply "${qkv[@]}" --exact --features positive --out "$tmp/out"
+expect_error apply-m "apply: --m must be >= 1" apply "${qkv[@]}" --features positive --out "$tmp/out"
+expect_error apply-map "unknown feature map 'postive'" apply "${qkv[@]}" --features postive --m 8 --out "$tmp/out"
+expect_error apply-eps "apply: --epsilon must be >= 0" apply "${qkv[@]}" --features positive --m 8 --epsilon -1 --out "$tmp/out"
+expect_error apply-A-map "apply: --A applies only to --features oprf" apply "${qkv[@]}" --features positive --m 8 --A 0.1 --out "$tmp/out"
+expect_error apply-A-big "apply: --A must be < 1/8" apply "${qkv[@]}" --features oprf --m 8 --A 0.125 --out "$tmp/out"
+expect_error apply-A-text "apply: --A must be a number < 1/8 or 'optimal', got 0.1x" apply "${qkv[@]}" --features oprf --m 8 --A 0.1x --out "$tmp/out"
+expect_error apply-dtype "apply: --dtype must be float32 or float64" apply "${qkv[@]}" --exact --dtype half --out "$tmp/out"
+"$favor" apply "${qkv[@]}" --features oprf --m 8 --A -0.05 --out "$tmp/ok.npy" && [ -s "$tmp/ok.npy" ] ||
+  { echo "FAIL: apply --features oprf --A -0.05" >&2; failures=$((failures + 1)); }
+
 # Existing results stay intact when a later run fails.
 "$favor" run "$(cfg r "$good")" --out "$tmp/keep" --quiet
 before=$(cat "$tmp/keep/errors.csv")

@@ -173,7 +173,7 @@ Variant parse_variant(const json& v, const Where& w, ExperimentKind kind) {
             out.map.A_optimal = true;
         } else {
             out.map.A = as_number(A, w.at("A"));
-            if (!(out.map.A < 0.125)) w.at("A").fail("must be < 1/8 (0.125), got " + A.dump());
+            if (!(out.map.A < kOprfAMax)) w.at("A").fail("must be < 1/8 (0.125), got " + A.dump());
         }
     } else if (v.contains("A")) {
         w.at("A").fail("applies only to features 'oprf'");

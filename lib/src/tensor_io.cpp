@@ -91,6 +91,44 @@ Mat<double> apply_one(const Mat<double>& q, const Mat<double>& k, const Mat<doub
 }
 }  // namespace
 
+ApplyOptions resolve_apply(const ApplyRequest& r) {
+    ApplyOptions o;
+    o.exact = r.exact;
+    o.causal = r.causal;
+    o.seed = r.seed;
+    o.trial = r.trial;
+    o.threads = r.threads;
+    if (r.dtype != "float32" && r.dtype != "float64") throw Error("apply: --dtype must be float32 or float64, got " + r.dtype);
+    o.float32 = r.dtype == "float32";
+    if (r.exact) {
+        if (!r.features.empty()) throw Error("apply: give either --exact or --features, not both");
+        return o;
+    }
+    if (r.features.empty()) throw Error("apply: give --exact or --features F (with --m M)");
+    if (r.m == 0) throw Error("apply: --m must be >= 1");
+    o.m = r.m;
+    o.map.kind = parse_features(r.features);
+    o.projection = parse_projection(r.projection);
+    if (!(r.epsilon >= 0)) throw Error("apply: --epsilon must be >= 0");
+    o.map.epsilon = r.epsilon;
+    if (o.map.kind != FeatureKind::oprf) {
+        if (!r.A.empty()) throw Error("apply: --A applies only to --features oprf");
+        return o;
+    }
+    o.map.A_optimal = r.A.empty() || r.A == "optimal";
+    if (!o.map.A_optimal) {
+        std::size_t used = 0;
+        try {
+            o.map.A = std::stod(r.A, &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (used != r.A.size()) throw Error("apply: --A must be a number < 1/8 or 'optimal', got " + r.A);
+        if (!(o.map.A < kOprfAMax)) throw Error("apply: --A must be < 1/8, got " + r.A);
+    }
+    return o;
+}
+
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
     std::vector<Mat<double>> out;
     for (std::size_t h = 0; h < in.q.size(); ++h)

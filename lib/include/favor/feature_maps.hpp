@@ -20,6 +20,9 @@ FeatureKind parse_features(const std::string& name);   // throws Error
 std::string features_name(FeatureKind k);
 const std::vector<std::string>& feature_names();       // without "exact"
 
+// OPRF needs A < 1/8: E f^2 involves (1 - 8A)^(-d/2) (arXiv 2205.15317, Theorem 3.1).
+constexpr double kOprfAMax = 0.125;
+
 struct FeatureMap {
     FeatureKind kind = FeatureKind::positive;
     // Added to every stabilised feature before the 1/sqrt(m) factor, as the official code

@@ -38,6 +38,21 @@ struct ApplyOptions {
     int threads = 0;
 };
 
+// `favor apply` as typed on the command line, before any check.
+struct ApplyRequest {
+    bool exact = false, causal = false;
+    std::string features, projection = "orthogonal", A, dtype = "float64";
+    std::size_t m = 0;
+    std::uint64_t seed = 0, trial = 0;
+    double epsilon = 0.0;
+    int threads = 0;
+};
+
+// Checks a request and resolves its names: either exact or features with m >= 1; epsilon
+// >= 0; A ("optimal", the default, or a number < 1/8) only for oprf. Throws Error
+// "apply: --FLAG ..." naming the flag.
+ApplyOptions resolve_apply(const ApplyRequest& r);
+
 // Exact or approximate attention output of every head (W drawn as a run draws it).
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt);
 
