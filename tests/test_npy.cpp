@@ -98,6 +98,20 @@ std::vector<std::string> manifest_lines(const fs::path& p) {
     return out;
 }
 
+// A manifest line "name dtype dim dim ...": the file (or base name), its dtype and shape.
+struct ManifestEntry {
+    std::string name, dtype;
+    std::vector<std::size_t> shape;
+};
+
+ManifestEntry parse_manifest_entry(const std::string& line) {
+    ManifestEntry e;
+    std::istringstream in(line);
+    in >> e.name >> e.dtype;
+    for (std::size_t d; in >> d;) e.shape.push_back(d);
+    return e;
+}
+
 // The error of `f()`, which must be a favor::Error.
 template <class F>
 std::string error_of(F f) {
@@ -228,16 +242,11 @@ TEST_CASE("unusual but valid files are read", "[npy]") {
     REQUIRE(lines.size() == npy_files(good).size());
     const std::string line = GENERATE_COPY(from_range(lines));
     CAPTURE(line);
-    std::istringstream in(line);
-    std::string file, dtype;
-    in >> file >> dtype;
-    std::vector<std::size_t> shape;
-    for (std::size_t d; in >> d;) shape.push_back(d);
-
-    const NpyArray a = read_npy((good / file).string());
-    CHECK(a.dtype == dtype);
-    CHECK(a.shape == shape);
-    REQUIRE(a.data.size() == numel(shape));
+    const ManifestEntry e = parse_manifest_entry(line);
+    const NpyArray a = read_npy((good / e.name).string());
+    CHECK(a.dtype == e.dtype);
+    CHECK(a.shape == e.shape);
+    REQUIRE(a.data.size() == numel(e.shape));
     for (std::size_t i = 0; i < a.data.size(); ++i) REQUIRE(a.data[i] == double(i));   // C order
     CHECK(all_finite(a));
 }
@@ -291,16 +300,11 @@ TEST_CASE("numpy interop", "[npy][numpy]") {
         REQUIRE(lines.size() >= 10);
         for (const auto& line : lines) {
             CAPTURE(line);
-            std::istringstream in(line);
-            std::string name, dtype;
-            in >> name >> dtype;
-            std::vector<std::size_t> shape;
-            for (std::size_t d; in >> d;) shape.push_back(d);
-
-            const NpyArray a = read_npy((dir.path / (name + ".npy")).string());
-            CHECK(a.dtype == dtype);
-            CHECK(a.shape == shape);
-            const std::string want = slurp(dir.path / (name + ".expected"));
+            const ManifestEntry e = parse_manifest_entry(line);
+            const NpyArray a = read_npy((dir.path / (e.name + ".npy")).string());
+            CHECK(a.dtype == e.dtype);
+            CHECK(a.shape == e.shape);
+            const std::string want = slurp(dir.path / (e.name + ".expected"));
             REQUIRE(want.size() == a.data.size() * 8);
             std::size_t differ = 0;
             for (std::size_t i = 0; i < a.data.size(); ++i) {

@@ -55,46 +55,17 @@ Mat<double> orthogonal_block(std::uint64_t key, std::size_t d, bool sign_fix) {
 }
 
 namespace {
-// The structured / coupled projections. Each block and the row norms have their own streams
-// (tags differ from ORF's, so these W are independent of the orthogonal ones).
-Mat<double> draw_structured(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
-                            std::uint64_t trial) {
+// W (m x d) from stacked blocks: block b (block_rows x d) is make_block(b), row r of W is
+// norm(r) times its row of the block; the last block is truncated, so W is nested in m.
+template <class MakeBlock, class Norm>
+Mat<double> stack_blocks(std::size_t m, std::size_t d, std::size_t block_rows, MakeBlock make_block, Norm norm) {
     Mat<double> W = Mat<double>::from_shape({m, d});
-    if (p == Projection::hadamard || p == Projection::hadamard_fixed) {
-        // SORF: a block gives p rows, the first d columns of sqrt(p) H D1 H D2 H D3 (inputs
-        // padded with zeros to p), so every p-dim row has norm sqrt(p) before truncation.
-        // Yu et al. keep that fixed norm (hadamard-fixed): like orthogonal-fixed (SMREG) the
-        // estimator is then biased, -1.6% at the d = 4 reference point. `hadamard` instead
-        // gives row r the norm chi_at(r, p), as ORF does, so w = (chi(p) u)[:d] with u the
-        // unit p-dim row: N(0, I_d) up to the 4th-moment anisotropy of the discrete SORF
-        // directions (exact residual bias -0.15% at that point; docs/beyond.md).
-        const std::size_t P = next_pow2(d);
-        const std::uint64_t norm_key = stream_key({seed, tag("W-hadamard-norms"), d, trial});
-        for (std::size_t b = 0; b * P < m; ++b) {
-            const Mat<double> rows =
-                sorf_rows(sorf_block(stream_key({seed, tag("W-hadamard-block"), d, trial, b}), P), d);
-            for (std::size_t j = 0; j < P && b * P + j < m; ++j) {
-                const std::size_t r = b * P + j;
-                const double s = p == Projection::hadamard ? chi_at(norm_key, r, P) / std::sqrt(double(P)) : 1.0;
-                for (std::size_t c = 0; c < d; ++c) W(r, c) = s * rows(j, c);
-            }
-        }
-        return W;
-    }
-    if (d < 2)
-        throw Error("projection '" + projection_name(p) + "' needs d >= 2, got d = " + std::to_string(d));
-    const bool simplex = p == Projection::simplex;
-    const std::uint64_t block_tag = simplex ? tag("W-simplex-block") : tag("W-givens-block");
-    const std::uint64_t norm_key =
-        stream_key({seed, simplex ? tag("W-simplex-norms") : tag("W-givens-norms"), d, trial});
-    for (std::size_t b = 0; b * d < m; ++b) {
-        const std::uint64_t key = stream_key({seed, block_tag, d, trial, b});
-        const Mat<double> block = simplex ? simplex_block(key, d) : givens_block(key, d);
-        // chi(d) norms independent of the directions, as for ORF and in SimRF (Reid et al. 2023).
-        for (std::size_t j = 0; j < d && b * d + j < m; ++j) {
-            const std::size_t r = b * d + j;
-            const double norm = chi_at(norm_key, r, d);
-            for (std::size_t c = 0; c < d; ++c) W(r, c) = norm * block(j, c);
+    for (std::size_t b = 0; b * block_rows < m; ++b) {
+        const Mat<double> block = make_block(b);
+        for (std::size_t j = 0; j < block_rows && b * block_rows + j < m; ++j) {
+            const std::size_t r = b * block_rows + j;
+            const double s = norm(r);
+            for (std::size_t c = 0; c < d; ++c) W(r, c) = s * block(j, c);
         }
     }
     return W;
@@ -103,27 +74,60 @@ Mat<double> draw_structured(Projection p, std::size_t m, std::size_t d, std::uin
 
 Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
                             std::uint64_t trial) {
-    if (p == Projection::simplex || p == Projection::hadamard || p == Projection::hadamard_fixed ||
-        p == Projection::givens)
-        return draw_structured(p, m, d, seed, trial);
-    Mat<double> W = Mat<double>::from_shape({m, d});
-    if (p == Projection::iid) {
-        fill_normal(stream_key({seed, tag("W-iid"), d, trial}), W.data(), W.size());
+    auto key = [&](const char* name) { return stream_key({seed, tag(name), d, trial}); };
+    auto block_key = [&](const char* name, std::size_t b) { return stream_key({seed, tag(name), d, trial, b}); };
+    switch (p) {
+    case Projection::iid: {
+        Mat<double> W = Mat<double>::from_shape({m, d});
+        fill_normal(key("W-iid"), W.data(), W.size());
         return W;
     }
-    const bool sign_fix = p != Projection::orthogonal_nosignfix;
-    const std::uint64_t norm_key = stream_key({seed, tag("W-chi-norms"), d, trial});
-    for (std::size_t b = 0; b * d < m; ++b) {
-        const Mat<double> block =
-            orthogonal_block(stream_key({seed, tag("W-orthogonal-block"), d, trial, b}), d, sign_fix);
-        for (std::size_t j = 0; j < d && b * d + j < m; ++j) {
-            const std::size_t r = b * d + j;
-            const double norm = (p == Projection::orthogonal_fixed) ? std::sqrt(double(d))
-                                                                    : chi_at(norm_key, r, d);
-            for (std::size_t c = 0; c < d; ++c) W(r, c) = norm * block(j, c);
-        }
+    case Projection::orthogonal:
+    case Projection::orthogonal_fixed:
+    case Projection::orthogonal_nosignfix: {
+        const bool sign_fix = p != Projection::orthogonal_nosignfix;
+        const std::uint64_t norm_key = key("W-chi-norms");
+        return stack_blocks(
+            m, d, d, [&](std::size_t b) { return orthogonal_block(block_key("W-orthogonal-block", b), d, sign_fix); },
+            [&](std::size_t r) {
+                return p == Projection::orthogonal_fixed ? std::sqrt(double(d)) : chi_at(norm_key, r, d);
+            });
     }
-    return W;
+    case Projection::hadamard:
+    case Projection::hadamard_fixed: {
+        // SORF: a block gives P rows, the first d columns of sqrt(P) H D1 H D2 H D3 (inputs
+        // padded with zeros to P), so every P-dim row has norm sqrt(P) before truncation.
+        // Yu et al. keep that fixed norm (hadamard-fixed): like orthogonal-fixed (SMREG) the
+        // estimator is then biased, -1.6% at the d = 4 reference point. `hadamard` instead
+        // gives row r the norm chi_at(r, P), as ORF does, so w = (chi(P) u)[:d] with u the
+        // unit P-dim row: N(0, I_d) up to the 4th-moment anisotropy of the discrete SORF
+        // directions (exact residual bias -0.15% at that point; docs/beyond.md).
+        const std::size_t P = next_pow2(d);
+        const std::uint64_t norm_key = key("W-hadamard-norms");
+        return stack_blocks(
+            m, d, P, [&](std::size_t b) { return sorf_rows(sorf_block(block_key("W-hadamard-block", b), P), d); },
+            [&](std::size_t r) {
+                return p == Projection::hadamard ? chi_at(norm_key, r, P) / std::sqrt(double(P)) : 1.0;
+            });
+    }
+    case Projection::simplex:
+    case Projection::givens: {
+        if (d < 2)
+            throw Error("projection '" + projection_name(p) + "' needs d >= 2, got d = " + std::to_string(d));
+        // chi(d) norms independent of the directions, as for ORF and in SimRF (Reid et al. 2023).
+        // Blocks and norms have their own streams (independent of the orthogonal W).
+        const bool simplex = p == Projection::simplex;
+        const std::uint64_t norm_key = key(simplex ? "W-simplex-norms" : "W-givens-norms");
+        return stack_blocks(
+            m, d, d,
+            [&](std::size_t b) {
+                return simplex ? simplex_block(block_key("W-simplex-block", b), d)
+                               : givens_block(block_key("W-givens-block", b), d);
+            },
+            [&](std::size_t r) { return chi_at(norm_key, r, d); });
+    }
+    }
+    throw Error("draw_projection: unknown projection");
 }
 
 }  // namespace favor
