@@ -244,7 +244,7 @@ double exact_sorf_mean(const Mat<double>& x, const Mat<double>& y, std::size_t p
         yy += y(0, c) * y(0, c);
     }
     double mean = 0;
-    const double patterns = std::ldexp(1.0, int(n_bits)), c = std::exp(-0.5 * (xx + yy));
+    const double patterns = std::ldexp(1.0, int(n_bits)), shift = std::exp(-0.5 * (xx + yy));
     for (std::uint64_t bits = 0; bits < (std::uint64_t(1) << n_bits); ++bits) {
         SorfBlock b;
         b.p = p;
@@ -255,7 +255,7 @@ double exact_sorf_mean(const Mat<double>& x, const Mat<double>& y, std::size_t p
             double t = 0;
             for (std::size_t c = 0; c < d; ++c) t += rows(r, c) * z[c];
             const double e = chi_norms ? chi_mgf(t / std::sqrt(double(p)), p) : std::exp(t);
-            mean += e * c / (double(p) * patterns);
+            mean += e * shift / (double(p) * patterns);
         }
     }
     return mean;
