@@ -11,10 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "favor/apply.hpp"
 #include "favor/config.hpp"
+#include "favor/files.hpp"
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
 #include "favor/feature_maps.hpp"
+#include "favor/metrics.hpp"
 #include "favor/inputs.hpp"
 #include "favor/merge.hpp"
 #include "favor/npy.hpp"
@@ -112,8 +115,8 @@ int cmd_validate(const std::string& path, const std::vector<std::string>& sets) 
     const favor::Config cfg = favor::load_config(path, sets);
     std::size_t cells = cfg.variants.size() * std::max<std::size_t>(cfg.m.size(), 1);
     if (cfg.experiment == favor::ExperimentKind::kernel)
-        cells *= cfg.d.size() * cfg.norm.size() * cfg.angle.size();
-    else if (cfg.inputs.source == "random")
+        cells *= cfg.kernel.d.size() * cfg.kernel.norm.size() * cfg.kernel.angle.size();
+    else if (!cfg.inputs.npy())
         cells *= cfg.inputs.L.size() * cfg.inputs.d.size() * cfg.inputs.scale.size();
     std::cout << cfg.resolved().dump(2) << "\n";
     std::cout << path << ": ok, " << cells << " cells x " << cfg.trials << " trials\n";
@@ -141,11 +144,10 @@ struct GenFlags {
 int cmd_gen(const GenFlags& g) {
     if (g.L == 0 || g.d == 0) throw Error("gen: --L and --d must be >= 1");
     if (!(g.scale > 0) || !std::isfinite(g.scale)) throw Error("gen: --scale must be > 0");
-    if (g.dtype != "float32" && g.dtype != "float64") throw Error("gen: --dtype must be float32 or float64, got " + g.dtype);
+    const bool f32 = favor::parse_dtype(g.dtype, favor::Field{"gen", "", "--"}.at("dtype")) == favor::DType::float32;
     favor::check_output_dir(g.out);
     const favor::QKV in = favor::random_inputs(g.seed, g.L, g.d, g.dv ? g.dv : g.d, g.scale);
     favor::make_output_dir(g.out);
-    const bool f32 = g.dtype == "float32";
     favor::save_heads(g.out + "/q.npy", {}, {in.q}, f32);
     favor::save_heads(g.out + "/k.npy", {}, {in.k}, f32);
     favor::save_heads(g.out + "/v.npy", {}, {in.v}, f32);
@@ -176,7 +178,7 @@ struct ApplyFlags {
 int cmd_apply(const ApplyFlags& a) {
     const favor::ApplyOptions o = favor::resolve_apply(a.req);
     const favor::HeadTensors in = favor::load_qkv(a.q, a.k, a.v, o.causal);
-    favor::save_heads(a.out, in.lead, favor::apply_attention(in, o), o.float32);
+    favor::save_heads(a.out, in.lead, favor::apply_attention(in, o), o.dtype == favor::DType::float32);
     return 0;
 }
 
@@ -186,10 +188,11 @@ int cmd_list() {
         for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
         return s;
     };
-    std::cout << "feature maps:     exact (timing only), " << join(favor::feature_names()) << "\n"
-              << "projections:      " << join(favor::projection_names()) << "\n"
-              << "metrics:          " << join(favor::metric_names()) << "\n"
-              << "experiment kinds: approximation, kernel, timing\n";
+    std::cout << "feature maps (exact: timing experiments only):\n  exact  exact softmax attention\n";
+    for (const auto& e : favor::feature_map_registry()) std::cout << "  " << e.name << "  " << e.summary << "\n";
+    std::cout << "projections:\n  " << join(favor::projection_names()) << "\nmetrics:\n";
+    for (const auto& m : favor::metric_table()) std::cout << "  " << m.name << "  " << m.description << "\n";
+    std::cout << "experiment kinds:\n  approximation, kernel, timing\n";
     return 0;
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "favor/attention.hpp"
+#include "favor/estimator.hpp"
 #include "favor/blas.hpp"
 #include "favor/config.hpp"
 #include "favor/experiment.hpp"
@@ -149,8 +150,11 @@ int main(int argc, char** argv) {
         const std::size_t L = 16384, d = 64, m = 256, dv = 64;
         const QKV in = random_inputs(0, L, d, dv, 1.0);
         const Mat<float> Q = cast_mat<float>(in.q), K = cast_mat<float>(in.k), V = cast_mat<float>(in.v);
-        const Mat<float> W = cast_mat<float>(draw_projection(Projection::orthogonal, m, d, 0, 0));
-        const FeatureMap map{FeatureKind::positive};
+        const Variant favor_plus = parse_variant({{"features", "positive"}, {"projection", "orthogonal"}}, Field{"bench", ""},
+                                                 false, "");
+        const Estimator<float> est = make_estimator<float>(favor_plus, m, d, 0, 0).for_inputs(Q, K);
+        const FeatureMap& map = *est.map;
+        const Mat<float>& W = est.W;
         const double F = double(m);
         const double gf_features = 2.0 * 2.0 * L * m * d / 1e9;
         const double gf_linear = (2.0 * L * F * dv + 2.0 * L * F * (dv + 1)) / 1e9;
@@ -158,19 +162,19 @@ int main(int argc, char** argv) {
         const double xs = 1.0 / std::pow(double(d), 0.25);
         Features<float> fq, fk;
         const double t_feat = median_time(repeats, [&] {
-            fq = compute_features_scaled(map, Q, xs, W, Side::query, threads);
-            fk = compute_features_scaled(map, K, xs, W, Side::key, threads);
+            fq = compute_features(map, Q, xs, W, Side::query, threads);
+            fk = compute_features(map, K, xs, W, Side::key, threads);
         });
         report("feature maps (Q and K)", t_feat, gf_features, srate, "sgemm");
         const double t_lin = median_time(repeats, [&] { linear_attention(fq.phi, fk.phi, V, false, threads); });
         report("linear attention (K'^T V, Q'(K'^T V), normalise)", t_lin, gf_linear, srate, "sgemm");
-        const double t_fwd = median_time(repeats, [&] { favor_attention(map, W, Q, K, V, false, threads); });
+        const double t_fwd = median_time(repeats, [&] { favor_attention(est, Q, K, V, false, threads); });
         report("forward (favor_attention)", t_fwd, gf_features + gf_linear, srate, "sgemm");
-        const double t_fused = median_time(repeats, [&] { favor_forward(map, W, Q, K, V, false, threads); });
+        const double t_fused = median_time(repeats, [&] { favor_forward(est, Q, K, V, false, threads); });
         report("fused forward (favor_forward)", t_fused, gf_features + gf_linear, srate, "sgemm");
         {   // the fused forward against favor_attention: equal up to float rounding
-            const Mat<float> a = favor_attention(map, W, Q, K, V, false, threads).out;
-            const Mat<float> b = favor_forward(map, W, Q, K, V, false, threads);
+            const Mat<float> a = favor_attention(est, Q, K, V, false, threads).out;
+            const Mat<float> b = favor_forward(est, Q, K, V, false, threads);
             double num = 0, den = 0;
             for (std::size_t k = 0; k < a.size(); ++k) {
                 num = std::max(num, std::abs(double(a.data()[k]) - double(b.data()[k])));
@@ -178,7 +182,7 @@ int main(int argc, char** argv) {
             }
             std::printf("  fused vs favor_attention: max |difference| / max |out| = %.2e\n", num / den);
         }
-        const double t_causal = median_time(repeats, [&] { favor_attention(map, W, Q, K, V, true, threads); });
+        const double t_causal = median_time(repeats, [&] { favor_attention(est, Q, K, V, true, threads); });
         report("causal forward (favor_attention, causal)", t_causal, gf_features + gf_linear, srate, "sgemm");
         check("FAVOR forward float32 L=16384 vs sgemm time of its flops", t_fused / ((gf_features + gf_linear) / srate), 1.5, "x");
         check("causal / non-causal FAVOR forward, L=16384", t_causal / t_fused, 2.0, "x");

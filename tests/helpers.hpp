@@ -3,7 +3,12 @@
 #include <cmath>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "favor/estimator.hpp"
 #include "favor/tensor.hpp"
+#include "favor/variant.hpp"
 
 namespace favor_test {
 
@@ -34,6 +39,18 @@ inline double dot_rows(const Mat<double>& W, std::size_t a, std::size_t b) {
     double s = 0;
     for (std::size_t c = 0; c < W.shape(1); ++c) s += W(a, c) * W(b, c);
     return s;
+}
+
+// The feature map a config variant {"features": name, ...extra} gives.
+inline favor::FeatureMapPtr map_named(const std::string& features, nlohmann::json extra = nlohmann::json::object()) {
+    extra["features"] = features;
+    return favor::parse_variant(extra, favor::Field{"test", ""}, false, "").map;
+}
+
+// The estimator with this map and W, fitted to queries Q and keys K.
+template <class T>
+favor::Estimator<T> fitted(const favor::FeatureMapPtr& f, const Mat<T>& W, const Mat<T>& Q, const Mat<T>& K) {
+    return favor::Estimator<T>{f, W, false}.for_inputs(Q, K);
 }
 
 }  // namespace favor_test

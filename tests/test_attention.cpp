@@ -9,7 +9,10 @@
 #include "favor/projections.hpp"
 #include "favor/theory.hpp"
 
+#include "helpers.hpp"
+
 using namespace favor;
+using namespace favor_test;
 
 namespace {
 
@@ -35,9 +38,9 @@ LMat naive_attention(const Mat<double>& Q, const Mat<double>& K, const Mat<doubl
 }
 
 // phi(x) without any shift, in long double (no overflow below e^11356).
-LMat unshifted_features(FeatureKind k, const Mat<double>& X, const Mat<double>& W) {
+LMat unshifted_features(const std::string& k, const Mat<double>& X, const Mat<double>& W) {
     const std::size_t L = X.shape(0), d = X.shape(1), m = W.shape(0);
-    const std::size_t F = (k == FeatureKind::positive) ? m : 2 * m;
+    const std::size_t F = (k == std::string("positive")) ? m : 2 * m;
     LMat phi = LMat::from_shape({L, F});
     for (std::size_t i = 0; i < L; ++i) {
         long double x2 = 0;
@@ -45,10 +48,10 @@ LMat unshifted_features(FeatureKind k, const Mat<double>& X, const Mat<double>& 
         for (std::size_t j = 0; j < m; ++j) {
             long double wx = 0;
             for (std::size_t c = 0; c < d; ++c) wx += (long double)W(j, c) * X(i, c);
-            if (k == FeatureKind::trig) {
+            if (k == std::string("trig")) {
                 phi(i, j) = std::exp(x2 / 2) * std::sin(wx) / std::sqrt((long double)m);
                 phi(i, m + j) = std::exp(x2 / 2) * std::cos(wx) / std::sqrt((long double)m);
-            } else if (k == FeatureKind::positive) {
+            } else if (k == std::string("positive")) {
                 phi(i, j) = std::exp(wx - x2 / 2) / std::sqrt((long double)m);
             } else {
                 phi(i, j) = std::exp(wx - x2 / 2) / std::sqrt(2.0L * m);
@@ -81,13 +84,12 @@ TEST_CASE("exact attention matches a naive softmax, blocked or not, causal or no
 TEST_CASE("linear attention equals the explicit A_hat V", "[attention]") {
     const std::size_t L = GENERATE(5, 130, 700);
     const bool causal = GENERATE(false, true);
-    const FeatureKind kind = GENERATE(FeatureKind::positive, FeatureKind::trig);
-    CAPTURE(L, causal, features_name(kind));
+    const std::string kind = GENERATE(std::string("positive"), std::string("trig"));
+    CAPTURE(L, causal, kind);
     const QKV in = random_inputs(4, L, 8, 6, 1.0);
-    FeatureMap f;
-    f.kind = kind;
+    const FeatureMapPtr f = map_named(kind);
     const Mat<double> W = draw_projection(Projection::orthogonal, 16, 8, 4, 0);
-    const Approximation<double> a = favor_attention(f, W, in.q, in.k, in.v, causal);
+    const Approximation<double> a = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal);
     const std::size_t F = a.q.phi.shape(1);
     // Explicit: A_hat = rownormalize(phiQ phiK^T) (masked), then A_hat V.
     for (std::size_t i = 0; i < L; ++i) {
@@ -107,14 +109,13 @@ TEST_CASE("linear attention equals the explicit A_hat V", "[attention]") {
 
 TEST_CASE("the streamed pairwise metrics equal those from full matrices", "[metrics]") {
     const std::size_t L = 700, d = 8, m = 16;
-    const FeatureKind kind = GENERATE(FeatureKind::positive, FeatureKind::trig, FeatureKind::hyperbolic);
+    const std::string kind = GENERATE(std::string("positive"), std::string("trig"), std::string("hyperbolic"));
     const bool causal = GENERATE(false, true);
-    CAPTURE(features_name(kind), causal);
+    CAPTURE(kind, causal);
     const QKV in = random_inputs(5, L, d, d, 1.0);
-    FeatureMap f;
-    f.kind = kind;
+    const FeatureMapPtr f = map_named(kind);
     const Mat<double> W = draw_projection(Projection::iid, m, d, 5, 0);
-    const Approximation<double> a = favor_attention(f, W, in.q, in.k, in.v, causal);
+    const Approximation<double> a = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal);
     const Mat<double> X = scale_rows(in.q), Y = scale_rows(in.k);
     PairwiseRequest req;
     req.attention_mse = req.kernel_mse = req.negative_fraction = true;
@@ -153,19 +154,18 @@ TEST_CASE("the streamed pairwise metrics equal those from full matrices", "[metr
     REQUIRE(p1.kernel_mse == Approx(double(ker / pairs)).epsilon(1e-9));
     REQUIRE(p1.kernel_mse_theory == Approx(double(th / pairs)).epsilon(1e-12));
     REQUIRE(p1.negative_fraction == double(neg / pairs));
-    if (kind == FeatureKind::trig) REQUIRE(p1.negative_fraction > 0.0);
+    if (kind == std::string("trig")) REQUIRE(p1.negative_fraction > 0.0);
 }
 
 TEST_CASE("the max-shift stabilisation changes no output beyond rounding", "[attention][stability]") {
     const double scale = GENERATE(1.0, 3.0);
-    const FeatureKind kind = GENERATE(FeatureKind::positive, FeatureKind::trig, FeatureKind::hyperbolic);
-    CAPTURE(scale, features_name(kind));
+    const std::string kind = GENERATE(std::string("positive"), std::string("trig"), std::string("hyperbolic"));
+    CAPTURE(scale, kind);
     const std::size_t L = 300, d = 16, m = 32;
     const QKV in = random_inputs(6, L, d, d, scale);
-    FeatureMap f;
-    f.kind = kind;
+    const FeatureMapPtr f = map_named(kind);
     const Mat<double> W = draw_projection(Projection::orthogonal, m, d, 6, 0);
-    const Approximation<double> a = favor_attention(f, W, in.q, in.k, in.v);
+    const Approximation<double> a = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v);
     // Reference: unshifted features and linear attention in long double.
     const LMat pq = unshifted_features(kind, scale_rows(in.q), W), pk = unshifted_features(kind, scale_rows(in.k), W);
     const std::size_t F = pq.shape(1);
@@ -186,42 +186,40 @@ TEST_CASE("the max-shift stabilisation changes no output beyond rounding", "[att
         }
     }
     // Rounding of the double path; trig denominators can be small, which magnifies it.
-    REQUIRE(worst < (kind == FeatureKind::trig ? 1e-8 : 1e-11));
+    REQUIRE(worst < (kind == std::string("trig") ? 1e-8 : 1e-11));
 }
 
 TEST_CASE("float32 features stay finite where the unshifted exp overflows float32", "[attention][stability]") {
     // Scale 4, d = 256: |x|^2/2 is about 128, so exp(|x|^2/2) (trig) overflows float32 (max e^88.7).
     const std::size_t L = 64, d = 256, m = 64;
     const QKV in = random_inputs(8, L, d, d, 4.0);
-    for (FeatureKind kind : {FeatureKind::trig, FeatureKind::positive, FeatureKind::hyperbolic}) {
-        CAPTURE(features_name(kind));
-        FeatureMap f;
-        f.kind = kind;
+    for (std::string kind : {std::string("trig"), std::string("positive"), std::string("hyperbolic")}) {
+        CAPTURE(kind);
+        const FeatureMapPtr f = map_named(kind);
         const Mat<double> W = draw_projection(Projection::orthogonal, m, d, 8, 0);
-        if (kind == FeatureKind::trig) {
+        if (kind == std::string("trig")) {
             const std::vector<double> x2 = row_norms2(scale_rows(in.q));
             REQUIRE(!std::isfinite(std::exp(float(x2[0] / 2))));
         }
-        const Approximation<float> a32 = favor_attention(f, cast_mat<float>(W), cast_mat<float>(in.q),
-                                                         cast_mat<float>(in.k), cast_mat<float>(in.v));
-        const Approximation<double> a64 = favor_attention(f, W, in.q, in.k, in.v);
+        const Mat<float> q32 = cast_mat<float>(in.q), k32 = cast_mat<float>(in.k);
+        const Approximation<float> a32 =
+            favor_attention(fitted(f, cast_mat<float>(W), q32, k32), q32, k32, cast_mat<float>(in.v));
+        const Approximation<double> a64 = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v);
         REQUIRE(count_nonfinite(a32.out) == 0);
-        if (kind != FeatureKind::trig) REQUIRE(output_mse(a64.out, a32.out) < 1e-8);
+        if (kind != std::string("trig")) REQUIRE(output_mse(a64.out, a32.out) < 1e-8);
     }
 }
 
 TEST_CASE("the fused forward equals favor_attention and ignores the thread count", "[attention]") {
     const std::size_t L = GENERATE(1, 37, 1500, 3000);   // 1500 and 3000 span several key blocks
-    const FeatureKind kind = GENERATE(FeatureKind::positive, FeatureKind::hyperbolic, FeatureKind::trig, FeatureKind::oprf);
-    CAPTURE(L, features_name(kind));
+    const std::string kind = GENERATE(std::string("positive"), std::string("hyperbolic"), std::string("trig"), std::string("oprf"));
+    CAPTURE(L, kind);
     const QKV in = random_inputs(12, L, 16, 8, 1.0);
-    FeatureMap f;
-    f.kind = kind;
-    f.A_optimal = kind == FeatureKind::oprf;
+    const FeatureMapPtr f = map_named(kind);   // oprf: "A": "optimal" by default
     const Mat<double> W = draw_projection(Projection::orthogonal, 64, 16, 12, 0);
-    const Mat<double> ref = favor_attention(f, W, in.q, in.k, in.v).out;
-    const Mat<double> one = favor_forward(f, W, in.q, in.k, in.v, false, 1);
-    const Mat<double> three = favor_forward(f, W, in.q, in.k, in.v, false, 3);
+    const Mat<double> ref = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v).out;
+    const Mat<double> one = favor_forward(fitted(f, W, in.q, in.k), in.q, in.k, in.v, false, 1);
+    const Mat<double> three = favor_forward(fitted(f, W, in.q, in.k), in.q, in.k, in.v, false, 3);
     const bool same = one == three;
     REQUIRE(same);
     double worst = 0, scale = 0;
@@ -230,5 +228,5 @@ TEST_CASE("the fused forward equals favor_attention and ignores the thread count
         scale = std::max(scale, std::fabs(ref.data()[i]));
     }
     // Rounding only; trig outputs cancel (denominators near zero), which magnifies it.
-    REQUIRE(worst <= (kind == FeatureKind::trig ? 1e-9 : 1e-13) * scale);
+    REQUIRE(worst <= (kind == std::string("trig") ? 1e-9 : 1e-13) * scale);
 }

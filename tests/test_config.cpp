@@ -49,7 +49,7 @@ TEST_CASE("bad configs name the field", "[config]") {
         {"inputs.sorce=\"npy\"", "c.json: inputs.sorce: unknown key, did you mean 'source'?"},
         {"seed=-1", "c.json: seed: must be >= 0"},
         {"seed=1e30", "c.json: seed: does not fit in 64 bits"},
-        {"dtype=\"float16\"", "c.json: dtype: must be \"float32\" or \"float64\""},
+        {"dtype=\"float16\"", "c.json: dtype: must be float32 or float64, got \"float16\""},
         {"metrics=[\"output_mse\",\"atention_mse\"]", "c.json: metrics[1]: unknown metric \"atention_mse\", did you mean 'attention_mse'?"},
         {"norm=[1]", "c.json: norm: does not apply to \"approximation\" experiments"},
         {"experiment=\"kernal\"", "c.json: experiment: unknown experiment \"kernal\", did you mean 'kernel'?"},

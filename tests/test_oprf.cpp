@@ -41,12 +41,13 @@ Sample sample(const FeatureMap& f, Projection p, std::size_t m, const Pair& pr, 
     return s;
 }
 
-FeatureMap oprf(double A, bool optimal = false) {
-    FeatureMap f;
-    f.kind = FeatureKind::oprf;
-    f.A = A;
-    f.A_optimal = optimal;
-    return f;
+FeatureMapPtr oprf(double A, bool optimal = false) {
+    return favor_test::map_named("oprf", {{"A", optimal ? nlohmann::json("optimal") : nlohmann::json(A)}});
+}
+
+// The A* a map fitted to these scaled queries and keys uses.
+double fitted_A(const Mat<double>& X, const Mat<double>& Y) {
+    return oprf(0.0, true)->resolve(X, Y)->params().at("A_fitted").get<double>();
 }
 
 // Golden-section minimum of a unimodal f on [a, b].
@@ -84,7 +85,7 @@ TEST_CASE("oprf is unbiased across A < 1/8 and its iid MSE matches the closed fo
     const double A_star = oprf_optimal_A(p.z2() / 4.0);
     const double A = GENERATE_COPY(-1.0, -0.5, A_star, 0.03, 0.1);
     const double theory = oprf_feature_variance(A, p.x2, p.y2, p.xy, 4) / double(m);
-    const Sample s = sample(oprf(A), Projection::iid, m, p, N, 7000 + std::uint64_t(1000 * (A + 2)));
+    const Sample s = sample(*oprf(A), Projection::iid, m, p, N, 7000 + std::uint64_t(1000 * (A + 2)));
     CAPTURE(A, p.sm(), s.mean, s.mse, s.mse_se, theory);
     REQUIRE(std::fabs(s.mean - p.sm()) < 4.0 * std::sqrt(theory / double(N)));
     if (1.0 - 16.0 * A > 0) REQUIRE(std::fabs(s.mse - theory) < 4.0 * s.mse_se);
@@ -94,10 +95,10 @@ TEST_CASE("oprf with A optimal resolves A* per pair and beats the positive map",
     const std::size_t N = 20000, m = 4;
     const Pair p = reference();
     const double A_star = oprf_optimal_A(p.z2() / 4.0);
-    // resolve_for_inputs on one pair gives rho = |x + y|^2 / d.
-    REQUIRE(resolve_for_inputs(oprf(0.0, true), p.x, p.y).A == Approx(A_star).epsilon(1e-14));
+    // Fitted to one pair gives rho = |x + y|^2 / d.
+    REQUIRE(fitted_A(p.x, p.y) == Approx(A_star).epsilon(1e-14));
     const double theory = oprf_feature_variance(A_star, p.x2, p.y2, p.xy, 4) / double(m);
-    const Sample s = sample(oprf(0.0, true), Projection::iid, m, p, N, 7100);
+    const Sample s = sample(*oprf(0.0, true), Projection::iid, m, p, N, 7100);
     CAPTURE(A_star, s.mean, s.mse, s.mse_se, theory);
     REQUIRE(std::fabs(s.mean - p.sm()) < 4.0 * std::sqrt(theory / double(N)));
     REQUIRE(std::fabs(s.mse - theory) < 4.0 * s.mse_se);
@@ -113,7 +114,7 @@ TEST_CASE("orthogonal oprf is unbiased and below iid oprf", "[oprf][stats]") {
     const double A_star = oprf_optimal_A(p.z2() / 4.0);
     const double iid = oprf_feature_variance(A_star, p.x2, p.y2, p.xy, 4) / double(m);
     const Projection proj = GENERATE(Projection::orthogonal, Projection::simplex);
-    const Sample s = sample(oprf(0.0, true), proj, m, p, N, 7200 + m);
+    const Sample s = sample(*oprf(0.0, true), proj, m, p, N, 7200 + m);
     CAPTURE(m, projection_name(proj), s.mean, s.mse, s.mse_se, iid);
     REQUIRE(std::fabs(s.mean - p.sm()) < 4.0 * std::sqrt(iid / double(N)));
     REQUIRE(s.mse + 4.0 * s.mse_se < iid);
@@ -153,7 +154,7 @@ TEST_CASE("A* over many pairs minimises the mean log second moment, not the mean
     const std::size_t d = 4;
     const Mat<double> X = {{.3, -.2, .5, .1}, {.9, .4, -.2, .6}, {-.1, 0, .2, -.3}};
     const Mat<double> Y = {{.4, .1, -.3, .2}, {.5, .7, 0, .3}, {.2, -.4, .1, 0}};
-    const double A_star = resolve_for_inputs(oprf(0.0, true), X, Y).A;
+    const double A_star = fitted_A(X, Y);
     auto over_pairs = [&](double A, bool log_second_moment) {
         double s = 0;
         for (std::size_t i = 0; i < 3; ++i)

@@ -4,6 +4,7 @@
 
 #include "helpers.hpp"
 #include "favor/projections.hpp"
+#include "favor/structured.hpp"
 #include "favor/rng.hpp"
 
 using namespace favor;

@@ -103,10 +103,9 @@ Sample describe(const std::vector<double>& est, double sm) {
 
 // N positive-feature estimates of SM at pair pr; trial t uses W(seed, p, m, d, t).
 Sample sample_positive(Projection p, std::size_t m, const Pair& pr, std::size_t N, std::uint64_t seed) {
-    FeatureMap f;
-    f.kind = FeatureKind::positive;
+    const FeatureMapPtr f = favor_test::map_named("positive");
     std::vector<double> est(N);
-    for (std::size_t t = 0; t < N; ++t) est[t] = kernel_estimate(f, draw_projection(p, m, pr.x.shape(1), seed, t), pr.x, pr.y);
+    for (std::size_t t = 0; t < N; ++t) est[t] = kernel_estimate(*f, draw_projection(p, m, pr.x.shape(1), seed, t), pr.x, pr.y);
     return describe(est, pr.sm);
 }
 
@@ -379,7 +378,11 @@ TEST_CASE("structured W is a pure function of (seed, projection, m, d, trial), n
         const bool other_proj = draw_projection(Projection::orthogonal, 40, d, 11, 2) != a;
         REQUIRE(other_proj);
         REQUIRE(parse_projection(projection_name(p)) == p);
-        REQUIRE(is_orthogonal(p));
+        // Rows are coupled within a block: rows 0 and 1 of a givens or power-of-two hadamard
+        // block are orthogonal, simplex rows have cosine -1/(d-1) (iid rows would be neither).
+        const double cos01 = dot_rows(a, 0, 1) / std::sqrt(dot_rows(a, 0, 0) * dot_rows(a, 1, 1));
+        if (p == Projection::simplex) REQUIRE(cos01 == Approx(-1.0 / double(d - 1)).margin(1e-12));
+        else if (p == Projection::givens || d == 16) REQUIRE(std::fabs(cos01) < 1e-12);
     }
 }
 

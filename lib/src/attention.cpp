@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "favor/blas.hpp"
+#include "favor/estimator.hpp"
 #include "favor/parallel.hpp"
 #include "favor/vmath.hpp"
 
@@ -14,14 +15,6 @@ namespace favor {
 
 std::size_t block_rows(std::size_t L) {
     return std::clamp<std::size_t>((std::size_t(1) << 21) / std::max<std::size_t>(L, 1), 16, 512);
-}
-
-template <class T>
-Mat<T> scale_rows(const Mat<T>& X) {
-    const T s = T(1.0 / std::pow(double(X.shape(1)), 0.25));
-    Mat<T> out = X;
-    for (auto& v : out) v *= s;
-    return out;
 }
 
 namespace {
@@ -197,17 +190,15 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V,
 }
 
 template <class T>
-Approximation<T> favor_attention(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q,
-                                 const Mat<T>& K, const Mat<T>& V, bool causal, int threads) {
+Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                                 bool causal, int threads) {
     // x = q / d^{1/4}: the scaling is folded into the feature maps' product (no copies).
     const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
-    const FeatureMap map = (f.kind == FeatureKind::oprf && f.A_optimal)
-                               ? resolve_for_inputs(f, scale_rows(Q), scale_rows(K))
-                               : f;
-    Features<T> fq = compute_features_scaled(map, Q, xs, W, Side::query, threads);
-    Features<T> fk = compute_features_scaled(map, K, xs, W, Side::key, threads);
+    const FeatureMap& map = est.ready_map();
+    Features<T> fq = compute_features(map, Q, xs, est.W, Side::query, threads);
+    Features<T> fk = compute_features(map, K, xs, est.W, Side::key, threads);
     Mat<T> out = linear_attention(fq.phi, fk.phi, V, causal, threads);
-    return {std::move(out), std::move(fq), std::move(fk), map};
+    return {std::move(out), std::move(fq), std::move(fk)};
 }
 
 // f(i, buf, rmax) for i in [0, n) on up to `threads` threads, with scratch buffers kept per
@@ -224,19 +215,14 @@ void for_blocks(std::size_t n, int threads, Fn&& f) {
 }
 
 template <class T>
-Mat<T> favor_forward(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q, const Mat<T>& K,
-                     const Mat<T>& V, bool causal, int threads) {
-    // eps != 0 on the exp maps does not commute with a per-block shift: use the two-pass path.
-    const bool exp_map = f.kind == FeatureKind::positive || f.kind == FeatureKind::oprf ||
-                         f.kind == FeatureKind::hyperbolic;
+Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal,
+                     int threads) {
+    const FeatureMap& map = est.ready_map();
     const std::size_t Lk = K.shape(0), L = Q.shape(0), d = Q.shape(1), dv = V.shape(1), e = dv + 1;
-    if (causal || Lk == 0 || (exp_map && f.epsilon != 0.0))
-        return favor_attention(f, W, Q, K, V, causal, threads).out;
+    if (causal || Lk == 0 || !map.blockwise_key_shift()) return favor_attention(est, Q, K, V, causal, threads).out;
     const double xs = 1.0 / std::pow(double(d), 0.25);
-    const FeatureMap map = (f.kind == FeatureKind::oprf && f.A_optimal)
-                               ? resolve_for_inputs(f, scale_rows(Q), scale_rows(K))
-                               : f;
-    const std::size_t m = W.shape(0), F = map.num_features(m);
+    const Mat<T>& W = est.W;
+    const std::size_t F = map.num_features(W.shape(0));
 
     // Keys, per block of kFusedKeyRows rows: features into a cache-resident buffer with the
     // block's own shift M_b, then part_b = phiK_b^T [V_b, 1] at once.
@@ -247,9 +233,9 @@ Mat<T> favor_forward(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q, cons
         const std::size_t r0 = blk * kb, rows = std::min(kb, Lk - r0);
         buf.resize(std::max(buf.size(), rows * F));
         rmax.resize(std::max(rmax.size(), rows));
-        feature_block(map, K.data() + r0 * d, rows, d, xs, W, Side::key, buf.data(), F, rmax.data());
+        map.block(FeatureBlock<T>{K.data() + r0 * d, rows, d, xs, W, Side::key, buf.data(), F, rmax.data()});
         const double s = max_of(rmax.data(), rows);
-        finish_key_block(map, m, buf.data(), F, rows, rmax.data(), s);
+        map.finish_key_block(buf.data(), F, rows, rmax.data(), s);
         shift[blk] = s;
         part[blk].assign(F * e, T(0));
         kv_block(buf.data(), V.data() + r0 * dv, rows, F, dv, T(0), part[blk].data());
@@ -273,7 +259,7 @@ Mat<T> favor_forward(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q, cons
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         buf.resize(std::max(buf.size(), rows * F));
         rmax.resize(std::max(rmax.size(), rows));
-        feature_block(map, Q.data() + r0 * d, rows, d, xs, W, Side::query, buf.data(), F, rmax.data());
+        map.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, Side::query, buf.data(), F, rmax.data()});
         // Numerators straight into the output rows (an even N = dv for the gemm), then each
         // row's denominator phiQ_i . z as a dot product while the features are in cache.
         T* o = out.data() + r0 * dv;
@@ -287,15 +273,13 @@ Mat<T> favor_forward(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q, cons
 }
 
 #define FAVOR_INSTANTIATE(T)                                                                        \
-    template Mat<T> scale_rows<T>(const Mat<T>&);                                                    \
     template Mat<T> exact_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);      \
     template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);     \
     template Mat<T> linear_attention_kv<T>(const Mat<T>&, const Mat<T>&, int);                       \
     template Mat<T> linear_attention_apply<T>(const Mat<T>&, const Mat<T>&, int);                    \
-    template Approximation<T> favor_attention<T>(const FeatureMap&, const Mat<T>&, const Mat<T>&,    \
-                                                 const Mat<T>&, const Mat<T>&, bool, int);   \
-    template Mat<T> favor_forward<T>(const FeatureMap&, const Mat<T>&, const Mat<T>&, const Mat<T>&, \
-                                     const Mat<T>&, bool, int);
+    template Approximation<T> favor_attention<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&,  \
+                                                 const Mat<T>&, bool, int);                          \
+    template Mat<T> favor_forward<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

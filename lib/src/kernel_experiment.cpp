@@ -4,12 +4,11 @@
 #include <optional>
 #include <xtensor/xview.hpp>
 
-#include "favor/error.hpp"
+#include "favor/estimator.hpp"
 #include "favor/experiment_parts.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/metrics.hpp"
+#include "favor/grid.hpp"
 #include "favor/parallel.hpp"
-#include "favor/projections.hpp"
+#include "favor/structured.hpp"
 #include "favor/rng.hpp"
 #include "favor/theory.hpp"
 
@@ -20,23 +19,33 @@ struct KernelCell {
     std::size_t variant, d, m;
     std::vector<std::size_t> points;   // indices into the (norm, angle) list in this shard
 };
+// The map's closed-form MSE (iid W) for the pair at length l and angle a, with
+// data-dependent parameters fitted to that pair, as the estimates were.
+std::optional<double> pair_theory(const FeatureMap& map, double l, double a, std::size_t d, std::size_t m) {
+    Mat<double> x = Mat<double>::from_shape({1, d}), y = Mat<double>::from_shape({1, d});
+    x.fill(0.0);
+    y.fill(0.0);
+    x(0, 0) = l;
+    y(0, 0) = l * std::cos(a);
+    y(0, 1) = l * std::sin(a);
+    return map.resolve(x, y)->pair_mse(l * l, l * l, l * l * std::cos(a), m, d);
+}
+
 }  // namespace
 
 RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
-    const std::size_t P = cfg.norm.size() * cfg.angle.size();
-    for (std::size_t d : cfg.d)
-        if (d < 2) throw Error(cfg.file + ": d: must be >= 2 for pairs at an angle, got " + std::to_string(d));
-    // Grid: variant x d x m x norm x angle; a shard keeps every count-th point.
+    const KernelSpec& k = cfg.kernel;
+    // Grid: variant x d x m x norm x angle; a cell here is one (variant, d, m) with the
+    // (norm, angle) points of it that the shard owns.
+    const Grid grid({cfg.variants.size(), k.d.size(), cfg.m.size(), k.norm.size(), k.angle.size()});
     std::vector<KernelCell> cells;
-    std::size_t grid = 0;
-    for (std::size_t v = 0; v < cfg.variants.size(); ++v)
-        for (std::size_t d : cfg.d)
-            for (std::size_t m : cfg.m) {
-                KernelCell c{v, d, m, {}};
-                for (std::size_t p = 0; p < P; ++p, ++grid)
-                    if (grid % opt.shard.count == opt.shard.index) c.points.push_back(p);
-                if (!c.points.empty()) cells.push_back(std::move(c));
-            }
+    for (std::size_t flat : grid.cells(opt.shard)) {
+        const std::vector<std::size_t> at = grid.at(flat);
+        const std::size_t point = at[3] * k.angle.size() + at[4];
+        if (cells.empty() || cells.back().variant != at[0] || cells.back().d != k.d[at[1]] || cells.back().m != cfg.m[at[2]])
+            cells.push_back({at[0], k.d[at[1]], cfg.m[at[2]], {}});
+        cells.back().points.push_back(point);
+    }
 
     const std::size_t T = cfg.trials;
     // sq[cell][trial * npoints + point]: squared error of one trial's estimate.
@@ -55,20 +64,20 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
         const Mat<double> frame = orthogonal_block(stream_key({cfg.seed, tag("kernel-pair-frame"), c.d, trial}), c.d, true);
         Mat<double> X = Mat<double>::from_shape({n, c.d}), Y = Mat<double>::from_shape({n, c.d});
         for (std::size_t r = 0; r < n; ++r) {
-            const double l = cfg.norm[c.points[r] / cfg.angle.size()];
-            const double a = cfg.angle[c.points[r] % cfg.angle.size()];
-            for (std::size_t k = 0; k < c.d; ++k) {
-                X(r, k) = l * frame(0, k);
-                Y(r, k) = l * (std::cos(a) * frame(0, k) + std::sin(a) * frame(1, k));
+            const double l = k.norm[c.points[r] / k.angle.size()];
+            const double a = k.angle[c.points[r] % k.angle.size()];
+            for (std::size_t c2 = 0; c2 < c.d; ++c2) {
+                X(r, c2) = l * frame(0, c2);
+                Y(r, c2) = l * (std::cos(a) * frame(0, c2) + std::sin(a) * frame(1, c2));
             }
         }
-        const Mat<double> W = draw_projection(var.projection, c.m, c.d, cfg.seed, trial);
+        const Estimator<double> est = make_estimator<double>(var, c.m, c.d, cfg.seed, trial);
         for (std::size_t r = 0; r < n; ++r) {
             const Mat<double> x = xt::view(X, xt::range(r, r + 1), xt::all());
             const Mat<double> y = xt::view(Y, xt::range(r, r + 1), xt::all());
             double xy = 0.0;
-            for (std::size_t k = 0; k < c.d; ++k) xy += x(0, k) * y(0, k);
-            const double e = kernel_estimate(var.map, W, x, y) - std::exp(xy);
+            for (std::size_t c2 = 0; c2 < c.d; ++c2) xy += x(0, c2) * y(0, c2);
+            const double e = kernel_estimate(*est.map, est.W, x, y) - std::exp(xy);
             sq[item / T][trial * n + r] = e * e;
         }
     });
@@ -81,20 +90,15 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
         const Variant& var = cfg.variants[c.variant];
         const std::size_t n = c.points.size();
         for (std::size_t r = 0; r < n; ++r) {
-            const double l = cfg.norm[c.points[r] / cfg.angle.size()];
-            const double a = cfg.angle[c.points[r] % cfg.angle.size()];
+            const double l = k.norm[c.points[r] / k.angle.size()];
+            const double a = k.angle[c.points[r] % k.angle.size()];
             const double x2 = l * l, y2 = l * l, xy = l * l * std::cos(a);
             std::vector<double> errs(T);
             for (std::size_t t = 0; t < T; ++t) errs[t] = sq[ci][t * n + r];
             const Stats s = describe(errs);
             std::optional<double> theory, bound;
-            if (var.projection == Projection::iid) {
-                FeatureMap map = var.map;
-                if (map.kind == FeatureKind::oprf && map.A_optimal)
-                    map.A = oprf_optimal_A((x2 + y2 + 2 * xy) / double(c.d));
-                if (auto f = kernel_theory(map, c.m, c.d)) theory = f(x2, y2, xy);
-            }
-            if (var.projection == Projection::orthogonal && var.map.kind == FeatureKind::positive)
+            if (var.projection == Projection::iid) theory = pair_theory(*var.map, l, a, c.d, c.m);
+            if (var.projection == Projection::orthogonal && var.map->name() == "positive")
                 bound = theorem2_bound(x2, y2, xy, c.m, c.d);
             res.summary.rows.push_back({var.name, var.features_label(), var.projection_label(),
                                         format_count(c.d), format_count(c.m), format_number(l),

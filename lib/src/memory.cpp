@@ -24,7 +24,6 @@ std::size_t status_bytes(const char* key) {
 }  // namespace
 
 std::size_t peak_rss_bytes() { return status_bytes("VmHWM"); }
-std::size_t current_rss_bytes() { return status_bytes("VmRSS"); }
 
 bool reset_peak_rss() {
 #if defined(__GLIBC__)

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "favor/error.hpp"
+#include "favor/metrics.hpp"
 
 namespace favor {
 
@@ -114,13 +115,10 @@ RunResult merge_results(const std::vector<std::string>& dirs) {
         out.rows.push_back(*order[i].second);
     }
     if (!kernel) {
-        std::vector<std::string> stat_cols, plain_cols;
-        const std::size_t first_metric = all.column("seed") + 1;
-        for (std::size_t c = first_metric; c < all.columns.size(); ++c)
-            (all.columns[c] == "kernel_mse_theory" ? plain_cols : stat_cols).push_back(all.columns[c]);
+        const std::vector<std::string> cols(all.columns.begin() + std::ptrdiff_t(all.column("seed") + 1), all.columns.end());
         std::vector<std::string> summary_keys = approximation_key_columns();
         if (per_head) summary_keys.push_back("head");
-        res.summary = summarize(res.errors, summary_keys, stat_cols, plain_cols);
+        res.summary = summarize(res.errors, summary_keys, stat_columns(cols), value_columns(cols));
     }
     res.info["config"] = config;
     res.info["merged_from"] = dirs;

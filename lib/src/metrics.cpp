@@ -1,12 +1,12 @@
 #include "favor/metrics.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "favor/attention.hpp"
 #include "favor/blas.hpp"
 #include "favor/parallel.hpp"
-#include "favor/theory.hpp"
 #include "favor/vmath.hpp"
 
 namespace favor {
@@ -30,24 +30,75 @@ std::size_t count_nonfinite(const Mat<T>& a) {
     return n;
 }
 
-std::function<double(double, double, double)> kernel_theory(const FeatureMap& f, std::size_t m,
+std::function<double(double, double, double)> kernel_theory(const FeatureMapPtr& f, std::size_t m,
                                                              std::size_t d) {
-    switch (f.kind) {
-        case FeatureKind::trig:
-            return [m](double x2, double y2, double xy) { return mse_trig_iid(x2, y2, xy, m); };
-        case FeatureKind::positive:
-            return [m](double x2, double y2, double xy) { return mse_positive_iid(x2, y2, xy, m); };
-        case FeatureKind::hyperbolic:
-            return [m](double x2, double y2, double xy) { return mse_hyperbolic_iid(x2, y2, xy, m); };
-        case FeatureKind::oprf: {
-            const double A = f.A;
-            return [A, m, d](double x2, double y2, double xy) {
-                return oprf_feature_variance(A, x2, y2, xy, d) / double(m);
-            };
-        }
-        case FeatureKind::relu: break;
+    if (!f->pair_mse(1.0, 1.0, 0.0, m, d)) return {};
+    return [f, m, d](double x2, double y2, double xy) { return *f->pair_mse(x2, y2, xy, m, d); };
+}
+
+PairwiseRequest PairwiseRequest::of(const std::vector<std::string>& columns, bool causal, const FeatureMapPtr& map,
+                                    std::size_t m, std::size_t d) {
+    auto has = [&](const char* c) { return std::find(columns.begin(), columns.end(), c) != columns.end(); };
+    PairwiseRequest req;
+    req.attention_mse = has("attention_mse");
+    req.kernel_mse = has("kernel_mse");
+    req.negative_fraction = has("negative_fraction");
+    req.causal = causal;
+    if (has("kernel_mse_theory")) req.theory = kernel_theory(map, m, d);
+    return req;
+}
+
+const std::vector<MetricInfo>& metric_table() {
+    using S = MetricInfo::Source;
+    using Sum = MetricInfo::Summary;
+    static const std::vector<MetricInfo> t = {
+        {"output_mse", "", "mean over i, c of (Out - Out_hat)^2 (Performer Fig. 4)", S::output, false, Sum::stats, false, ""},
+        {"attention_mse", "", "mean over i, j of (A - A_hat)^2", S::pairwise, false, Sum::stats, false, ""},
+        {"kernel_mse", "", "mean over i, j of (SM(x_i, y_j) - phi(x_i).phi(y_j))^2", S::pairwise, false, Sum::stats, false, ""},
+        {"kernel_mse_theory", "", "mean over i, j of the map's closed-form MSE with iid W", S::theory, false, Sum::value, false, "kernel_mse"},
+        {"negative_fraction", "", "share of A_hat entries < 0", S::pairwise, false, Sum::stats, false, ""},
+        {"nonfinite", "count", "NaN or Inf entries of Out_hat (summed over heads)", S::output, true, Sum::stats, true, ""},
+        {"seconds", "s", "wall time of the estimator (not deterministic; summed over heads)", S::clock, true, Sum::stats, false, ""},
+    };
+    return t;
+}
+
+const MetricInfo* find_metric(const std::string& name) {
+    for (const auto& m : metric_table())
+        if (name == m.name) return &m;
+    return nullptr;
+}
+
+std::vector<std::string> metric_names() {
+    std::vector<std::string> n;
+    for (const auto& m : metric_table()) n.push_back(m.name);
+    return n;
+}
+
+std::vector<std::string> metric_columns(const std::vector<std::string>& requested) {
+    auto asked = [&](const std::string& c) { return std::find(requested.begin(), requested.end(), c) != requested.end(); };
+    std::vector<std::string> cols;
+    for (const auto& m : metric_table())
+        if (m.always || asked(m.name) || (*m.implied_by && asked(m.implied_by))) cols.push_back(m.name);
+    return cols;
+}
+
+namespace {
+std::vector<std::string> columns_summarised_as(const std::vector<std::string>& columns, MetricInfo::Summary s) {
+    std::vector<std::string> out;
+    for (const auto& c : columns) {
+        const MetricInfo* m = find_metric(c);
+        if (m && m->summary == s) out.push_back(c);
     }
-    return {};
+    return out;
+}
+}  // namespace
+
+std::vector<std::string> stat_columns(const std::vector<std::string>& columns) {
+    return columns_summarised_as(columns, MetricInfo::Summary::stats);
+}
+std::vector<std::string> value_columns(const std::vector<std::string>& columns) {
+    return columns_summarised_as(columns, MetricInfo::Summary::value);
 }
 
 namespace {

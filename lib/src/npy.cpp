@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "favor/error.hpp"
+#include "favor/files.hpp"
 
 namespace favor {
 namespace {
@@ -48,12 +49,6 @@ std::string quote(const std::string& s, std::size_t cap = 40) {
     }
     if (s.size() > cap) out += "...";
     return out + "'";
-}
-
-std::string shape_str(const std::vector<std::size_t>& shape) {
-    std::string s = "(";
-    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + (shape.size() == 1 ? ",)" : ")");
 }
 
 bool host_little_endian() {
@@ -451,6 +446,13 @@ void read_exact(const std::string& path, std::FILE* f, char* dst, std::size_t n)
 
 }  // namespace
 
+std::string shape_str(const std::vector<std::size_t>& shape) {
+    std::string s = "(";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+
 NpyArray parse_npy(const std::string& name, const char* bytes, std::size_t size) {
     std::size_t header_len = 0;
     const std::size_t start = parse_prefix(name, bytes, size, header_len);
@@ -498,8 +500,10 @@ NpyArray read_npy(const std::string& path) {
     return a;
 }
 
-bool all_finite(const NpyArray& a) {
-    return std::all_of(a.data.begin(), a.data.end(), [](double x) { return std::isfinite(x); });
+std::optional<std::size_t> first_nonfinite(const NpyArray& a) {
+    for (std::size_t i = 0; i < a.data.size(); ++i)
+        if (!std::isfinite(a.data[i])) return i;
+    return std::nullopt;
 }
 
 void write_npy(const std::string& path, const std::vector<std::size_t>& shape, const double* data,
@@ -526,43 +530,26 @@ void write_npy(const std::string& path, const std::vector<std::size_t>& shape, c
     for (std::size_t i = 0; i < prefix - 8; ++i) head += static_cast<char>((dict.size() >> (8 * i)) & 0xff);
     head += dict;
 
-    const std::string tmp = path + ".tmp." + std::to_string(static_cast<long>(getpid()));
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) fail(path, "cannot write (" + errno_text(errno) + ")");
-    auto give_up = [&](int err) {
-        if (f) std::fclose(f);
-        std::remove(tmp.c_str());
-        fail(path, "cannot write (" + errno_text(err) + ")");
-    };
-    errno = 0;
-    if (std::fwrite(head.data(), 1, head.size(), f) != head.size()) give_up(errno);
-
     const bool swap = !host_little_endian();
     const std::size_t itemsize = as_float32 ? 4 : 8;
-    std::vector<char> buf(std::size_t(1) << 16);
-    for (std::size_t i = 0; i < count;) {
-        const std::size_t n = std::min(count - i, buf.size() / itemsize);
-        for (std::size_t j = 0; j < n; ++j, ++i) {
-            if (as_float32) {
-                const float x = static_cast<float>(data[i]);
-                std::uint32_t u;
-                std::memcpy(&u, &x, 4);
-                if (swap) u = bswap(u);
-                std::memcpy(&buf[j * 4], &u, 4);
-            } else {
-                std::uint64_t u;
-                std::memcpy(&u, &data[i], 8);
-                if (swap) u = bswap(u);
-                std::memcpy(&buf[j * 8], &u, 8);
-            }
+    std::string bytes = head;
+    bytes.resize(head.size() + count * itemsize);
+    char* out = bytes.data() + head.size();
+    for (std::size_t i = 0; i < count; ++i) {
+        if (as_float32) {
+            const float x = static_cast<float>(data[i]);
+            std::uint32_t u;
+            std::memcpy(&u, &x, 4);
+            if (swap) u = bswap(u);
+            std::memcpy(out + i * 4, &u, 4);
+        } else {
+            std::uint64_t u;
+            std::memcpy(&u, &data[i], 8);
+            if (swap) u = bswap(u);
+            std::memcpy(out + i * 8, &u, 8);
         }
-        if (std::fwrite(buf.data(), itemsize, n, f) != n) give_up(errno);
     }
-    if (std::fflush(f) != 0 || fsync(fileno(f)) != 0) give_up(errno);
-    const int rc = std::fclose(f);
-    f = nullptr;
-    if (rc != 0) give_up(errno);
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) give_up(errno);
+    write_file_atomic(path, bytes);
 }
 
 }  // namespace favor

@@ -1,7 +1,6 @@
 #include "favor/projections.hpp"
 
 #include <cmath>
-#include <xtensor-blas/xlinalg.hpp>
 
 #include "favor/error.hpp"
 #include "favor/names.hpp"
@@ -37,21 +36,8 @@ Projection parse_projection(const std::string& name) {
 
 std::string projection_name(Projection p) { return name_of(table(), p); }
 
-bool is_orthogonal(Projection p) { return p != Projection::iid; }
-
-Mat<double> orthogonal_block(std::uint64_t key, std::size_t d, bool sign_fix) {
-    xt::xtensor<double, 2> g = xt::xtensor<double, 2>::from_shape({d, d});
-    fill_normal(key, g.data(), g.size());
-    auto qr = xt::linalg::qr(g);
-    const auto& Q = std::get<0>(qr);
-    const auto& R = std::get<1>(qr);
-    // Rows of the block are the columns of Q (the paper's code transposes Q).
-    Mat<double> block = Mat<double>::from_shape({d, d});
-    for (std::size_t j = 0; j < d; ++j) {
-        const double s = (sign_fix && R(j, j) < 0.0) ? -1.0 : 1.0;
-        for (std::size_t c = 0; c < d; ++c) block(j, c) = s * Q(c, j);
-    }
-    return block;
+std::size_t projection_min_d(Projection p) {
+    return (p == Projection::simplex || p == Projection::givens) ? 2 : 1;
 }
 
 namespace {
@@ -112,7 +98,7 @@ Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uin
     }
     case Projection::simplex:
     case Projection::givens: {
-        if (d < 2)
+        if (d < projection_min_d(p))
             throw Error("projection '" + projection_name(p) + "' needs d >= 2, got d = " + std::to_string(d));
         // chi(d) norms independent of the directions, as for ORF and in SimRF (Reid et al. 2023).
         // Blocks and norms have their own streams (independent of the orthogonal W).

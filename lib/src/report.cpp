@@ -1,13 +1,8 @@
 #include "favor/report.hpp"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -15,8 +10,6 @@
 #include "favor/error.hpp"
 
 namespace favor {
-
-namespace fs = std::filesystem;
 
 std::size_t Table::column(const std::string& name) const {
     for (std::size_t i = 0; i < columns.size(); ++i)
@@ -190,50 +183,6 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
         out.rows.push_back(std::move(row));
     }
     return out;
-}
-
-void write_file_atomic(const std::string& path, const std::string& content) {
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw Error(path + ": cannot write (" + std::string(std::strerror(errno)) + ")");
-        out.write(content.data(), std::streamsize(content.size()));
-        out.flush();
-        if (!out) {
-            std::error_code ec;
-            fs::remove(tmp, ec);
-            throw Error(path + ": write failed (disk full?)");
-        }
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) {
-        fs::remove(tmp, ec);
-        throw Error(path + ": cannot replace (" + ec.message() + ")");
-    }
-}
-
-void check_output_dir(const std::string& dir) {
-    std::error_code ec;
-    fs::path p(dir);
-    if (fs::exists(p, ec)) {
-        if (!fs::is_directory(p, ec)) throw Error(dir + ": --out is not a directory");
-        if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(dir + ": output directory is not writable");
-        return;
-    }
-    // The nearest existing ancestor must be a writable directory.
-    fs::path a = fs::absolute(p, ec).parent_path();
-    while (!a.empty() && !fs::exists(a, ec)) a = a.parent_path();
-    if (a.empty() || !fs::is_directory(a, ec))
-        throw Error(dir + ": cannot create output directory (" + a.string() + " is not a directory)");
-    if (::access(a.c_str(), W_OK | X_OK) != 0)
-        throw Error(dir + ": cannot create output directory (" + a.string() + " is not writable)");
-}
-
-void make_output_dir(const std::string& dir) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw Error(dir + ": cannot create output directory (" + ec.message() + ")");
 }
 
 }  // namespace favor

@@ -4,11 +4,27 @@
 #include <cassert>
 #include <cmath>
 #include <xtensor/xbuilder.hpp>
+#include <xtensor-blas/xlinalg.hpp>
 
-#include "favor/projections.hpp"
 #include "favor/rng.hpp"
 
 namespace favor {
+
+Mat<double> orthogonal_block(std::uint64_t key, std::size_t d, bool sign_fix) {
+    xt::xtensor<double, 2> g = xt::xtensor<double, 2>::from_shape({d, d});
+    fill_normal(key, g.data(), g.size());
+    auto qr = xt::linalg::qr(g);
+    const auto& Q = std::get<0>(qr);
+    const auto& R = std::get<1>(qr);
+    // Rows of the block are the columns of Q (the paper's code transposes Q).
+    Mat<double> block = Mat<double>::from_shape({d, d});
+    for (std::size_t j = 0; j < d; ++j) {
+        const double s = (sign_fix && R(j, j) < 0.0) ? -1.0 : 1.0;
+        for (std::size_t c = 0; c < d; ++c) block(j, c) = s * Q(c, j);
+    }
+    return block;
+}
+
 
 namespace {
 constexpr double kTwoPi = 6.283185307179586476925286766559;

@@ -2,32 +2,23 @@
 
 #include <cmath>
 
-#include "favor/attention.hpp"
 #include "favor/error.hpp"
 #include "favor/npy.hpp"
-#include "favor/parallel.hpp"
 
 namespace favor {
 
 namespace {
 
-std::string shape_text(const std::vector<std::size_t>& s) {
-    std::string t = "(";
-    for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-    return t + (s.size() == 1 ? ",)" : ")");
-}
-
 NpyArray load_checked(const std::string& path) {
     NpyArray a = read_npy(path);
     if (a.shape.size() < 2 || a.shape.size() > 4)
-        throw Error(path + ": shape " + shape_text(a.shape) + " has rank " + std::to_string(a.shape.size()) +
+        throw Error(path + ": shape " + shape_str(a.shape) + " has rank " + std::to_string(a.shape.size()) +
                     "; expected (L, d), (H, L, d) or (B, H, L, d)");
-    for (std::size_t i = 0; i < a.data.size(); ++i)
-        if (!std::isfinite(a.data[i]))
-            throw Error(path + ": entry " + std::to_string(i) + " is " + (std::isnan(a.data[i]) ? "NaN" : "Inf") +
-                        " (inputs must be finite)");
+    if (const auto i = first_nonfinite(a))
+        throw Error(path + ": entry " + std::to_string(*i) + " is " + (std::isnan(a.data[*i]) ? "NaN" : "Inf") +
+                    " (inputs must be finite)");
     for (std::size_t s : a.shape)
-        if (s == 0) throw Error(path + ": shape " + shape_text(a.shape) + " has an empty dimension");
+        if (s == 0) throw Error(path + ": shape " + shape_str(a.shape) + " has an empty dimension");
     return a;
 }
 
@@ -50,7 +41,7 @@ HeadTensors load_qkv(const std::string& qp, const std::string& kp, const std::st
     const std::vector<std::size_t> lead(q.shape.begin(), q.shape.end() - 2);
     auto check_lead = [&](const NpyArray& a, const std::string& p) {
         if (std::vector<std::size_t>(a.shape.begin(), a.shape.end() - 2) != lead)
-            throw Error(p + ": shape " + shape_text(a.shape) + " does not match q's " + shape_text(q.shape) +
+            throw Error(p + ": shape " + shape_str(a.shape) + " does not match q's " + shape_str(q.shape) +
                         " in the leading (batch, head) dimensions");
     };
     check_lead(k, kp);
@@ -79,62 +70,6 @@ void save_heads(const std::string& path, const std::vector<std::size_t>& lead,
     std::vector<double> data;
     for (const auto& h : heads) data.insert(data.end(), h.begin(), h.end());
     write_npy(path, shape, data.data(), as_float32);
-}
-
-namespace {
-template <class T>
-Mat<double> apply_one(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, const ApplyOptions& o) {
-    const Mat<T> Q = cast_mat<T>(q), K = cast_mat<T>(k), V = cast_mat<T>(v);
-    if (o.exact) return cast_mat<double>(exact_attention(Q, K, V, o.causal, resolve_threads(o.threads)));
-    const Mat<T> W = cast_mat<T>(draw_projection(o.projection, o.m, q.shape(1), o.seed, o.trial));
-    return cast_mat<double>(favor_attention(o.map, W, Q, K, V, o.causal).out);
-}
-}  // namespace
-
-ApplyOptions resolve_apply(const ApplyRequest& r) {
-    ApplyOptions o;
-    o.exact = r.exact;
-    o.causal = r.causal;
-    o.seed = r.seed;
-    o.trial = r.trial;
-    o.threads = r.threads;
-    if (r.dtype != "float32" && r.dtype != "float64") throw Error("apply: --dtype must be float32 or float64, got " + r.dtype);
-    o.float32 = r.dtype == "float32";
-    if (r.exact) {
-        if (!r.features.empty()) throw Error("apply: give either --exact or --features, not both");
-        return o;
-    }
-    if (r.features.empty()) throw Error("apply: give --exact or --features F (with --m M)");
-    if (r.m == 0) throw Error("apply: --m must be >= 1");
-    o.m = r.m;
-    o.map.kind = parse_features(r.features);
-    o.projection = parse_projection(r.projection);
-    if (!(r.epsilon >= 0)) throw Error("apply: --epsilon must be >= 0");
-    o.map.epsilon = r.epsilon;
-    if (o.map.kind != FeatureKind::oprf) {
-        if (!r.A.empty()) throw Error("apply: --A applies only to --features oprf");
-        return o;
-    }
-    o.map.A_optimal = r.A.empty() || r.A == "optimal";
-    if (!o.map.A_optimal) {
-        std::size_t used = 0;
-        try {
-            o.map.A = std::stod(r.A, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used != r.A.size()) throw Error("apply: --A must be a number < 1/8 or 'optimal', got " + r.A);
-        if (!(o.map.A < kOprfAMax)) throw Error("apply: --A must be < 1/8, got " + r.A);
-    }
-    return o;
-}
-
-std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
-    std::vector<Mat<double>> out;
-    for (std::size_t h = 0; h < in.q.size(); ++h)
-        out.push_back(opt.float32 ? apply_one<float>(in.q[h], in.k[h], in.v[h], opt)
-                                  : apply_one<double>(in.q[h], in.k[h], in.v[h], opt));
-    return out;
 }
 
 }  // namespace favor

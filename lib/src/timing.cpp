@@ -9,12 +9,11 @@
 #include <sstream>
 
 #include "favor/attention.hpp"
-#include "favor/error.hpp"
+#include "favor/estimator.hpp"
 #include "favor/experiment_parts.hpp"
 #include "favor/inputs.hpp"
 #include "favor/memory.hpp"
 #include "favor/parallel.hpp"
-#include "favor/projections.hpp"
 
 namespace favor {
 
@@ -91,15 +90,13 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     }
     const std::size_t d = in.q.shape(1);
     auto t = Clock::now();
-    const Mat<T> W = cast_mat<T>(draw_projection(var.projection, m, d, cfg.seed, 0));
+    const Estimator<T> drawn = make_estimator<T>(var, m, d, cfg.seed, 0);
     p.projection = since(t);
     t = Clock::now();
+    const Estimator<T> est = drawn.for_inputs(in.q, in.k);
     const double xs = 1.0 / std::pow(double(d), 0.25);
-    const FeatureMap map = (var.map.kind == FeatureKind::oprf && var.map.A_optimal)
-                               ? resolve_for_inputs(var.map, scale_rows(in.q), scale_rows(in.k))
-                               : var.map;
-    const Features<T> fq = compute_features_scaled(map, in.q, xs, W, Side::query, threads);
-    const Features<T> fk = compute_features_scaled(map, in.k, xs, W, Side::key, threads);
+    const Features<T> fq = compute_features(est.ready_map(), in.q, xs, est.W, Side::query, threads);
+    const Features<T> fk = compute_features(est.ready_map(), in.k, xs, est.W, Side::key, threads);
     p.features = since(t);
     t = Clock::now();
     if (cfg.causal) {   // prefix sums: one phase
@@ -139,8 +136,6 @@ std::string fmt_seconds(double s) {
 
 template <class T>
 RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
-    if (cfg.inputs.source != "random")
-        throw Error(cfg.file + ": inputs.source: timing experiments take random inputs (\"source\": \"random\")");
     const int threads = resolve_threads(opt.threads);
     const double scale = cfg.inputs.scale.front();
     std::vector<std::size_t> Ls = cfg.inputs.L;
@@ -179,29 +174,29 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
                 const Variant& var = cfg.variants[s.variant];
                 CellResult c;
                 c.flops = var.exact ? exact_attention_flops(L, L, d, dv, cfg.causal)
-                                    : favor_attention_flops(var.map, L, L, d, dv, s.m);
+                                    : favor_attention_flops(*var.map, L, L, d, dv, s.m);
                 // Time budget: predict this cell's warm-up + repeats from the last measured L
                 // of the series (exact grows as L^2, FAVOR as L); once over, the larger L are too.
-                const std::size_t runs = cfg.warmup + cfg.repeats;
-                if (cfg.time_budget_s > 0 && !s.cells.empty()) {
+                const std::size_t runs = cfg.timing.warmup + cfg.timing.repeats;
+                if (cfg.timing.time_budget_s > 0 && !s.cells.empty()) {
                     const CellResult& prev = s.cells.back();
                     if (prev.skipped) {
                         c.skipped = true;
                         c.status = prev.status;
                     } else {
                         const double predicted = prev.median * (c.flops / prev.flops) * double(runs);
-                        if (predicted > cfg.time_budget_s) {
+                        if (predicted > cfg.timing.time_budget_s) {
                             c.skipped = true;
                             c.status = "skipped: over time budget (predicted " + fmt_seconds(predicted) +
-                                       " s > " + fmt_seconds(cfg.time_budget_s) + " s)";
+                                       " s > " + fmt_seconds(cfg.timing.time_budget_s) + " s)";
                         }
                     }
                 }
                 if (!c.skipped) {
                     reset_peak_rss();
-                    for (std::size_t w = 0; w < cfg.warmup; ++w) run_once(cfg, var, in, s.m, threads);
+                    for (std::size_t w = 0; w < cfg.timing.warmup; ++w) run_once(cfg, var, in, s.m, threads);
                     std::vector<Phases> ps;
-                    for (std::size_t r = 0; r < cfg.repeats; ++r) ps.push_back(run_once(cfg, var, in, s.m, threads));
+                    for (std::size_t r = 0; r < cfg.timing.repeats; ++r) ps.push_back(run_once(cfg, var, in, s.m, threads));
                     c.peak = peak_rss_bytes();
                     auto med = [&](double Phases::*f) {
                         std::vector<double> v;
@@ -227,8 +222,8 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
     RunResult r;
     r.timing.columns = timing_columns();
     std::ostringstream notes;
-    notes << "Times are of the attention given its inputs (and W): medians of " << cfg.repeats
-          << " runs after " << cfg.warmup << " warm-up run(s), on " << threads
+    notes << "Times are of the attention given its inputs (and W): medians of " << cfg.timing.repeats
+          << " runs after " << cfg.timing.warmup << " warm-up run(s), on " << threads
           << " thread(s); projection_s (drawing W) is reported apart and not included. "
           << "gflops counts matrix-product flops only (2 M N K). peak_bytes is the peak resident "
           << "set of the process during the cell (inputs included)"
@@ -248,8 +243,8 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
         for (std::size_t li = 0; li < Ls.size(); ++li) {
             const CellResult& c = s.cells[li];
             std::vector<std::string> row = {var.name, format_count(Ls[li]), format_count(s.d),
-                                            var.exact ? "" : format_count(s.m), cfg.dtype,
-                                            std::to_string(threads), format_count(cfg.repeats)};
+                                            var.exact ? "" : format_count(s.m), dtype_name(cfg.dtype),
+                                            std::to_string(threads), format_count(cfg.timing.repeats)};
             std::optional<double> speedup;
             const CellResult* e = ex ? &ex->cells[li] : nullptr;
             if (!c.skipped && e && !e->skipped) speedup = e->median / c.median;
@@ -283,7 +278,7 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
         std::size_t skipped_from = 0;
         for (std::size_t li = Ls.size(); li-- > 0;)
             if (ex->cells[li].skipped) skipped_from = Ls[li];
-        if (skipped_from) notes << "; exact skipped from L = " << skipped_from << " (over the time budget of " << fmt_seconds(cfg.time_budget_s) << " s)";
+        if (skipped_from) notes << "; exact skipped from L = " << skipped_from << " (over the time budget of " << fmt_seconds(cfg.timing.time_budget_s) << " s)";
         notes << ".\n";
     }
     r.notes_md = notes.str();
@@ -295,8 +290,7 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
 }  // namespace
 
 RunResult run_timing_experiment(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
-    return cfg.dtype == "float32" ? run_timing<float>(cfg, opt, std::move(info))
-                                  : run_timing<double>(cfg, opt, std::move(info));
+    return with_dtype(cfg.dtype, [&](auto t) { return run_timing<decltype(t)>(cfg, opt, std::move(info)); });
 }
 
 }  // namespace favor

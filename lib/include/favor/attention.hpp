@@ -9,10 +9,6 @@ namespace favor {
 // results are the same however the blocks are spread; a block holds about 2^21 entries.
 std::size_t block_rows(std::size_t L);
 
-// X / d^{1/4}: the scaled rows x = q / d^{1/4} (so x.y = q.k / sqrt d).
-template <class T>
-Mat<T> scale_rows(const Mat<T>& X);
-
 // Out = rownormalize(exp(Q K^T / sqrt d)) V, row max subtracted before exp, computed in row
 // blocks: memory O(block x L). Causal: row i attends to keys j <= i.
 // Row blocks of fixed size, each over key tiles with a running row max (the
@@ -45,12 +41,12 @@ template <class T>
 struct Approximation {
     Mat<T> out;        // (L, dv)
     Features<T> q, k;  // the features, for the pairwise metrics
-    FeatureMap map;    // with data-dependent parameters resolved
 };
 template <class T>
-Approximation<T> favor_attention(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q,
-                                 const Mat<T>& K, const Mat<T>& V, bool causal = false,
-                                 int threads = 1);
+struct Estimator;
+template <class T>
+Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                                 bool causal = false, int threads = 1);
 
 // favor_attention(...).out without materialising the (L, F) feature matrices (the forward
 // path of the benchmark): keys in fixed blocks of rows, each block's features made in a
@@ -58,9 +54,10 @@ Approximation<T> favor_attention(const FeatureMap& f, const Mat<T>& W, const Mat
 // at once; the partials are rescaled to a common shift and added in block order; then the
 // queries per block of rows: features -> times KV1 -> normalise. Block boundaries depend on
 // the sizes only, so the numbers do not depend on `threads`; they equal favor_attention's
-// up to rounding. Causal inputs, and epsilon != 0 on the exp maps, use favor_attention.
+// up to rounding. Causal inputs, and maps whose keys cannot be shifted per block
+// (FeatureMap::blockwise_key_shift), use favor_attention.
 template <class T>
-Mat<T> favor_forward(const FeatureMap& f, const Mat<T>& W, const Mat<T>& Q, const Mat<T>& K,
-                     const Mat<T>& V, bool causal = false, int threads = 1);
+Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                     bool causal = false, int threads = 1);
 
 }  // namespace favor

@@ -1,29 +1,30 @@
 #pragma once
-// The JSON experiment config (design.md section 5): parsing, strict validation with one-line
-// errors that name the file and the field, `--set PATH=VALUE` overrides, and the resolved
-// form written to run.json.
+// The JSON experiment config (docs/design.md section 5): parsing, strict validation with
+// one-line errors that name the file and the field, `--set PATH=VALUE` overrides, and the
+// resolved form written to run.json. Every check of a config happens here, before any work.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "favor/feature_maps.hpp"
-#include "favor/projections.hpp"
+#include "favor/variant.hpp"
 
 namespace favor {
 
 enum class ExperimentKind { approximation, kernel, timing };
 std::string experiment_name(ExperimentKind k);
 
-struct Variant {
-    std::string name;          // unique; defaults to <features>-<projection>, or "exact"
-    bool exact = false;        // exact softmax attention (timing experiments)
-    FeatureMap map;
-    Projection projection = Projection::iid;
-    std::string features_label() const { return exact ? "exact" : features_name(map.kind); }
-    std::string projection_label() const { return exact ? "" : projection_name(projection); }
-};
+// The compute precision.
+enum class DType { float32, float64 };
+std::string dtype_name(DType t);
+// "float32" | "float64"; fails at `where` otherwise.
+DType parse_dtype(const std::string& s, const Field& where);
+// f(float{}) or f(double{}): the one place a dtype becomes a C++ type.
+template <class F>
+decltype(auto) with_dtype(DType t, F&& f) {
+    return t == DType::float32 ? f(float{}) : f(double{});
+}
 
 struct InputSpec {
     std::string source = "random";     // "random" | "npy"
@@ -32,32 +33,41 @@ struct InputSpec {
     std::vector<double> scale{1.0};    // random: entries N(0, scale^2)
     std::string q, k, v;               // npy: paths (resolved)
     bool per_head = false;             // npy: also one errors.csv row per head
+    bool npy() const { return source == "npy"; }
 };
 
-// Metric columns, in their fixed table order.
-const std::vector<std::string>& metric_names();
+// "experiment": "approximation": attention errors against exact attention.
+struct ApproximationSpec {
+    std::vector<std::string> metrics;  // requested (metrics.hpp's table)
+    bool wants(const std::string& metric) const;
+};
+// "experiment": "kernel": pairs (x, y) of common length `norm` at angle `angle`.
+struct KernelSpec {
+    std::vector<std::size_t> d;        // each >= 2
+    std::vector<double> norm, angle;
+};
+// "experiment": "timing": wall time of each variant.
+struct TimingSpec {
+    std::size_t repeats = 5, warmup = 1;
+    double time_budget_s = 0.0;        // 0: none
+};
 
 struct Config {
     std::string file;                  // where it came from (for messages)
     std::string name;
     ExperimentKind experiment = ExperimentKind::approximation;
     std::uint64_t seed = 0;
-    std::string dtype = "float64";     // "float32" | "float64"
-    InputSpec inputs;
+    DType dtype = DType::float64;
     std::vector<Variant> variants;
     std::vector<std::size_t> m;
     std::size_t trials = 1;
-    std::vector<std::string> metrics;  // requested (approximation)
     std::string output_dir;
-    bool causal = false;
-    // kernel experiment
-    std::vector<std::size_t> d;
-    std::vector<double> norm, angle;
-    // timing experiment
-    std::size_t repeats = 5, warmup = 1;
-    double time_budget_s = 0.0;        // 0: none
+    InputSpec inputs;                  // approximation and timing
+    bool causal = false;               // approximation and timing
+    ApproximationSpec approximation;
+    KernelSpec kernel;
+    TimingSpec timing;
 
-    bool wants(const std::string& metric) const;
     nlohmann::json resolved() const;   // the config with every default filled in
 };
 

@@ -7,15 +7,10 @@
 #include <string>
 
 #include "favor/config.hpp"
+#include "favor/grid.hpp"
 #include "favor/report.hpp"
 
 namespace favor {
-
-// --shard K/N: this process runs the cells whose grid index is K mod N (K in 0..N-1).
-struct Shard {
-    std::size_t index = 0, count = 1;
-};
-Shard parse_shard(const std::string& text);   // throws Error
 
 struct RunOptions {
     int threads = 0;     // 0: all cores

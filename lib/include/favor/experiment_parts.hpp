@@ -1,5 +1,5 @@
 #pragma once
-// The experiment kinds other than "approximation", each in its own source file; only
+// The experiment kinds, each in its own source file; only
 // run_experiment (experiment.cpp) calls these.
 #include <nlohmann/json.hpp>
 
@@ -7,6 +7,8 @@
 
 namespace favor {
 
+// "approximation": attention errors against exact attention (approximation.cpp).
+RunResult run_approximation_experiment(const Config& cfg, const RunOptions& opt, nlohmann::json info);
 // "kernel": pairs (x, y) of common length and given angle (kernel_experiment.cpp).
 RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohmann::json info);
 // "timing": repeated timed runs of each variant (timing.cpp).

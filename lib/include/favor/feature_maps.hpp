@@ -1,89 +1,154 @@
 #pragma once
-// Random feature maps phi with E[phi(x) . phi(y)] = SM(x, y) = exp(x . y) (design.md s. 2).
+// Feature maps phi with E[phi(x) . phi(y)] = SM(x, y) = exp(x . y), and maps that are not
+// estimators of SM (relu). docs/estimators.md has each one's formula, source and variance.
+//
+// One class per map, each in lib/src/maps/<name>.cpp, listed by one line in the registry
+// (lib/src/feature_maps.cpp). A map owns its config keys and their validation, its number of
+// feature columns, its block kernels, its closed-form MSE, its data-dependent parameters and
+// whether the fused forward may shift its keys per block.
+//
 // x, y are the scaled rows q / d^{1/4}, k / d^{1/4}; W (m x d) is shared by both sides.
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "favor/fields.hpp"
 #include "favor/tensor.hpp"
 
 namespace favor {
 
-enum class FeatureKind {
-    trig,        // exp(|x|^2/2)/sqrt(m) [sin Wx, cos Wx]              (Performer eq. 2, RFF)
-    positive,    // exp(-|x|^2/2)/sqrt(m) exp(Wx)                       (Lemma 1, FAVOR+)
-    hyperbolic,  // exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]          (Lemma 1)
-    relu,        // relu(Wx)/sqrt(m): generalized attention, not an estimator of SM
-    oprf,        // (1-4A)^{d/4}/sqrt(m) exp(A|w|^2 + sqrt(1-4A) w.x - |x|^2/2)  (FAVOR++)
-};
-
-FeatureKind parse_features(const std::string& name);   // throws Error
-std::string features_name(FeatureKind k);
-const std::vector<std::string>& feature_names();       // without "exact"
-
-// OPRF needs A < 1/8: E f^2 involves (1 - 8A)^(-d/2) (arXiv 2205.15317, Theorem 3.1).
-constexpr double kOprfAMax = 0.125;
-
-struct FeatureMap {
-    FeatureKind kind = FeatureKind::positive;
-    // Added to every stabilised feature before the 1/sqrt(m) factor, as the official code
-    // does (it uses 1e-6); it biases the estimate, so it is 0 unless asked for.
-    double epsilon = 0.0;
-    double A = 0.0;          // oprf: the A < 1/8 in use (A = 0 is the positive map)
-    bool A_optimal = false;  // oprf: A is set per input from rho (see resolve_for_inputs)
-
-    std::size_t num_features(std::size_t m) const;   // 2m for trig and hyperbolic
-    bool estimates_softmax() const { return kind != FeatureKind::relu; }
-};
-
 enum class Side { query, key };
 
+// One block of rows for a map's kernel. Inputs X (rows x d, leading dimension d) are scaled
+// by xs on the fly (x = xs * X row). The kernel writes `out` (rows x F, leading dimension F)
+// and row_log (rows):
+//   Side::query: the finished features with a per-row shift, phi(x_i) = exp(row_log[i]) out_i;
+//   Side::key:   an intermediate (e.g. exponents) and row_log[i], a bound on the row's log
+//                scale; finish_key_block then makes phi(y_i) = exp(shift) out_i for a shift
+//                common to the rows it is given (design: docs/design.md section 2).
+template <class T>
+struct FeatureBlock {
+    const T* X;
+    std::size_t rows, d;
+    double xs;
+    const Mat<T>& W;   // (m, d)
+    Side side;
+    T* out;
+    std::size_t F;
+    double* row_log;
+};
+
+class FeatureMap;
+using FeatureMapPtr = std::shared_ptr<const FeatureMap>;
+
+class FeatureMap : public std::enable_shared_from_this<FeatureMap> {
+public:
+    explicit FeatureMap(double epsilon) : epsilon_(epsilon) {}
+    virtual ~FeatureMap() = default;
+
+    // The config name ("positive").
+    virtual std::string name() const = 0;
+    // Columns of phi for m random vectors.
+    virtual std::size_t num_features(std::size_t m) const { return m; }
+    // Whether E[phi(x) . phi(y)] = SM(x, y).
+    virtual bool estimates_softmax() const { return true; }
+    // The parameters as run.json records them (epsilon, and the map's own).
+    virtual nlohmann::json params() const { return {{"epsilon", epsilon_}}; }
+    // Whether resolve() depends on the inputs (oprf's A*).
+    virtual bool data_dependent() const { return false; }
+    // The map with its data-dependent parameters fixed for the scaled queries X (L, d) and
+    // keys Y (Lk, d); itself where it has none.
+    virtual FeatureMapPtr resolve(const Mat<double>& X, const Mat<double>& Y) const { return shared_from_this(); }
+    // Closed-form MSE of phi(x) . phi(y) as an estimate of SM(x, y) with m iid random
+    // vectors, from x2 = |x|^2, y2 = |y|^2, xy = x . y; nullopt where none is known.
+    virtual std::optional<double> pair_mse(double x2, double y2, double xy, std::size_t m, std::size_t d) const {
+        return std::nullopt;
+    }
+    // Whether keys may be finished with one shift per block of rows, the blocks rescaled to a
+    // common shift afterwards (favor_forward). False where the result is not linear in the
+    // shifted values (epsilon added after a shifted exp).
+    virtual bool blockwise_key_shift() const { return true; }
+
+    // The block kernels (contract at FeatureBlock).
+    virtual void block(const FeatureBlock<float>& b) const = 0;
+    virtual void block(const FeatureBlock<double>& b) const = 0;
+    // out (rows x F) from block()'s key intermediate and row_log, for one common `shift`.
+    virtual void finish_key_block(float* out, std::size_t F, std::size_t rows, const double* row_log, double shift) const = 0;
+    virtual void finish_key_block(double* out, std::size_t F, std::size_t rows, const double* row_log, double shift) const = 0;
+
+    // Added to every stabilised feature before the normalising factor, as the official code
+    // does (it uses 1e-6); it biases the estimate, so it is 0 unless asked for.
+    double epsilon() const { return epsilon_; }
+
+private:
+    double epsilon_;
+};
+
+// Implements the float and double kernels of FeatureMap with the templates of Derived:
+// block_impl<T>(const FeatureBlock<T>&) and finish_impl<T>(T*, F, rows, row_log, shift).
+template <class Derived>
+class FeatureMapKernels : public FeatureMap {
+public:
+    using FeatureMap::FeatureMap;
+    void block(const FeatureBlock<float>& b) const override { self().block_impl(b); }
+    void block(const FeatureBlock<double>& b) const override { self().block_impl(b); }
+    void finish_key_block(float* o, std::size_t F, std::size_t r, const double* l, double s) const override {
+        self().finish_impl(o, F, r, l, s);
+    }
+    void finish_key_block(double* o, std::size_t F, std::size_t r, const double* l, double s) const override {
+        self().finish_impl(o, F, r, l, s);
+    }
+
+private:
+    const Derived& self() const { return static_cast<const Derived&>(*this); }
+};
+
+// out (rows x m, leading dimension F) = xs X W^T: the product every map starts from.
+template <class T>
+void project_block(const FeatureBlock<T>& b);
+
+// --- the registry -------------------------------------------------------------------------
+
+struct FeatureMapEntry {
+    const char* name;
+    const char* summary;                // one line for `favor list`
+    std::vector<std::string> keys;      // its own config keys, besides features, projection,
+                                        // name and epsilon
+    FeatureMapPtr (*make)(const FieldObject& variant, double epsilon);
+};
+const std::vector<FeatureMapEntry>& feature_map_registry();
+const std::vector<std::string>& feature_names();
+// The entry named `name`, or nullptr.
+const FeatureMapEntry* find_feature_map(const std::string& name);
+
+// --- whole matrices -----------------------------------------------------------------------
+
 // phi(x_i) = exp(log_scale[i]) * phi(i, :). The shift is per row for queries and one
-// constant for all keys, so it cancels in D^{-1} and never changes an output (design.md).
+// constant for all keys, so it cancels in D^{-1} and never changes an output.
 template <class T>
 struct Features {
     Mat<T> phi;                    // (L, F)
     std::vector<double> log_scale; // (L)
 };
 
-// X: (L, d) scaled rows; W: (m, d). Returns features (L, num_features(m)).
-// Rows are done in blocks of feature_block_rows() on up to `threads` threads; the numbers
-// do not depend on `threads`.
-template <class T>
-Features<T> compute_features(const FeatureMap& f, const Mat<T>& X, const Mat<T>& W, Side side,
-                             int threads = 1);
-
-// As compute_features(f, Q * input_scale, W, side), with the scaling folded into the
-// product X W^T and the row norms (no scaled copy of Q). Q: (L, d); W: (m, d).
-template <class T>
-Features<T> compute_features_scaled(const FeatureMap& f, const Mat<T>& Q, double input_scale,
-                                    const Mat<T>& W, Side side, int threads = 1);
-
-// The building blocks of compute_features_scaled (also used by the fused forward):
-// feature_block: rows of Xin (ld d, scaled by xs) -> pb (rows x F, ld F), row_max (rows).
-//   Side::query: the finished features with a per-row shift, row_max[i] = log_scale[i].
-//   Side::key: relu finished (row_max 0); trig: pb holds W x, row_max[i] = |x_i|^2 / 2;
-//   the exp maps: pb holds the exponents, row_max[i] their row maxima.
-// finish_key_block: the key features from pass 1's pb and row_max with one shift `shift`
-//   (phi = exp(shift) * pb afterwards).
-template <class T>
-void feature_block(const FeatureMap& f, const T* Xin, std::size_t rows, std::size_t d, double xs,
-                   const Mat<T>& W, Side side, T* pb, std::size_t F, double* row_max);
-template <class T>
-void finish_key_block(const FeatureMap& f, std::size_t m, T* pb, std::size_t F, std::size_t rows,
-                      const double* row_max, double shift);
-
 // Rows per block of the feature maps (fixed, so results never depend on the thread count).
 constexpr std::size_t feature_block_rows() { return 256; }
 
-// The map with data-dependent parameters fixed for these scaled queries X and keys Y
-// (oprf "optimal": A* from rho = mean_{i,j} |x_i + y_j|^2 / d, computed in O(L d)).
+// The features of the rows of Q scaled by `input_scale` (x = input_scale * q), W: (m, d).
+// Returns (L, F); rows in blocks of feature_block_rows() on up to `threads` threads.
 template <class T>
-FeatureMap resolve_for_inputs(const FeatureMap& f, const Mat<T>& X, const Mat<T>& Y);
+Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double input_scale, const Mat<T>& W,
+                             Side side, int threads = 1);
 
 // phi(x) . phi(y) for one pair, with the shifts undone: the kernel estimate of SM(x, y).
 // x, y: (1, d); data-dependent parameters (oprf's A*) are resolved for this pair.
-double kernel_estimate(const FeatureMap& f, const Mat<double>& W, const Mat<double>& x,
-                       const Mat<double>& y);
+double kernel_estimate(const FeatureMap& f, const Mat<double>& W, const Mat<double>& x, const Mat<double>& y);
+
+// mean over all pairs (i, j) of |x_i + y_j|^2, in O(L d):
+//   mean|x|^2 + mean|y|^2 + 2 (mean x).(mean y)   (oprf's rho times d).
+double mean_pair_sum_norm2(const Mat<double>& X, const Mat<double>& Y);
 
 // Squared row norms |x_i|^2 in double.
 template <class T>

@@ -9,9 +9,6 @@ namespace favor {
 // successful reset_peak_rss(); 0 if unknown.
 std::size_t peak_rss_bytes();
 
-// Current resident set size (VmRSS) in bytes; 0 if unknown.
-std::size_t current_rss_bytes();
-
 // Gives freed heap memory back to the system (malloc_trim), then resets the peak RSS to
 // the current RSS (writes "5" to /proc/self/clear_refs, Linux >= 4.0). Returns false if
 // the reset is not supported; peak_rss_bytes() is then the peak since the start.

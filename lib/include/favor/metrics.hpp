@@ -4,11 +4,39 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "favor/feature_maps.hpp"
 #include "favor/tensor.hpp"
 
 namespace favor {
+
+// --- the metric table ---------------------------------------------------------------------
+// Every metric of the approximation experiment's tables (docs/design.md section 3): what it
+// is, where it comes from, how it combines over heads and how it is summarised. Config
+// validation, the runner, the summary, merge and `favor list` read this table.
+struct MetricInfo {
+    enum class Source { output, pairwise, theory, clock };
+    enum class Summary { stats, value };   // stats: _mean/_std/_sem...; value: one number per cell
+    const char* name;
+    const char* unit;
+    const char* description;
+    Source source;          // output: from Out and the exact output; pairwise: a streamed pass
+                            // over all (i, j); theory: a closed form over (i, j); clock: timed
+    bool summed_over_heads; // otherwise averaged over batch x heads
+    Summary summary;
+    bool always;            // in every approximation table, asked for or not
+    const char* implied_by; // also present whenever this metric is asked for ("" if none)
+};
+const std::vector<MetricInfo>& metric_table();
+const MetricInfo* find_metric(const std::string& name);   // nullptr if unknown
+std::vector<std::string> metric_names();
+// The metric columns of a table for these requested metrics, in table order.
+std::vector<std::string> metric_columns(const std::vector<std::string>& requested);
+// Those of `columns` summarised as statistics / as one value per cell.
+std::vector<std::string> stat_columns(const std::vector<std::string>& columns);
+std::vector<std::string> value_columns(const std::vector<std::string>& columns);
 
 // output_mse: mean over i, c of (Out - Out_hat)^2. exact: (L, dv) float64.
 template <class T>
@@ -18,9 +46,9 @@ double output_mse(const Mat<double>& exact, const Mat<T>& approx);
 template <class T>
 std::size_t count_nonfinite(const Mat<T>& a);
 
-// The Lemma 2 MSE of one pair for this map with m random vectors (iid value), or an empty
-// function where no closed form exists (relu).
-std::function<double(double x2, double y2, double xy)> kernel_theory(const FeatureMap& f,
+// The closed-form MSE of one pair for this (resolved) map with m iid random vectors
+// (FeatureMap::pair_mse), or an empty function where the map has none (relu).
+std::function<double(double x2, double y2, double xy)> kernel_theory(const FeatureMapPtr& f,
                                                                       std::size_t m, std::size_t d);
 
 struct PairwiseRequest {
@@ -30,6 +58,10 @@ struct PairwiseRequest {
     std::function<double(double, double, double)> theory;  // kernel_mse_theory, if set
     bool causal = false;             // only pairs j <= i
     bool any() const { return attention_mse || kernel_mse || negative_fraction || bool(theory); }
+    // The request for these metric columns; the theory comes from `map` (resolved) with m
+    // random vectors, where it has one.
+    static PairwiseRequest of(const std::vector<std::string>& columns, bool causal, const FeatureMapPtr& map,
+                              std::size_t m, std::size_t d);
 };
 
 struct PairwiseResult {

@@ -4,6 +4,7 @@
 // Every malformed or unsupported input throws favor::Error with a one-line message that
 // starts with the file name, e.g. "q.npy: truncated data (expected 4096 bytes, found 100)".
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,12 +26,14 @@ NpyArray read_npy(const std::string& path);
 // Parses a whole .npy image from memory; `name` starts every error message.
 NpyArray parse_npy(const std::string& name, const char* bytes, std::size_t size);
 
-// True when no entry is NaN or +-inf.
-bool all_finite(const NpyArray& a);
+// Index of the first NaN or +-inf entry (C order), if any.
+std::optional<std::size_t> first_nonfinite(const NpyArray& a);
+
+// "(2, 3)", "(5,)": a shape as numpy prints it.
+std::string shape_str(const std::vector<std::size_t>& shape);
 
 // Writes little-endian, C order, version 1.0 (2.0 if the header needs it), as "<f4" or "<f8".
-// Atomic: writes "<path>.tmp.<pid>" and renames it; on failure removes the temporary file and
-// throws favor::Error naming `path`. `data` holds prod(shape) values in C order.
+// Atomic (write_file_atomic in files.hpp): on failure throws favor::Error naming `path`. `data` holds prod(shape) values in C order.
 void write_npy(const std::string& path, const std::vector<std::size_t>& shape,
                const double* data, bool as_float32);
 

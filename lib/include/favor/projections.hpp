@@ -27,10 +27,8 @@ enum class Projection {
 Projection parse_projection(const std::string& name);   // throws Error naming the value
 std::string projection_name(Projection p);
 const std::vector<std::string>& projection_names();
-// Rows coupled within blocks (every projection but iid). Rows of a block are orthogonal for
-// the orthogonal family, givens, and the hadamard pair when d is a power of two (otherwise
-// only the p x p block before truncation to d columns is); simplex rows have dot -1/(d-1).
-bool is_orthogonal(Projection p);
+// The smallest dimension d the projection is defined for (simplex and givens: 2).
+std::size_t projection_min_d(Projection p);
 
 // W for (seed, projection, m, d, trial): a pure function of those values (design.md s. 7).
 // Rows are nested in m: the first m rows of W(m') for m' > m are W(m). Returns (m, d).
@@ -38,9 +36,5 @@ bool is_orthogonal(Projection p);
 // streams keyed by (seed, projection tag, d, trial[, b]); the last block is truncated.
 Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
                             std::uint64_t trial);
-
-// One Haar-distributed d x d orthogonal block (rows orthonormal) from a Gaussian stream;
-// `sign_fix` multiplies column j of Q by sign(R_jj), which makes Q Haar (Mezzadri 2007).
-Mat<double> orthogonal_block(std::uint64_t key, std::size_t d, bool sign_fix);
 
 }  // namespace favor

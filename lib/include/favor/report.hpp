@@ -1,7 +1,5 @@
 #pragma once
-// Result tables and their files (design.md section 6): CSV, Markdown, summary statistics,
-// and atomic writes (temporary file, then rename), so a failed run never leaves a partial
-// or corrupt file and earlier results stay intact.
+// Result tables (docs/design.md section 6): CSV, Markdown and summary statistics.
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -44,15 +42,5 @@ Stats describe(const std::vector<double>& xs);
 Table summarize(const Table& errors, const std::vector<std::string>& key_columns,
                 const std::vector<std::string>& metric_columns,
                 const std::vector<std::string>& plain_columns);
-
-// Writes `content` to `path` through "<path>.tmp.<pid>" and rename; throws Error naming
-// the path on failure and leaves no temporary file behind.
-void write_file_atomic(const std::string& path, const std::string& content);
-
-// Makes sure `dir` can receive results (it is a directory or can be created as one, and is
-// writable) without creating anything; throws Error naming it otherwise.
-void check_output_dir(const std::string& dir);
-// Creates `dir` (and parents) if missing.
-void make_output_dir(const std::string& dir);
 
 }  // namespace favor

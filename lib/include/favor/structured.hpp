@@ -13,6 +13,11 @@
 
 namespace favor {
 
+// One Haar-distributed d x d orthogonal block (rows orthonormal) from a Gaussian stream;
+// `sign_fix` multiplies column j of Q by sign(R_jj), which makes Q Haar (Mezzadri 2007).
+Mat<double> orthogonal_block(std::uint64_t key, std::size_t d, bool sign_fix);
+
+
 // Smallest power of two >= d (d >= 1).
 std::size_t next_pow2(std::size_t d);
 

@@ -1,12 +1,9 @@
 #pragma once
 // Q, K, V tensors from .npy files, split into (batch, head) slices, and attention outputs
 // written back with the same leading shape. Accepted shapes: (L, d), (H, L, d), (B, H, L, d).
-#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "favor/feature_maps.hpp"
-#include "favor/projections.hpp"
 #include "favor/tensor.hpp"
 
 namespace favor {
@@ -26,34 +23,5 @@ HeadTensors load_qkv(const std::string& q, const std::string& k, const std::stri
 // Writes per-head (L, c) matrices as one array of shape lead + (L, c).
 void save_heads(const std::string& path, const std::vector<std::size_t>& lead,
                 const std::vector<Mat<double>>& heads, bool as_float32);
-
-struct ApplyOptions {
-    bool exact = false;
-    FeatureMap map;
-    Projection projection = Projection::orthogonal;
-    std::size_t m = 256;
-    std::uint64_t seed = 0, trial = 0;
-    bool causal = false;
-    bool float32 = false;   // compute precision (outputs are returned as float64)
-    int threads = 0;
-};
-
-// `favor apply` as typed on the command line, before any check.
-struct ApplyRequest {
-    bool exact = false, causal = false;
-    std::string features, projection = "orthogonal", A, dtype = "float64";
-    std::size_t m = 0;
-    std::uint64_t seed = 0, trial = 0;
-    double epsilon = 0.0;
-    int threads = 0;
-};
-
-// Checks a request and resolves its names: either exact or features with m >= 1; epsilon
-// >= 0; A ("optimal", the default, or a number < 1/8) only for oprf. Throws Error
-// "apply: --FLAG ..." naming the flag.
-ApplyOptions resolve_apply(const ApplyRequest& r);
-
-// Exact or approximate attention output of every head (W drawn as a run draws it).
-std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt);
 
 }  // namespace favor

@@ -22,6 +22,9 @@ double mse_hyperbolic_iid(double x2, double y2, double xy, std::size_t m);
 //   MSE_pos(m) - 2 c^2 sum_b n_b (n_b - 1) / ((d + 2) m^2).
 double theorem2_bound(double x2, double y2, double xy, std::size_t m, std::size_t d);
 
+// OPRF needs A < 1/8: E f^2 involves (1 - 8A)^(-d/2) (arXiv 2205.15317, Theorem 3.1).
+constexpr double kOprfAMax = 0.125;
+
 // FAVOR++ (OPRF, arXiv 2205.15317): variance of ONE feature
 //   (1-4A)^d (1-8A)^(-d/2) exp(2(1-4A)|z|^2/(1-8A) - |x|^2 - |y|^2) - SM^2,   A < 1/8.
 // (A = 0 gives m * MSE_pos.) The m-feature iid MSE is this over m.

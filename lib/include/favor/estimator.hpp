@@ -1,0 +1,30 @@
+#pragma once
+// The one factory from a config variant to a ready estimator: the feature map and the
+// random matrix W for (seed, projection, m, d, trial), with data-dependent parameters fitted
+// to the inputs. Used by every runner, `favor apply` and the benchmark.
+#include <cstdint>
+
+#include "favor/tensor.hpp"
+#include "favor/variant.hpp"
+
+namespace favor {
+
+template <class T>
+struct Estimator {
+    FeatureMapPtr map;
+    Mat<T> W;              // (m, d) in the compute precision
+    bool fitted = false;   // data-dependent parameters fixed (for_inputs)
+
+    // This estimator with the map's data-dependent parameters (oprf's A*) fixed for queries Q
+    // (L, d) and keys K (Lk, d), before scaling by d^{-1/4}.
+    Estimator for_inputs(const Mat<T>& Q, const Mat<T>& K) const;
+    // The map, checked to be ready for these inputs (throws std::logic_error otherwise).
+    const FeatureMap& ready_map() const;
+};
+
+// W drawn as draw_projection(v.projection, m, d, seed, trial) (docs/design.md section 7).
+template <class T>
+Estimator<T> make_estimator(const Variant& v, std::size_t m, std::size_t d, std::uint64_t seed,
+                            std::uint64_t trial);
+
+}  // namespace favor

@@ -1,0 +1,30 @@
+#pragma once
+// A variant of an experiment: exact attention, or a feature map with a projection, under a
+// unique name (docs/design.md section 5).
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "favor/feature_maps.hpp"
+#include "favor/fields.hpp"
+#include "favor/projections.hpp"
+
+namespace favor {
+
+struct Variant {
+    std::string name;          // unique; defaults to <features>-<projection>, or "exact"
+    bool exact = false;        // exact softmax attention (timing experiments)
+    FeatureMapPtr map;         // null for exact
+    Projection projection = Projection::iid;
+    std::string features_label() const { return exact ? "exact" : map->name(); }
+    std::string projection_label() const { return exact ? "" : projection_name(projection); }
+    // The variant with every default filled in, as run.json records it.
+    nlohmann::json resolved() const;
+};
+
+// Parses one variant object: "features", "projection", "name", "epsilon" and the feature
+// map's own keys (its registry entry). `exact_allowed`: whether {"features": "exact"} may
+// appear (timing experiments); otherwise `exact_context` says why not.
+Variant parse_variant(const nlohmann::json& v, const Field& where, bool exact_allowed,
+                      const std::string& exact_context);
+
+}  // namespace favor

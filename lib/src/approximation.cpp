@@ -1,0 +1,187 @@
+// The "approximation" experiment: attention errors of each estimator against exact
+// attention, per cell (variant, L, d, m, scale) and trial (docs/design.md sections 3 and 6).
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <optional>
+
+#include "favor/attention.hpp"
+#include "favor/estimator.hpp"
+#include "favor/experiment_parts.hpp"
+#include "favor/grid.hpp"
+#include "favor/inputs.hpp"
+#include "favor/metrics.hpp"
+#include "favor/parallel.hpp"
+#include "favor/tensor_io.hpp"
+
+namespace favor {
+
+namespace {
+
+using Values = std::map<std::string, std::optional<double>>;   // metric -> value
+
+// One attention problem: a (batch, head) slice of the inputs, with its exact reference.
+template <class T>
+struct Head {
+    Mat<T> q, k, v;            // inputs in the compute dtype
+    Mat<double> x, y;          // scaled q, k in float64 (pairwise metrics)
+    Mat<double> reference;     // exact softmax attention output, float64
+};
+
+// The inputs of one (L, d, scale) point of the grid.
+template <class T>
+struct Instance {
+    std::size_t L = 0, d = 0;
+    std::optional<double> scale;   // random inputs only
+    std::vector<Head<T>> heads;
+};
+
+template <class T>
+Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads) {
+    return {cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
+            exact_attention(q, k, v, causal, threads)};
+}
+
+// The grid: variant x L x d x m x scale (npy inputs are one (L, d) point of their own).
+struct Axes {
+    std::size_t variants, L, d, m, scale;
+    Grid grid() const { return Grid({variants, L, d, m, scale}); }
+    std::size_t instance(const std::vector<std::size_t>& at) const { return (at[1] * d + at[2]) * scale + at[4]; }
+};
+
+// Every instance of the grid, with inputs and references loaded for those `cells` use.
+template <class T>
+std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const std::vector<std::size_t>& cells,
+                                        nlohmann::json& info, int threads) {
+    const bool npy = cfg.inputs.npy();
+    HeadTensors files;
+    if (npy) files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+    std::vector<Instance<T>> out(ax.L * ax.d * ax.scale);
+    std::vector<bool> needed(out.size(), false);
+    for (std::size_t c : cells) needed[ax.instance(ax.grid().at(c))] = true;
+    for (std::size_t li = 0, i = 0; li < ax.L; ++li)
+        for (std::size_t di = 0; di < ax.d; ++di)
+            for (std::size_t si = 0; si < ax.scale; ++si, ++i) {
+                Instance<T>& in = out[i];
+                in.L = npy ? files.L() : cfg.inputs.L[li];
+                in.d = npy ? files.d() : cfg.inputs.d[di];
+                if (!npy) in.scale = cfg.inputs.scale[si];
+                if (!needed[i]) continue;
+                if (npy) {
+                    for (std::size_t h = 0; h < files.q.size(); ++h)
+                        in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads));
+                } else {
+                    QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale);
+                    in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads));
+                }
+            }
+    if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", files.L()}, {"d", files.d()}, {"heads", files.q.size()}};
+    return out;
+}
+
+// The metric columns of one head for one estimator.
+template <class T>
+Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std::string>& cols, bool causal,
+               int inner_threads) {
+    Values v;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
+    v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    v["output_mse"] = output_mse(h.reference, a.out);
+    v["nonfinite"] = double(count_nonfinite(a.out));
+    const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.q.shape(1));
+    if (req.any()) {
+        const PairwiseResult p = pairwise_metrics(h.x, h.y, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
+                                                  Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req,
+                                                  inner_threads);
+        if (req.attention_mse) v["attention_mse"] = p.attention_mse;
+        if (req.kernel_mse) v["kernel_mse"] = p.kernel_mse;
+        if (req.negative_fraction) v["negative_fraction"] = p.negative_fraction;
+        if (req.theory) v["kernel_mse_theory"] = p.kernel_mse_theory;
+    }
+    return v;
+}
+
+// One row of values for all heads: averaged over batch x heads, or summed where the metric
+// table says so (nonfinite, seconds).
+Values combine_heads(const std::vector<Values>& heads, const std::vector<std::string>& cols) {
+    Values out;
+    for (const std::string& col : cols) {
+        double total = 0;
+        bool any = false;
+        for (const auto& v : heads) {
+            const auto it = v.find(col);
+            if (it != v.end() && it->second) total += *it->second, any = true;
+        }
+        if (any) out[col] = find_metric(col)->summed_over_heads ? total : total / double(heads.size());
+    }
+    return out;
+}
+
+std::string cell_text(const Values& v, const std::string& col) {
+    const auto it = v.find(col);
+    if (it == v.end() || !it->second) return "";
+    return col == "nonfinite" ? format_count(std::size_t(*it->second)) : format_number(it->second);
+}
+
+template <class T>
+RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
+    const int threads = resolve_threads(opt.threads);
+    const bool npy = cfg.inputs.npy();
+    const Axes ax{cfg.variants.size(), npy ? 1 : cfg.inputs.L.size(), npy ? 1 : cfg.inputs.d.size(), cfg.m.size(),
+                  npy ? 1 : cfg.inputs.scale.size()};
+    const Grid grid = ax.grid();
+    const std::vector<std::size_t> cells = grid.cells(opt.shard);
+    const std::vector<Instance<T>> instances = load_instances<T>(cfg, ax, cells, info, threads);
+    const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
+    const std::size_t trials = cfg.trials, total = cells.size() * trials;
+    std::vector<std::vector<Values>> values(total);   // [item][head]
+    std::atomic<std::size_t> done{0};
+    // With fewer (cell, trial) items than threads, the row blocks of the pairwise metrics
+    // share the spare threads (their sums do not depend on how blocks are spread).
+    const int inner_threads = total < std::size_t(threads) ? threads : 1;
+    // Each (cell, trial) runs on one thread: its numbers never depend on the thread count.
+    parallel_for(total, threads, [&](std::size_t item) {
+        const std::vector<std::size_t> at = grid.at(cells[item / trials]);
+        const Instance<T>& in = instances[ax.instance(at)];
+        const Estimator<T> base = make_estimator<T>(cfg.variants[at[0]], cfg.m[at[3]], in.d, cfg.seed, item % trials);
+        for (const Head<T>& h : in.heads)
+            values[item].push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
+        if (opt.progress) opt.progress(done.fetch_add(1) + 1, total);
+    });
+
+    // Rows: per head when asked for, otherwise one row per (cell, trial).
+    const bool per_head = npy && cfg.inputs.per_head;
+    RunResult r;
+    std::vector<std::string> keys = approximation_key_columns();
+    if (per_head) keys.push_back("head");
+    r.errors.columns = keys;
+    for (const char* c : {"trial", "seed"}) r.errors.columns.push_back(c);
+    for (const auto& col : cols) r.errors.columns.push_back(col);
+    for (std::size_t item = 0; item < total; ++item) {
+        const std::vector<std::size_t> at = grid.at(cells[item / trials]);
+        const Variant& var = cfg.variants[at[0]];
+        const Instance<T>& in = instances[ax.instance(at)];
+        const std::vector<Values> rows = per_head ? values[item] : std::vector<Values>{combine_heads(values[item], cols)};
+        for (std::size_t h = 0; h < rows.size(); ++h) {
+            std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(), format_count(in.L),
+                                             format_count(in.d), format_count(cfg.m[at[3]]), format_number(in.scale)};
+            if (per_head) row.push_back(format_count(h));
+            row.push_back(format_count(item % trials));
+            row.push_back(std::to_string(cfg.seed));
+            for (const auto& col : cols) row.push_back(cell_text(rows[h], col));
+            r.errors.rows.push_back(std::move(row));
+        }
+    }
+    r.summary = summarize(r.errors, keys, stat_columns(cols), value_columns(cols));
+    r.info = std::move(info);
+    return r;
+}
+
+}  // namespace
+
+RunResult run_approximation_experiment(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
+    return with_dtype(cfg.dtype, [&](auto t) { return run_approximation<decltype(t)>(cfg, opt, std::move(info)); });
+}
+
+}  // namespace favor

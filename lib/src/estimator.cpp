@@ -1,0 +1,34 @@
+#include "favor/estimator.hpp"
+
+#include <stdexcept>
+
+
+namespace favor {
+
+template <class T>
+Estimator<T> Estimator<T>::for_inputs(const Mat<T>& Q, const Mat<T>& K) const {
+    Estimator<T> e = *this;
+    if (map->data_dependent())
+        e.map = map->resolve(scale_rows(cast_mat<double>(Q)), scale_rows(cast_mat<double>(K)));
+    e.fitted = true;
+    return e;
+}
+
+template <class T>
+const FeatureMap& Estimator<T>::ready_map() const {
+    if (map->data_dependent() && !fitted)
+        throw std::logic_error("estimator '" + map->name() + "' used before for_inputs() fitted its parameters");
+    return *map;
+}
+
+template <class T>
+Estimator<T> make_estimator(const Variant& v, std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial) {
+    return {v.map, cast_mat<T>(draw_projection(v.projection, m, d, seed, trial)), false};
+}
+
+template struct Estimator<float>;
+template struct Estimator<double>;
+template Estimator<float> make_estimator<float>(const Variant&, std::size_t, std::size_t, std::uint64_t, std::uint64_t);
+template Estimator<double> make_estimator<double>(const Variant&, std::size_t, std::size_t, std::uint64_t, std::uint64_t);
+
+}  // namespace favor

@@ -1,0 +1,20 @@
+// positive: phi(x) = exp(-|x|^2/2)/sqrt(m) exp(Wx) (Performer Lemma 1, FAVOR+).
+#include "favor/exp_family.hpp"
+#include "favor/theory.hpp"
+
+namespace favor {
+
+namespace {
+class PositiveMap : public ExpFamilyMap {
+public:
+    explicit PositiveMap(double epsilon) : ExpFamilyMap(epsilon, 0.0, false) {}
+    std::string name() const override { return "positive"; }
+    std::optional<double> pair_mse(double x2, double y2, double xy, std::size_t m, std::size_t) const override {
+        return mse_positive_iid(x2, y2, xy, m);
+    }
+};
+}  // namespace
+
+FeatureMapPtr make_positive(const FieldObject&, double epsilon) { return std::make_shared<PositiveMap>(epsilon); }
+
+}  // namespace favor

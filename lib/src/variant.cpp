@@ -1,0 +1,73 @@
+#include "favor/variant.hpp"
+
+#include "favor/error.hpp"
+#include "favor/names.hpp"
+
+namespace favor {
+
+using nlohmann::json;
+
+json Variant::resolved() const {
+    json o{{"name", name}, {"features", features_label()}};
+    if (!exact) {
+        o["projection"] = projection_label();
+        o.update(map->params());
+    }
+    return o;
+}
+
+namespace {
+std::string joined_feature_names() {
+    std::string s;
+    for (const auto& n : feature_names()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+}  // namespace
+
+Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const std::string& exact_context) {
+    if (!v.is_object()) w.fail("must be an object, got " + json_type_name(v));
+    if (!v.contains("features")) w.at("features").fail("missing (one of exact, " + joined_feature_names() + ")");
+    Variant out;
+    const std::string features = read_string(v["features"], w.at("features"));
+    if (features == "exact") {
+        if (!exact_allowed) w.at("features").fail(exact_context);
+        check_keys(v, {"features", "name"}, w);
+        out.exact = true;
+        out.name = v.contains("name") ? read_string(v["name"], w.at("name")) : "exact";
+        if (out.name.empty()) w.at("name").fail("must not be empty");
+        return out;
+    }
+    const FeatureMapEntry* entry = find_feature_map(features);
+    if (!entry) {
+        std::vector<std::string> all = feature_names();
+        all.push_back("exact");
+        w.at("features").fail("unknown feature map '" + features + "'" + suggestion(features, all));
+    }
+    std::vector<std::string> keys = {"features", "projection", "name", "epsilon"};
+    for (const auto& k : entry->keys) keys.push_back(k);
+    for (const auto& [key, value] : v.items())
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+            // A key of another map: say which one it belongs to.
+            for (const auto& e : feature_map_registry())
+                if (std::find(e.keys.begin(), e.keys.end(), key) != e.keys.end())
+                    w.at(key).fail(std::string("applies only to features '") + e.name + "'");
+            w.at(key).fail("unknown key" + suggestion(key, keys));
+        }
+    if (v.contains("projection")) {
+        const std::string p = read_string(v["projection"], w.at("projection"));
+        try {
+            out.projection = parse_projection(p);
+        } catch (const Error& e) {
+            w.at("projection").fail(e.what());
+        }
+    }
+    const FieldObject fields{v, w};
+    const double epsilon = fields.number("epsilon", 0.0);
+    if (epsilon < 0) w.at("epsilon").fail("must be >= 0, got " + v["epsilon"].dump());
+    out.map = entry->make(fields, epsilon);
+    out.name = fields.string("name", features + "-" + projection_name(out.projection));
+    if (out.name.empty()) w.at("name").fail("must not be empty");
+    return out;
+}
+
+}  // namespace favor
