@@ -1,26 +1,41 @@
 #!/usr/bin/python3
-"""Plot a favor result directory (summary.csv + run.json) as a PNG.
+"""Plot a favor result directory (summary.csv or timing.csv, + run.json) as a PNG.
 
-Usage: /usr/bin/python3 scripts/plot.py RESULT_DIR [--out PNG] [--kind auto|m|L|scale|kernel|angle]
-                                       [--metric output_mse]
+Usage: /usr/bin/python3 scripts/plot.py RESULT_DIR [--out PNG]
+           [--kind auto|m|L|scale|kernel|angle|timing] [--metric output_mse]
+           [--stat mean|median] [--x m|num_features]
 
 Kinds (auto picks from the table):
   kernel  kernel experiments (norm/angle columns): the Performer Fig. 2 heat map of
           r(phi, l) = MSE_trig / MSE_pos (closed form), the slice at the norm closest to 1
-          (closed forms + empirical points), and empirical / theory per variant.
-  m       metric vs number of random features m (log-log, mean and mean +- std band), one
-          line per variant, one panel per other varying key (scale, L, d): Fig. 4 style.
+          (closed forms + empirical points, over the angles measured), and empirical / theory.
+  m       metric vs number of random features m (log-log), one line per variant, one panel
+          per other varying key (scale, L, d). A table with trig and positive features and
+          a feature map drawn both iid and orthogonal gets the Performer Fig. 4 layout: left
+          "orthogonal vs iid" (per feature map), right "positive vs trig" (one projection).
   L       metric vs sequence length L (log x), one line per variant (and per m).
   scale   metric vs input scale (log y), one line per variant; panels per other keys.
   angle   kernel experiments, for comparing many estimators: kernel MSE vs angle (log y,
           +- one standard error), one line per variant, one panel per (m, norm), with the
           iid positive Lemma 2 curve for reference.
-auto: kernel if the table is a kernel table, else m if several m, else L if several L,
-else scale if several scales, else m.
+  timing  timing.csv (experiment "timing"): wall time vs L (log-log), exact attention and
+          each FAVOR variant, median with min-max bars, the crossover L marked (the smallest
+          L from which the variant stays faster than exact). The Performer Fig. 3 counterpart.
+auto: timing if the directory holds timing.csv and no summary.csv; kernel if the table is
+a kernel table, else m if several m, else L if several L, else scale if several scales,
+else m.
 
-Default output: RESULT_DIR/<config name>.png (suffixed with _<metric> / _<kind> when a
-non-default metric or kind is asked for). Exit 2 with one line on stderr on bad input.
-Needs numpy and matplotlib (Debian python3-matplotlib): run it with /usr/bin/python3.
+--stat mean (default): <metric>_mean with a band of +- <metric>_std (the spread of the
+trials, not the standard error of the mean). --stat median: <metric>_median with a band
+from <metric>_p10 to <metric>_p90. --x num_features (--kind m only): x is the number of
+feature columns (2m for trig and hyperbolic, m otherwise), to compare at equal cost.
+A column baseline_<metric> (uniform attention on the same inputs) is drawn as a dashed grey
+line in every panel.
+
+Default output: RESULT_DIR/<config name>.png (suffixed with _<metric>, _median,
+_vs_num_features, _vs_<kind> when a non-default option is asked for). Exit 2 with one line
+on stderr on bad input. Needs numpy and matplotlib (Debian python3-matplotlib): run it with
+/usr/bin/python3.
 """
 import argparse
 import csv
@@ -51,21 +66,36 @@ except ImportError as e:  # pragma: no cover - depends on the interpreter
 APPROX_KEYS = ["variant", "features", "projection", "L", "d", "m", "scale", "trials"]
 KERNEL_KEYS = ["variant", "features", "projection", "d", "m", "norm", "angle", "trials",
                "sm", "mse", "mse_sem", "mse_theory"]
-METRICS = ["output_mse", "attention_mse", "kernel_mse", "negative_fraction", "nonfinite",
-           "seconds"]
+METRICS = ["output_mse", "output_rel_error", "attention_mse", "kernel_mse",
+           "negative_fraction", "nonfinite", "seconds"]
+# metric -> y-axis label
 METRIC_LABEL = {
     "output_mse": "output MSE (mean over L x d_v entries)",
+    "output_rel_error": r"relative output error $\Vert O - \hat{O}\Vert_F \,/\, \Vert O\Vert_F$",
     "attention_mse": "attention-matrix MSE (mean over L x L entries)",
     "kernel_mse": "kernel MSE of SM(x, y) (mean over L x L pairs)",
     "negative_fraction": "share of negative attention entries",
     "nonfinite": "non-finite output entries (count)",
     "seconds": "estimator wall time per cell (s)",
 }
+# metric -> short name for titles
+METRIC_NAME = {
+    "output_mse": "output MSE",
+    "output_rel_error": "relative output error",
+    "attention_mse": "attention-matrix MSE",
+    "kernel_mse": "kernel MSE",
+    "negative_fraction": "share of negative attention entries",
+    "nonfinite": "non-finite outputs",
+    "seconds": "estimator time",
+}
 XLABEL = {
     "m": "number of random features m",
+    "num_features": "feature columns (cost): 2m for trig and hyperbolic, m otherwise",
     "L": "sequence length L (tokens)",
     "scale": "input scale (std of Q, K, V entries)",
 }
+BASELINE_LABEL = "uniform attention (mean of V)"
+BASELINE_STYLE = {"color": "0.45", "ls": (0, (5, 3)), "lw": 1.4}
 FEATURE_COLOR = {"trig": "C0", "positive": "C1", "hyperbolic": "C2", "relu": "C4",
                  "oprf": "C5", "exact": "k"}
 PROJ_MARKER = {"iid": "o", "orthogonal": "s", "orthogonal-fixed": "^",
@@ -74,7 +104,6 @@ PROJ_MARKER = {"iid": "o", "orthogonal": "s", "orthogonal-fixed": "^",
 PROJ_LINESTYLE = {"iid": "-", "orthogonal": "--", "orthogonal-fixed": ":",
                   "orthogonal-nosignfix": "-.", "simplex": "-.", "hadamard": "-.",
                   "hadamard-fixed": ":", "givens": "-."}
-LINESTYLES = ["-", "--", ":", "-."]
 CLIP_FACTOR = 10.0  # log axes: the band's lower edge is clipped at mean / CLIP_FACTOR
 
 
@@ -90,8 +119,8 @@ def parse_number(text, where):
         die(f"{where}: not a number: {text!r}")
 
 
-def read_summary(result_dir):
-    path = os.path.join(result_dir, "summary.csv")
+def read_summary(result_dir, name="summary.csv", text_cols=("variant", "features", "projection")):
+    path = os.path.join(result_dir, name)
     if not os.path.isdir(result_dir):
         die(f"{result_dir}: not a directory")
     if not os.path.isfile(path):
@@ -109,7 +138,7 @@ def read_summary(result_dir):
         die(f"{path}: header has no 'variant' column: {','.join(header)[:200]}")
     if len(rows) < 2:
         die(f"{path}: no data rows")
-    text_cols = {"variant", "features", "projection"}
+    text_cols = set(text_cols)
     table = []
     for i, r in enumerate(rows[1:], start=2):
         if len(r) != len(header):
@@ -121,18 +150,23 @@ def read_summary(result_dir):
     return path, header, table
 
 
-def read_run_json(result_dir):
+def read_run(result_dir):
+    """The whole run.json ({} if absent or unreadable)."""
     path = os.path.join(result_dir, "run.json")
     if not os.path.isfile(path):
         return {}
     try:
         with open(path) as f:
             run = json.load(f)
-        cfg = run.get("config", {})
-        return cfg if isinstance(cfg, dict) else {}
+        return run if isinstance(run, dict) else {}
     except (OSError, ValueError) as e:
         print(f"{PROG}: warning: {path}: ignored ({e})", file=sys.stderr)
         return {}
+
+
+def run_config(run):
+    cfg = run.get("config", {})
+    return cfg if isinstance(cfg, dict) else {}
 
 
 def require(path, header, cols):
@@ -178,13 +212,13 @@ def variant_order(table):
 def assign_colors(table):
     """Colour by feature map for the first two variants of a map (iid vs orthogonal reads
     as one family); further variants of the same map, or a repeated (colour, marker), get
-    colours no feature map uses."""
+    colours no feature map uses (nor grey, kept for the uniform-attention baseline)."""
     names = variant_order(table)
     first = {}
     for r in table:
         first.setdefault(r["variant"], r)
     styles, used, per_color = {}, set(), {}
-    spare = [c for c in [f"C{i}" for i in (3, 6, 7, 8, 9, 4, 0, 2, 5)]
+    spare = [c for c in [f"C{i}" for i in (3, 6, 8, 9, 4, 0, 2, 5)]
              if c not in {FEATURE_COLOR.get(first[n].get("features")) for n in names}]
     cycle = iter((spare or ["C3"]) * 10)
     for n in names:
@@ -207,42 +241,136 @@ def default_out(result_dir, cfg, suffix):
 
 # ----------------------------------------------------------------------------- approximation
 
-def approx_plot(path, header, table, cfg, kind, metric, out):
+def stat_spec(path, header, metric, stat):
+    """Columns for the statistic drawn: the line (center) and the band (lo/hi or +- std)."""
+    if stat == "median":
+        cols = [f"{metric}_median", f"{metric}_p10", f"{metric}_p90"]
+        missing = [c for c in cols if c not in header]
+        if missing:
+            die(f"{path}: --stat median needs column(s) {', '.join(missing)}, "
+                "absent from this table (use --stat mean)")
+        return {"center": cols[0], "lo": cols[1], "hi": cols[2], "std": None,
+                "title": "median of the trials, band: 10th to 90th percentile",
+                "band": "band: 10th to 90th percentile of the trials"}
+    require(path, header, [f"{metric}_mean"])
+    std = f"{metric}_std" if f"{metric}_std" in header else None
+    return {"center": f"{metric}_mean", "lo": None, "hi": None, "std": std,
+            "title": "mean of the trials" + (", band: ± one std of the trials" if std else ""),
+            "band": "band: mean ± std of the trials" if std else None}
+
+
+def series(rows, xkey, spec):
+    """x, line, band low, band high (NaN where a value is missing), sorted by x."""
+    rows = sorted((r for r in rows if r.get(xkey) is not None), key=lambda r: r[xkey])
+    col = lambda c: np.array([np.nan if (c is None or r.get(c) is None) else r[c] for r in rows], float)
+    x, y = col(xkey), col(spec["center"])
+    if spec["std"]:
+        s = col(spec["std"])
+        lo, hi = y - s, y + s
+    else:
+        lo, hi = col(spec["lo"]), col(spec["hi"])
+    return x, y, lo, hi
+
+
+def fig4_split(table):
+    """Performer Fig. 4 layout, if the table has trig and positive features and a feature
+    map drawn both iid and orthogonal: (left variants, right variants, right projection)."""
+    projs = {}
+    info = {}
+    for r in table:
+        projs.setdefault(r.get("features"), set()).add(r.get("projection"))
+        info.setdefault(r["variant"], (r.get("features"), r.get("projection")))
+    paired = {f for f, p in projs.items() if {"iid", "orthogonal"} <= p}
+    if not paired or not {"trig", "positive"} <= set(projs):
+        return None
+    shared = [p for p in ["orthogonal", "iid"] + sorted(q for q in projs["trig"] if q)
+              if p in projs["trig"] and p in projs["positive"]]
+    if not shared:
+        return None
+    proj = shared[0]
+    variants = variant_order(table)
+    left = [v for v in variants if info[v][0] in paired and info[v][1] in ("iid", "orthogonal")]
+    right = [v for v in variants if info[v][1] == proj]
+    return left, right, proj
+
+
+def draw_baseline(ax, rows, base_c, xkey, logy):
+    """Dashed grey line of uniform attention's metric (one number per cell): a horizontal
+    line when it does not change along x, else joined per x. Returns the handle or None."""
+    pts = [(r[xkey], r[base_c]) for r in rows
+           if r.get(xkey) is not None and r.get(base_c) is not None and math.isfinite(r[base_c])
+           and (r[base_c] > 0 or not logy)]
+    if not pts:
+        return None
+    vals = np.array([p[1] for p in pts])
+    if np.ptp(vals) <= 1e-9 * max(abs(vals).max(), 1e-300):
+        return ax.axhline(vals.mean(), zorder=1.5, **BASELINE_STYLE)
+    xs = sorted({p[0] for p in pts})
+    ys = [np.mean([p[1] for p in pts if p[0] == q]) for q in xs]
+    h, = ax.plot(xs, ys, zorder=1.5, **BASELINE_STYLE)
+    return h
+
+
+def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=None):
     require(path, header, ["variant", "L", "d", "m", "scale"])
-    mean_c, std_c = f"{metric}_mean", f"{metric}_std"
-    require(path, header, [mean_c])
-    has_std = std_c in header
-    theory_c = "kernel_mse_theory" if metric == "kernel_mse" and "kernel_mse_theory" in header else None
+    spec = stat_spec(path, header, metric, stat)
+    xkey = xkey or kind
+    if xkey != kind:
+        require(path, header, [xkey])
+    theory_c = "kernel_mse_theory" if (metric == "kernel_mse" and stat == "mean"
+                                      and "kernel_mse_theory" in header) else None
+    base_c = f"baseline_{metric}" if f"baseline_{metric}" in header else None
 
     keys = ["L", "d", "m", "scale"]
     varying = [k for k in keys if len(uniq(table, k)) > 1]
     line_extra = ["m"] if (kind in ("L",) and "m" in varying) else []
     panel_keys = [k for k in keys if k in varying and k != kind and k not in line_extra]
     # scale-kind: several m become panels (brief: one line per variant)
-    panels = sorted({tuple(r[k] for k in panel_keys) for r in table})
-    if len(panels) > 12:
-        die(f"{path}: {len(panels)} panels ({', '.join(panel_keys)} vary); "
-            "pick a subset or another --kind")
+    combos = sorted({tuple(r[k] for k in panel_keys) for r in table})
+    variants = variant_order(table)
+    split = fig4_split(table) if kind == "m" else None
+    prefix = lambda pv: ", ".join(f"{k} = {fmt(q)}" for k, q in zip(panel_keys, pv))
+    panels = []  # (row, col, panel-key values, variants, title)
+    if split:
+        left, right, proj = split
+        if len(combos) > 6:
+            die(f"{path}: {len(combos)} rows of panels ({', '.join(panel_keys)} vary); "
+                "pick a subset or another --kind")
+        for i, pv in enumerate(combos):
+            p = prefix(pv) + ": " if panel_keys else ""
+            panels.append((i, 0, pv, left, f"{p}orthogonal vs iid"))
+            panels.append((i, 1, pv, right, f"{p}positive vs trig ({proj} projections)"))
+        nrows, ncols = len(combos), 2
+        omitted = [v for v in variants if v not in left and v not in right]
+    else:
+        if len(combos) > 12:
+            die(f"{path}: {len(combos)} panels ({', '.join(panel_keys)} vary); "
+                "pick a subset or another --kind")
+        n = len(combos)
+        ncols = 2 if n == 4 else min(n, 3)
+        nrows = math.ceil(n / ncols)
+        for i, pv in enumerate(combos):
+            panels.append((i // ncols, i % ncols, pv, variants, prefix(pv) or None))
+        omitted = []
 
     styles = assign_colors(table)
     linestyles = {r["variant"]: PROJ_LINESTYLE.get(r.get("projection"), "-.") for r in table}
-    variants = variant_order(table)
     extra_vals = uniq(table, "m") if line_extra else [None]
 
-    n = len(panels)
-    ncols = 2 if n == 4 else min(n, 3)
-    nrows = math.ceil(n / ncols)
     width = 4.6 * ncols + 2.6  # room for a legend on the right
     height = 3.9 * nrows + 0.8
     fig, axes = plt.subplots(nrows, ncols, figsize=(width, height), squeeze=False,
-                             constrained_layout=True)
-    flat = axes.ravel()
-    for ax in flat[n:]:
-        ax.set_visible(False)
+                             constrained_layout=True, sharey="row" if split else False)
+    used = {(p[0], p[1]) for p in panels}
+    for r_ in range(nrows):
+        for c_ in range(ncols):
+            if (r_, c_) not in used:
+                axes[r_][c_].set_visible(False)
 
-    # y scale: log unless some plotted mean is <= 0
-    means_all = [r[mean_c] for r in table if r.get(mean_c) is not None and math.isfinite(r[mean_c])]
-    logy = bool(means_all) and all(v > 0 for v in means_all)
+    # y scale: log unless some plotted value is <= 0
+    vals = [r[spec["center"]] for r in table
+            if r.get(spec["center"]) is not None and math.isfinite(r[spec["center"]])]
+    logy = bool(vals) and all(v > 0 for v in vals)
     clipped = False
     logx = kind in ("m", "L")
     if kind == "scale":
@@ -251,20 +379,18 @@ def approx_plot(path, header, table, cfg, kind, metric, out):
 
     handles = {}
     theory_handle = None
+    baseline_handle = None
     skipped = []
-    for ax, pv in zip(flat, panels):
+    for (ri, ci, pv, pvariants, title) in panels:
+        ax = axes[ri][ci]
         prow = [r for r in table if tuple(r[k] for k in panel_keys) == pv]
-        for vi, v in enumerate(variants):
+        for v in pvariants:
             for ei, ev in enumerate(extra_vals):
                 rows = [r for r in prow if r["variant"] == v and (ev is None or r["m"] == ev)]
                 if not rows:
                     continue
-                rows.sort(key=lambda r: r[kind])
-                x = np.array([r[kind] for r in rows], float)
-                y = np.array([np.nan if r.get(mean_c) is None else r[mean_c] for r in rows], float)
-                s = np.array([np.nan if (not has_std or r.get(std_c) is None) else r[std_c]
-                              for r in rows], float)
-                ok = np.isfinite(y) & (y > 0 if logy else True)
+                x, y, lo, hi = series(rows, xkey, spec)
+                ok = np.isfinite(x) & np.isfinite(y) & (y > 0 if logy else True)
                 if not ok.any():
                     skipped.append(v)
                     continue
@@ -277,14 +403,12 @@ def approx_plot(path, header, table, cfg, kind, metric, out):
                 if nonfin and any(q and q > 0 for q in nonfin):
                     label += " (non-finite outputs)"
                 h, = ax.plot(x[ok], y[ok], ls=ls, marker=marker, color=color, ms=5, lw=1.6,
-                             label=label)
+                             label=label, zorder=3)
                 handles.setdefault(label, h)
-                band = ok & np.isfinite(s)
+                band = ok & np.isfinite(lo) & np.isfinite(hi)
                 if band.any():
-                    lo = y - s
-                    hi = y + s
                     if logy:
-                        clip = lo < y / CLIP_FACTOR
+                        clip = ~(lo > y / CLIP_FACTOR) if spec["std"] else ~(lo > 0)
                         clipped = clipped or bool((clip & band).any())
                         lo = np.where(clip, y / CLIP_FACTOR, lo)
                     if band.sum() == 1:  # a single point: a band has no width, draw a bar
@@ -293,61 +417,100 @@ def approx_plot(path, header, table, cfg, kind, metric, out):
                     else:
                         ax.fill_between(x[band], lo[band], hi[band], color=color, alpha=0.13, lw=0)
                 if theory_c:
-                    t = np.array([np.nan if r.get(theory_c) is None else r[theory_c] for r in rows], float)
+                    t = np.array([np.nan if r.get(theory_c) is None else r[theory_c]
+                                  for r in sorted(rows, key=lambda r: r[xkey])], float)
                     tok = np.isfinite(t) & (t > 0 if logy else True)
                     if tok.any():
                         th, = ax.plot(x[tok], t[tok], ls=(0, (2, 2)), color=color, lw=1.0, alpha=0.8)
                         theory_handle = th
+        if base_c:
+            bh = draw_baseline(ax, prow, base_c, xkey, logy)
+            baseline_handle = baseline_handle or bh
         if logx:
             ax.set_xscale("log")
-            xv = uniq(prow, kind)
+            xv = uniq([r for r in prow if r["variant"] in pvariants], xkey)
             if xv and len(xv) <= 12:
                 ax.set_xticks(xv)
                 ax.set_xticklabels([fmt(q) for q in xv])
                 ax.xaxis.set_minor_formatter(NullFormatter())
         if logy:
             ax.set_yscale("log")
-        ax.set_xlabel(XLABEL[kind])
+        ax.set_xlabel(_wrap(XLABEL[xkey], 48))
         ax.grid(True, which="major", alpha=0.3)
-        if panel_keys:
-            ax.set_title(", ".join(f"{k} = {fmt(q)}" for k, q in zip(panel_keys, pv)), fontsize=10)
-    for r in range(nrows):
-        axes[r][0].set_ylabel(METRIC_LABEL.get(metric, metric))
+        if title:
+            ax.set_title(title, fontsize=10)
+        if ci == 0:
+            ax.set_ylabel(METRIC_LABEL.get(metric, metric))
+        elif split:
+            ax.tick_params(labelleft=True)
 
     # legend to the right of the last panel of the first row
-    band_note = "band: mean ± std" + (f" (lower edge clipped at mean / {CLIP_FACTOR:g} where std > "
-                                      f"{1 - 1 / CLIP_FACTOR:.0%} of mean)" if clipped else "")
+    if baseline_handle is not None:
+        handles[BASELINE_LABEL] = baseline_handle
     if theory_handle is not None:
         handles["dotted: kernel_mse_theory (Lemma 2 closed form for iid W)"] = \
             plt.Line2D([], [], ls=(0, (2, 2)), color="0.3", lw=1.0)
-    if has_std:
-        handles[band_note] = plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.25)
-    axes[0][ncols - 1 if n >= ncols else n - 1].legend(
+    if spec["band"]:
+        if clipped and spec["std"]:
+            note = (f"{spec['band']} (lower edge clipped at mean / {CLIP_FACTOR:g} where "
+                    f"std > {1 - 1 / CLIP_FACTOR:.0%} of mean)")
+        elif clipped:
+            note = f"{spec['band']} (lower edge clipped where <= 0)"
+        else:
+            note = spec["band"]
+        handles[note] = plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.25)
+    last = max(p[1] for p in panels if p[0] == 0)
+    axes[0][last].legend(
         list(handles.values()), [_wrap(k) for k in handles.keys()], loc="upper left",
         bbox_to_anchor=(1.02, 1.0), fontsize=8.5, frameon=False)
 
     fixed = []
-    for k, label in (("L", "L"), ("d", "d"), ("m", "m"), ("scale", "scale")):
+    for k, label in (("scale", "input scale"), ("L", "L"), ("d", "d"), ("m", "m")):
         vals = uniq(table, k)
         if len(vals) == 1 and k != kind:
             fixed.append(f"{label} = {fmt(vals[0])}")
+    inputs = cfg.get("inputs") if isinstance(cfg.get("inputs"), dict) else {}
+    if inputs.get("d_v") is not None:
+        at = next((i + 1 for i, f in enumerate(fixed) if f.startswith("d =")), len(fixed))
+        fixed.insert(at, f"d_v = {inputs['d_v']}")
     trials = uniq(table, "trials")
     if len(trials) == 1:
         fixed.append(f"{fmt(trials[0])} trials")
-    inputs = cfg.get("inputs") if isinstance(cfg.get("inputs"), dict) else {}
-    if inputs.get("d_v") is not None:
-        fixed.insert(min(2, len(fixed)), f"d_v = {inputs['d_v']}")
     if cfg.get("dtype"):
         fixed.append(str(cfg["dtype"]))
     name = cfg.get("name") or os.path.basename(os.path.normpath(os.path.abspath(os.path.dirname(path))))
-    what = {"m": "vs number of random features", "L": "vs sequence length",
+    what = {"m": "vs number of random features m", "L": "vs sequence length",
             "scale": "vs input scale"}[kind]
-    fig.suptitle(f"{name}: {metric} {what}\n" + ", ".join(fixed), fontsize=11)
+    if xkey == "num_features":
+        what = "vs number of feature columns (cost)"
+    line1 = f"{name}: {METRIC_NAME.get(metric, metric)} {what}"
+    if split:
+        line1 += " (Performer Fig. 4 layout)"
+    lines = [line1] + _join_wrapped(fixed, int(width * 12))
+    if len(lines[-1]) + 2 + len(spec["title"]) <= int(width * 12):
+        lines[-1] += "; " + spec["title"]
+    else:
+        lines.append(spec["title"][0].upper() + spec["title"][1:])
+    if omitted:
+        lines.append(f"not in either panel: {', '.join(omitted)}")
+    fig.suptitle("\n".join(lines), fontsize=11)
     if skipped:
         print(f"{PROG}: note: no plottable {metric} values for: {', '.join(sorted(set(skipped)))}",
               file=sys.stderr)
     fig.savefig(out, dpi=150)
     plt.close(fig)
+
+
+def _join_wrapped(parts, width):
+    """Join title parts with ", " into lines of at most about width characters."""
+    lines, cur = [], ""
+    for p in parts:
+        if cur and len(cur) + 2 + len(p) > width:
+            lines.append(cur + ",")
+            cur = p
+        else:
+            cur = f"{cur}, {p}" if cur else p
+    return lines + ([cur] if cur else [])
 
 
 def _wrap(text, width=34):
@@ -440,18 +603,24 @@ def kernel_plot(path, header, table, cfg, out):
     cb = fig.colorbar(im, ax=ax0, extend="both", pad=0.02)
     cb.set_label("r  (> 1: positive features better)", fontsize=9)
 
-    # (b) slice: closed forms + empirical points
+    # (b) slice l = l1 over the angles measured: closed forms (lines), empirical (markers)
     feats = {r["features"] for r in table}
-    phid = np.linspace(-np.pi, np.pi, 1201)
-    trig, pos, hyp = mse_closed_forms(l1, phid, m0)
-    curves = [("trig", trig, "MSE_trig (Lemma 2)"), ("positive", pos, "MSE_pos (Lemma 2)")]
-    if "hyperbolic" in feats:
-        curves.append(("hyperbolic", hyp, "MSE_hyp (Lemma 2)"))
-    emp_vals = []
-    for f, y, lab in curves:
-        y = np.where(y > 0, y, np.nan)
-        ax1.plot(phid, y, color=FEATURE_COLOR.get(f, "0.3"), lw=1.3, alpha=0.75, label=lab)
+    angles = [r["angle"] for r in sl] or [-np.pi, np.pi]
+    a0, a1 = min(angles), max(angles)
     jitter = _jitter(variants, sl)
+    pad = 0.03 * max(a1 - a0, 1e-9) + max([abs(j) for j in jitter.values()] + [0.0])
+    phid = np.linspace(a0, a1, 1201)
+    trig, pos, hyp = mse_closed_forms(l1, phid, m0)
+    curves = [("trig", trig), ("positive", pos)]
+    if "hyperbolic" in feats:
+        curves.append(("hyperbolic", hyp))
+    line_entries = [(None, "closed form, Lemma 2 (iid W):")]
+    mark_entries = [(None, f"empirical, mean ± sem ({'/'.join(fmt(q) for q in uniq(sl, 'trials'))} trials):")]
+    emp = []  # (x, y) of every empirical point drawn or left out
+    for f, y in curves:
+        h, = ax1.plot(phid, np.where(y > 0, y, np.nan), color=FEATURE_COLOR.get(f, "0.3"), lw=1.4,
+                      alpha=0.8)
+        line_entries.append((h, f"{f} features"))
     for v in variants:
         rows = sorted([r for r in sl if r["variant"] == v], key=lambda r: r["angle"])
         if not rows:
@@ -461,11 +630,12 @@ def kernel_plot(path, header, table, cfg, out):
         y = np.array([_nz(r["mse"]) for r in rows])
         e = np.array([_nz(r["mse_sem"], 0.0) for r in rows])
         ok = np.isfinite(y) & (y > 0)
-        emp_vals += list(y[ok])
+        emp += list(zip(x[ok], y[ok]))
         ortho = all(r.get("mse_theory") is None for r in rows)
-        ax1.errorbar(x[ok], y[ok], yerr=np.minimum(e[ok], y[ok] * 0.999), fmt=marker, color=color,
-                     ms=5 if not ortho else 6, mfc="white" if ortho else color, mew=1.3,
-                     capsize=2, lw=1.0, ls="none", label=f"{v} (empirical ± sem)")
+        h = ax1.errorbar(x[ok], y[ok], yerr=np.minimum(e[ok], y[ok] * 0.999), fmt=marker,
+                         color=color, ms=5 if not ortho else 6, mfc="white" if ortho else color,
+                         mew=1.3, capsize=2, lw=1.0, ls="none", zorder=3)
+        mark_entries.append((h, v))
         b = np.array([_nz(r.get("theorem2_bound")) for r in rows])
         bok = np.isfinite(b) & (b > 0)
         if bok.any():
@@ -473,28 +643,39 @@ def kernel_plot(path, header, table, cfg, out):
             dense = theorem2_closed_form(l1, phid, m0, d0) if m0 <= d0 else None
             if dense is not None and np.allclose(theorem2_closed_form(l1, xb, m0, d0), b[bok],
                                                  rtol=1e-6, atol=0):
-                ax1.plot(phid, np.where(dense > 0, dense, np.nan), ls="--", color=color, lw=1.2,
-                         label=f"{v}: Theorem 2 bound")
+                h, = ax1.plot(phid, np.where(dense > 0, dense, np.nan), ls="--", color=color, lw=1.2)
+                line_entries.append((h, f"Theorem 2 bound ({v})"))
             else:  # m > d (per-block bound) or an unknown form: join the table's values
-                ax1.plot(xb, b[bok], ls="--", color=color, lw=1.2,
-                         label=f"{v}: Theorem 2 bound (table values)")
+                h, = ax1.plot(xb, b[bok], ls="--", color=color, lw=1.2)
+                line_entries.append((h, f"Theorem 2 bound ({v}, table values)"))
     ax1.set_yscale("log")
+    emp_vals = [q[1] for q in emp]
     top = np.nanmax([np.nanmax(np.where(c[1] > 0, c[1], np.nan)) for c in curves] + emp_vals)
-    low = min(emp_vals) / 5 if emp_vals else top * 1e-6
-    ax1.set_ylim(max(low, top * 1e-8), top * 3)
-    ax1.set_xlim(-np.pi, np.pi)
-    _pi_ticks(ax1)
+    low = max(min(emp_vals) / 5 if emp_vals else top * 1e-6, top * 1e-8)
+    ax1.set_ylim(low, top * 3)
+    below = [q for q in emp if q[1] < low]
+    if below:
+        ax1.text(0.02, 0.02, f"{len(below)} point{'s' if len(below) > 1 else ''} below the axis "
+                 f"(MSE < {low:.0e}, where the estimate is (nearly) exact)", fontsize=7.5,
+                 color="0.3", transform=ax1.transAxes, va="bottom", ha="left")
+    ax1.set_xlim(a0 - pad, a1 + pad)
+    _pi_ticks(ax1, a0, a1)
     ax1.set_xlabel("angle φ between x and y (rad)")
     ax1.set_ylabel("MSE of the SM(x, y) estimate")
-    ax1.set_title(f"slice l = {fmt(l1)}:  m = {fmt(m0)}, d = {fmt(d0)}", fontsize=10)
+    ax1.set_title(f"slice l = |x| = |y| = {fmt(l1)}:  m = {fmt(m0)}, d = {fmt(d0)}", fontsize=10)
     ax1.grid(True, alpha=0.3)
-    ax1.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    _two_column_legend(ax1, line_entries, mark_entries)
 
-    # (c) empirical / theory per variant (all norms: one line style per norm)
+    # (c) empirical / theory per variant: one colour per variant, lighter for smaller l
     any_ratio = False
-    norm_styles = {n: LINESTYLES[i % len(LINESTYLES)] for i, n in enumerate(norms)}
+    drawn_angles = []
+    shade = {n: 0.6 * (1 - i / (len(norms) - 1)) if len(norms) > 1 else 0.0
+             for i, n in enumerate(norms)}
+    var_entries = [(None, "estimator:")]
+    norm_entries = [(None, "length l = |x| = |y|:")]
     for v in variants:
         color, marker = styles[v]
+        drawn = False
         for nv in norms:
             rows = sorted([r for r in table if r["variant"] == v and r["norm"] == nv
                            and r["m"] == m0 and r["d"] == d0], key=lambda r: r["angle"])
@@ -509,23 +690,32 @@ def kernel_plot(path, header, table, cfg, out):
             pts = [p for p in pts if math.isfinite(p[1])]
             if not pts:
                 continue
-            any_ratio = True
+            any_ratio = drawn = True
             x, y, e = map(np.array, zip(*pts))
-            lab = f"{v}{' / Thm 2 bound' if ortho else ''}"
-            if len(norms) > 1:
-                lab += f", l = {fmt(nv)}"
-            ax2.errorbar(x, y, yerr=e, fmt=marker, ls=norm_styles[nv], color=color, ms=4.5,
-                         mfc="white" if ortho else color, capsize=2, lw=1.0, label=lab)
+            drawn_angles += [r["angle"] for r, t in zip(rows, ref)
+                             if t is not None and t > 0 and math.isfinite(t)]
+            c = _shade(color, shade[nv])
+            ax2.errorbar(x, y, yerr=e, fmt=marker, ls="-", color=c, ms=4.5,
+                         mfc="white" if ortho else c, capsize=2, lw=1.0)
+        if drawn:
+            ortho = all(r.get("mse_theory") is None for r in table if r["variant"] == v)
+            var_entries.append((plt.Line2D([], [], color=color, marker=marker, ms=5,
+                                           mfc="white" if ortho else color, lw=1.0), v))
+    if len(norms) > 1:
+        for nv in norms:
+            g = _shade("0.2", shade[nv])
+            norm_entries.append((plt.Line2D([], [], color=g, lw=2.0), f"l = {fmt(nv)}"))
     ax2.axhline(1.0, color="k", lw=0.8)
-    ax2.set_xlim(-np.pi, np.pi)
-    _pi_ticks(ax2)
+    b0, b1 = (min(drawn_angles), max(drawn_angles)) if drawn_angles else (a0, a1)
+    pad2 = 0.03 * max(b1 - b0, 1e-9) + max([abs(j) for j in jitter.values()] + [0.0])
+    ax2.set_xlim(b0 - pad2, b1 + pad2)
+    _pi_ticks(ax2, b0, b1)
     ax2.set_xlabel("angle φ between x and y (rad)")
     ax2.set_ylabel("empirical MSE / theory")
     ax2.set_title("empirical / Lemma 2 (orthogonal: / Theorem 2 bound)", fontsize=10)
     ax2.grid(True, alpha=0.3)
     if any_ratio:
-        ax2.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16),
-                   ncol=2 if len(norms) > 1 else 1, frameon=False)
+        _two_column_legend(ax2, var_entries, norm_entries if len(norms) > 1 else [])
     else:
         ax2.text(0.5, 0.5, "no theory values in the table", ha="center", transform=ax2.transAxes)
 
@@ -620,27 +810,210 @@ def _jitter(variants, rows):
     return {v: (i - (k - 1) / 2) * step for i, v in enumerate(present)}
 
 
-def _pi_ticks(ax):
-    ax.set_xticks([-np.pi, -np.pi / 2, 0, np.pi / 2, np.pi])
-    ax.set_xticklabels(["−π", "−π/2", "0", "π/2", "π"])
+def _pi_ticks(ax, lo=-np.pi, hi=np.pi):
+    """Ticks at the multiples of pi/4 (pi/2 on wide ranges) from lo to hi."""
+    step = 4 if hi - lo <= np.pi * 1.01 else 2
+    names = {0: "0", 1: "π/4", 2: "π/2", 3: "3π/4", 4: "π"} if step == 4 else \
+        {0: "0", 1: "π/2", 2: "π"}
+    ks = range(math.ceil(lo / np.pi * step - 1e-6), math.floor(hi / np.pi * step + 1e-6) + 1)
+    ax.set_xticks([k * np.pi / step for k in ks])
+    ax.set_xticklabels([("−" if k < 0 else "") + names[abs(k)] for k in ks])
+
+
+def _two_column_legend(ax, left, right):
+    """A legend below ax: two columns of (handle, label) entries; an entry with handle None
+    is a column heading (bold, no symbol). Columns are padded to the same length."""
+    n = max(len(left), len(right))
+    blank = lambda: (plt.Line2D([], [], ls="none"), "")
+    col = lambda c: [(h if h is not None else plt.Line2D([], [], ls="none"), t) for h, t in c] + \
+        [blank() for _ in range(n - len(c))]
+    entries = col(left) + (col(right) if right else [])
+    heads = {i for i, (h, _) in enumerate(left) if h is None} | \
+        {n + i for i, (h, _) in enumerate(right) if h is None}
+    leg = ax.legend([e[0] for e in entries], [e[1] for e in entries], ncol=2 if right else 1,
+                    fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False,
+                    handlelength=2.2, columnspacing=1.5)
+    for i, t in enumerate(leg.get_texts()):
+        if i in heads:
+            t.set_fontweight("bold")
+            t.set_position((-30, 0))
+    return leg
+
+
+# ----------------------------------------------------------------------------- timing
+
+def crossover(exact_pts, var_pts):
+    """Smallest L from which the variant stays faster than exact (median vs median), over
+    the L where both were measured; None if it is not faster at the largest such L.
+    Returns (L, previous common L or None)."""
+    common = sorted(set(exact_pts) & set(var_pts))
+    cross, prev = None, None
+    for i in range(len(common) - 1, -1, -1):
+        if var_pts[common[i]] < exact_pts[common[i]]:
+            cross, prev = common[i], (common[i - 1] if i > 0 else None)
+        else:
+            break
+    return cross, prev
+
+
+def timing_plot(path, header, table, run, out):
+    require(path, header, ["variant", "L", "median_s", "min_s", "max_s"])
+    cfg = run_config(run)
+    env = run.get("environment") if isinstance(run.get("environment"), dict) else {}
+    feats = {}
+    for v in cfg.get("variants", []) if isinstance(cfg.get("variants"), list) else []:
+        if isinstance(v, dict):
+            nm = v.get("name") or "-".join(str(v[k]) for k in ("features", "projection") if v.get(k))
+            feats[nm] = v.get("features")
+    is_exact = lambda v: v == "exact" or feats.get(v) == "exact"
+
+    # panels: one per (d, dtype, threads) combination; lines: exact, and each (variant, m)
+    pkeys = [k for k in ("d", "dtype", "threads") if k in header and len(uniq(table, k)) > 1]
+    combos = sorted({tuple(r.get(k) for k in pkeys) for r in table}, key=str)
+    if len(combos) > 6:
+        die(f"{path}: {len(combos)} panels ({', '.join(pkeys)} vary); pick a subset")
+    ms = [q for q in uniq(table, "m")] if "m" in header else []
+    variants = variant_order(table)
+    exact_names = [v for v in variants if is_exact(v)]
+    approx_names = [v for v in variants if not is_exact(v)]
+    spare = iter(["C3", "C4", "C5", "C6", "C8", "C9", "C7"] * 4)
+    colors = {}
+    for v in approx_names:
+        c = FEATURE_COLOR.get(feats.get(v) or v.split("-")[0])
+        colors[v] = c if c and c not in colors.values() else next(spare)
+
+    n = len(combos)
+    fig, axes = plt.subplots(1, n, figsize=(7.6 * n + 0.4, 6.0), squeeze=False,
+                             constrained_layout=True)
+    notes = []
+    for ax, pv in zip(axes[0], combos):
+        prow = [r for r in table if tuple(r.get(k) for k in pkeys) == pv]
+        exact_pts = {}
+        lines = [(v, None) for v in exact_names] + \
+                [(v, mm) for v in approx_names for mm in (ms or [None])]
+        cross_marks = []
+        for v, mm in lines:
+            rows = sorted((r for r in prow if r["variant"] == v and (mm is None or r.get("m") == mm)
+                           and finite_pos(r.get("median_s"))), key=lambda r: r["L"])
+            if not rows:
+                continue
+            x = np.array([r["L"] for r in rows], float)
+            y = np.array([r["median_s"] for r in rows], float)
+            lo = np.array([_nz(r.get("min_s"), r["median_s"]) for r in rows], float)
+            hi = np.array([_nz(r.get("max_s"), r["median_s"]) for r in rows], float)
+            ex = is_exact(v)
+            color = "k" if ex else colors[v]
+            label = v if (ex or len(ms) <= 1) else f"{v}, m = {fmt(mm)}"
+            missing = sorted({r["L"] for r in prow if r["variant"] == v and not finite_pos(r.get("median_s"))
+                              and (mm is None or r.get("m") == mm)})
+            if missing:
+                label += f" (not run at L = {', '.join(fmt(q) for q in missing)})"
+            ax.errorbar(x, y, yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)],
+                        color=color, marker="o" if ex else "s", ms=5, lw=1.8 if ex else 1.5,
+                        ls="-" if ex else "--", capsize=3, label=label, zorder=3)
+            pts = dict(zip(x.tolist(), y.tolist()))
+            if ex:
+                exact_pts.update(pts)
+            elif exact_pts:
+                c, prev = crossover(exact_pts, pts)
+                cross_marks.append((label, color, c, prev))
+        for i, (label, color, c, prev) in enumerate(cross_marks):
+            name = label.split(" (")[0]
+            if c is None:
+                notes.append(f"{name} not faster than exact at the largest L measured by both")
+                continue
+            ax.axvline(c, color=color, ls=":", lw=1.6, zorder=2)
+            text = (f"{name} faster than exact\nfrom L = {fmt(c)}" +
+                    (f" (slower at {fmt(prev)})" if prev is not None else " (every L measured)"))
+            ax.annotate(text, xy=(c, 0.97 - 0.12 * i), xycoords=("data", "axes fraction"),
+                        xytext=(6, 0), textcoords="offset points", ha="left", va="top",
+                        fontsize=8.5, color=color,
+                        bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="none", alpha=0.85))
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        xv = uniq([r for r in prow if finite_pos(r.get("median_s"))], "L")
+        if xv and len(xv) <= 14:
+            ax.set_xticks(xv)
+            ax.set_xticklabels([fmt(q) for q in xv], rotation=0 if len(xv) <= 8 else 45)
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("sequence length L (tokens)")
+        ax.set_ylabel("wall time per attention call (s)")
+        ax.grid(True, which="major", alpha=0.3)
+        ax.grid(True, which="minor", axis="y", alpha=0.1)
+        if pkeys:
+            ax.set_title(", ".join(f"{k} = {fmt(q) if not isinstance(q, str) else q}"
+                                   for k, q in zip(pkeys, pv)), fontsize=10)
+        ax.legend(loc="lower right", fontsize=8.5, title="median of the repeats, bars: min to max",
+                  title_fontsize=8.5)
+
+    fixed = []
+    for k in ("d", "m", "dtype", "threads"):
+        vals = uniq(table, k) if k in header else []
+        if len(vals) == 1:
+            q = vals[0]
+            fixed.append(f"{fmt(q)} threads" if k == "threads" else
+                         (q if isinstance(q, str) else f"{k} = {fmt(q)}"))
+    inputs = cfg.get("inputs") if isinstance(cfg.get("inputs"), dict) else {}
+    if inputs.get("d_v") is not None:
+        at = next((i + 1 for i, f in enumerate(fixed) if f.startswith("d =")), 0)
+        fixed.insert(at, f"d_v = {inputs['d_v']}")
+    reps = uniq(table, "repeats") if "repeats" in header else []
+    if len(reps) == 1:
+        fixed.append(f"{fmt(reps[0])} repeats")
+    if env.get("cpu"):
+        fixed.append(f"CPU: {env['cpu']}")
+    name = cfg.get("name") or os.path.basename(os.path.normpath(os.path.abspath(os.path.dirname(path))))
+    causal = " causal" if cfg.get("causal") else ""
+    title = f"{name}: exact vs FAVOR{causal} attention time over sequence length " \
+            f"(Performer Fig. 3 counterpart)\n" + ", ".join(fixed)
+    if notes:
+        title += "\n" + "; ".join(notes)
+    fig.suptitle(title, fontsize=11)
+    fig.savefig(out, dpi=150)
+    plt.close(fig)
 
 
 # ----------------------------------------------------------------------------- main
 
 def main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description="Plot a favor result directory "
-                                 "(summary.csv + run.json) as a PNG.")
+                                 "(summary.csv or timing.csv, + run.json) as a PNG.")
     ap.add_argument("result_dir", metavar="RESULT_DIR")
     ap.add_argument("--out", metavar="PNG", help="output file (default RESULT_DIR/<name>.png)")
-    ap.add_argument("--kind", choices=["auto", "m", "L", "scale", "kernel", "angle"], default="auto")
+    ap.add_argument("--kind", choices=["auto", "m", "L", "scale", "kernel", "angle", "timing"],
+                    default="auto")
     ap.add_argument("--metric", default=None,
                     help="approximation metric to plot (default output_mse, else the first present)")
+    ap.add_argument("--stat", choices=["mean", "median"], default="mean",
+                    help="mean (band: ± std of the trials; default) or median "
+                         "(band: 10th to 90th percentile)")
+    ap.add_argument("--x", choices=["m", "num_features"], default="m", dest="x",
+                    help="x axis of --kind m: m, or num_features (feature columns: cost)")
     a = ap.parse_args(argv)
 
-    path, header, table = read_summary(a.result_dir)
-    cfg = read_run_json(a.result_dir)
-    is_kernel = "angle" in header and "norm" in header
+    run = read_run(a.result_dir) if os.path.isdir(a.result_dir) else {}
+    cfg = run_config(run)
     kind = a.kind
+    has_summary = os.path.isfile(os.path.join(a.result_dir, "summary.csv"))
+    has_timing = os.path.isfile(os.path.join(a.result_dir, "timing.csv"))
+    if kind == "auto" and has_timing and not has_summary:
+        kind = "timing"
+    if kind == "timing":
+        if a.metric is not None or a.stat != "mean" or a.x != "m":
+            die("--metric, --stat and --x do not apply to --kind timing")
+        path, header, table = read_summary(a.result_dir, "timing.csv",
+                                           ("variant", "dtype", "status"))
+        out = a.out or default_out(a.result_dir, cfg, "_timing" if has_summary else "")
+        _check_outdir(out)
+        try:
+            timing_plot(path, header, table, run, out)
+        except OSError as e:
+            die(f"{out}: cannot write: {e}")
+        print(out)
+        return 0
+
+    path, header, table = read_summary(a.result_dir)
+    is_kernel = "angle" in header and "norm" in header
     if kind == "auto":
         if is_kernel:
             kind = "kernel"
@@ -652,11 +1025,16 @@ def main(argv=None):
         die(f"{path}: not a kernel table (no norm/angle columns); use --kind m, L or scale")
     if not kernel_kind and is_kernel:
         die(f"{path}: a kernel table can only be drawn with --kind kernel or angle")
+    if a.x != "m":
+        if kind != "m":
+            die(f"--x {a.x} applies to --kind m only (this plot is --kind {kind})")
+        if a.x not in header:
+            die(f"{path}: --x {a.x} needs a {a.x} column, absent from this table (use --x m)")
 
     suffix = "_vs_angle" if kind == "angle" else ""
     metric = None
     if not kernel_kind:
-        present = [mt for mt in METRICS if f"{mt}_mean" in header]
+        present = [mt for mt in METRICS if f"{mt}_mean" in header or f"{mt}_median" in header]
         extra = [h[:-5] for h in header if h.endswith("_mean") and h[:-5] not in present]
         present += extra
         if a.metric is None:
@@ -669,26 +1047,38 @@ def main(argv=None):
                 die(f"{path}: no {metric}_mean column (present: {', '.join(present) or 'none'})")
             if metric != "output_mse":
                 suffix += f"_{metric}"
-        if a.kind != "auto":
+        if a.stat != "mean":
+            suffix += f"_{a.stat}"
+        if a.x != "m":
+            suffix += f"_vs_{a.x}"
+        elif a.kind != "auto":
             suffix += f"_vs_{kind}"
-    elif a.metric is not None:
-        print(f"{PROG}: note: --metric ignored for kernel tables", file=sys.stderr)
+    else:
+        if a.metric is not None:
+            print(f"{PROG}: note: --metric ignored for kernel tables", file=sys.stderr)
+        if a.stat != "mean":
+            die(f"{path}: --stat {a.stat} does not apply to kernel tables (one MSE per point)")
 
     out = a.out or default_out(a.result_dir, cfg, suffix)
-    outdir = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(outdir):
-        die(f"--out {out}: directory {outdir} does not exist")
+    _check_outdir(out)
     try:
         if kind == "kernel":
             kernel_plot(path, header, table, cfg, out)
         elif kind == "angle":
             angle_plot(path, header, table, cfg, out)
         else:
-            approx_plot(path, header, table, cfg, kind, metric, out)
+            approx_plot(path, header, table, cfg, kind, metric, out, stat=a.stat, xkey=a.x
+                        if kind == "m" else None)
     except OSError as e:
         die(f"{out}: cannot write: {e}")
     print(out)
     return 0
+
+
+def _check_outdir(out):
+    outdir = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(outdir):
+        die(f"--out {out}: directory {outdir} does not exist")
 
 
 if __name__ == "__main__":

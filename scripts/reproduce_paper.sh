@@ -1,22 +1,63 @@
 #!/usr/bin/env bash
-# Regenerates results/: runs every paper config and draws its figure. Deterministic: a
+# Regenerates results/: runs every paper config and draws its figures. Deterministic: a
 # second run gives identical CSVs (run.json records the time and host, so it differs).
-# Usage: scripts/reproduce_paper.sh [--no-build]
+# Timings depend on the machine: results/timing_vs_L is re-measured only with --timing; its
+# figure is redrawn from the committed timing.csv otherwise.
+# Usage: scripts/reproduce_paper.sh [--no-build] [--plots-only] [--timing]
+#   --no-build    use the existing build/favor (default: scripts/setup.sh builds it first)
+#   --plots-only  redraw every figure from the committed tables; run no experiment
+#   --timing      also re-measure results/timing_vs_L (about 30 s of wall time, all cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ "${1:-}" = "--no-build" ] || scripts/setup.sh
+build=1 run=1 timing=0
+for arg in "$@"; do
+  case $arg in
+    --no-build) build=0 ;;
+    --plots-only) build=0 run=0 ;;
+    --timing) timing=1 ;;
+    *) echo "usage: scripts/reproduce_paper.sh [--no-build] [--plots-only] [--timing]" >&2; exit 2 ;;
+  esac
+done
+[ "$run" = 1 ] || [ "$timing" = 0 ] || { echo "--plots-only and --timing exclude each other" >&2; exit 2; }
+[ "$build" = 0 ] || scripts/setup.sh
 favor=${FAVOR:-build/favor}
+py=/usr/bin/python3
+has_col() {  # has_col RESULT_DIR COLUMN: summary.csv has that column
+  local h; h=$(head -n 1 "$1/summary.csv" | tr -d '\r')
+  [[ ",$h," == *",$2,"* ]]
+}
+
 configs=(configs/fig2_kernel_mse_ratio.json configs/fig4_output_mse_vs_m.json
          configs/scale_sweep.json configs/L_sweep.json
          configs/beyond_kernel_mse.json configs/beyond_output_mse_vs_m.json)
 for c in "${configs[@]}"; do
   [ -f "$c" ] || continue
   name=$(basename "$c" .json)
+  dir=results/$name
   start=$(date +%s)
-  "$favor" run "$c" --out "results/$name" --quiet
-  /usr/bin/python3 scripts/plot.py "results/$name" --out "results/$name/$name.png"
-  # Many estimators side by side: also kernel MSE vs angle, one panel per (m, norm).
-  [ "$name" != beyond_kernel_mse ] ||
-    /usr/bin/python3 scripts/plot.py "results/$name" --kind angle --out "results/$name/${name}_vs_angle.png"
+  [ "$run" = 0 ] || "$favor" run "$c" --out "$dir" --quiet
+  [ -f "$dir/summary.csv" ] || { echo "[reproduce] $name: no $dir/summary.csv, skipped" >&2; continue; }
+  "$py" scripts/plot.py "$dir" --out "$dir/$name.png"
+  case $name in
+    beyond_kernel_mse)  # many estimators side by side: kernel MSE vs angle, one panel per (m, norm)
+      "$py" scripts/plot.py "$dir" --kind angle --out "$dir/${name}_vs_angle.png" ;;
+    fig4_output_mse_vs_m)  # at equal cost (feature columns), and the median with p10-p90
+      ! has_col "$dir" num_features ||
+        "$py" scripts/plot.py "$dir" --x num_features --out "$dir/${name}_vs_num_features.png"
+      ! has_col "$dir" output_mse_median ||
+        "$py" scripts/plot.py "$dir" --stat median --out "$dir/${name}_median.png" ;;
+    L_sweep|scale_sweep)  # relative error ||Out - Out_hat||_F / ||Out||_F
+      ! has_col "$dir" output_rel_error_mean ||
+        "$py" scripts/plot.py "$dir" --metric output_rel_error --out "$dir/${name}_output_rel_error.png" ;;
+  esac
   echo "[reproduce] $name: $(( $(date +%s) - start )) s"
 done
+
+# Performer Fig. 3 counterpart: wall time vs L, exact vs FAVOR (machine-dependent).
+dir=results/timing_vs_L
+if [ "$timing" = 1 ]; then
+  start=$(date +%s)
+  "$favor" run configs/timing_vs_L.json --out "$dir" --quiet
+  echo "[reproduce] timing_vs_L: $(( $(date +%s) - start )) s"
+fi
+[ ! -f "$dir/timing.csv" ] || "$py" scripts/plot.py "$dir" --kind timing --out "$dir/timing_vs_L.png"
