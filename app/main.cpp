@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "favor/apply.hpp"
+#include "favor/compare.hpp"
 #include "favor/config.hpp"
 #include "favor/files.hpp"
 #include "favor/error.hpp"
@@ -182,6 +183,14 @@ int cmd_apply(const ApplyFlags& a) {
     return 0;
 }
 
+// Writes DIR/comparisons.csv and prints it as Markdown after a line naming the tests.
+int cmd_compare(const std::string& dir, const favor::CompareOptions& opt) {
+    const favor::Table t = favor::compare_results(dir, opt);
+    favor::write_comparisons(dir, t);
+    std::cout << favor::compare_description(opt) << "\n\n" << favor::to_markdown(t);
+    return 0;
+}
+
 int cmd_list() {
     auto join = [](const std::vector<std::string>& v) {
         std::string s;
@@ -267,6 +276,26 @@ int main(int argc, char** argv) {
     apply->add_option("--threads", af.req.threads, "threads for exact attention (default all)");
     apply->add_option("--out", af.out, "output .npy file")->required();
 
+    std::string compare_dir;
+    favor::CompareOptions cf;
+    CLI::App* compare = app.add_subcommand(
+        "compare", "per cell, test every pair of variants of an approximation result; writes DIR/comparisons.csv");
+    compare->add_option("dir", compare_dir, "result directory with errors.csv")->required();
+    compare->add_option("--metric", cf.metrics,
+                        "metric column (default output_mse; repeatable; 'all': every metric present "
+                        "except nonfinite, seconds, kernel_mse_theory)");
+    compare->add_option("--alpha", cf.alpha, "level for the verdict, in (0, 1) (default 0.05)");
+    compare->footer(
+        "Tests (two-sided, valid for heavy-tailed samples with unequal variances): when both variants\n"
+        "have the same projection, seed and trials (trial t used the same W on the same inputs), a\n"
+        "sign-flip permutation test of the paired t statistic of d_t = a_t - b_t; otherwise a\n"
+        "permutation test of the Welch t statistic (exact under exchangeability, asymptotically valid\n"
+        "for unequal variances, Janssen 1997). Exact enumeration up to 65536 sign patterns / splits,\n"
+        "else 65536 random ones, p = (1 + #{|t*| >= |t|}) / (1 + 65536). With baseline_<metric> in\n"
+        "summary.csv, every variant is also tested against it (b = uniform, one-sample sign-flip).\n"
+        "p_holm: Holm-Bonferroni over each metric's rows; verdict a<b / a>b when p_holm < alpha.\n"
+        "ratio = mean_a / mean_b with a 95% bootstrap percentile interval (10000 resamples, seeded).");
+
     CLI::App* list = app.add_subcommand("list", "feature maps, projections, metrics, experiment kinds");
 
     try {
@@ -283,6 +312,7 @@ int main(int argc, char** argv) {
         if (*proj) return cmd_projection(pf);
         if (*apply) return cmd_apply(af);
         if (*merge) return cmd_merge(merge_out, merge_dirs, merge_quiet);
+        if (*compare) return cmd_compare(compare_dir, cf);
         if (*list) return cmd_list();
     } catch (const Error& e) {
         std::cerr << "favor: " << e.what() << "\n";

@@ -1,0 +1,231 @@
+#include "favor/compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <sstream>
+
+#include "favor/metrics.hpp"
+#include "favor/error.hpp"
+#include "favor/names.hpp"
+#include "favor/rng.hpp"
+
+namespace favor {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+double mean_of(const std::vector<double>& x) {
+    double s = 0;
+    for (double v : x) s += v;
+    return s / double(x.size());
+}
+
+// Sample variance (n - 1 denominator), two passes for accuracy.
+double variance_of(const std::vector<double>& x, double mean) {
+    double ss = 0;
+    for (double v : x) ss += (v - mean) * (v - mean);
+    return ss / double(x.size() - 1);
+}
+
+// A uniform index in [0, n) from number i of a stream.
+std::size_t index_at(std::uint64_t key, std::uint64_t i, std::size_t n) {
+    const auto j = static_cast<std::size_t>(uniform_at(key, i) * double(n));
+    return j < n ? j : n - 1;
+}
+
+// |t| >= |t_obs| up to rounding: mathematically tied permutations must count.
+bool as_extreme(double t, double t_obs) { return std::fabs(t) >= std::fabs(t_obs) * (1 - kTieTolerance); }
+
+// x / y, with x / x = 1 (also 0 / 0): identical samples have ratio 1.
+double ratio_of(double x, double y) { return x == y ? 1.0 : x / y; }
+
+// C(n, k), or cap + 1 as soon as it exceeds cap.
+std::uint64_t binomial_capped(std::size_t n, std::size_t k, std::uint64_t cap) {
+    k = std::min(k, n - k);
+    std::uint64_t r = 1;
+    for (std::size_t i = 1; i <= k; ++i) {
+        r = r * (n - k + i) / i;   // exact: r * (n - k + i) = i * C(n - k + i, i)
+        if (r > cap) return cap + 1;
+    }
+    return r;
+}
+
+// Linear-interpolation quantile (numpy's default) of sorted values.
+double quantile_sorted(const std::vector<double>& v, double q) {
+    const double pos = q * double(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(pos);
+    const std::size_t hi = std::min(lo + 1, v.size() - 1);
+    const double frac = pos - double(lo);
+    if (frac == 0 || v[lo] == v[hi]) return v[lo];
+    if (!std::isfinite(v[lo]) || !std::isfinite(v[hi])) return frac < 0.5 ? v[lo] : v[hi];
+    return v[lo] + frac * (v[hi] - v[lo]);
+}
+
+std::pair<double, double> percentile_95(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return {quantile_sorted(v, 0.025), quantile_sorted(v, 0.975)};
+}
+
+}  // namespace
+
+double paired_t(const std::vector<double>& d) {
+    const double m = mean_of(d);
+    if (m == 0) return 0.0;
+    const double var = variance_of(d, m);
+    if (var == 0) return m > 0 ? kInf : -kInf;
+    return m / std::sqrt(var / double(d.size()));
+}
+
+double welch_t(const std::vector<double>& a, const std::vector<double>& b) {
+    const double ma = mean_of(a), mb = mean_of(b);
+    if (ma == mb) return 0.0;
+    const double se2 = variance_of(a, ma) / double(a.size()) + variance_of(b, mb) / double(b.size());
+    if (se2 == 0) return ma > mb ? kInf : -kInf;
+    return (ma - mb) / std::sqrt(se2);
+}
+
+// Sign-flip permutation test (Fisher's randomization test for paired data, studentized as
+// in Janssen 1999): under H0 each d_t is as likely to be -d_t, so every sign pattern is
+// equally likely; p is the share of patterns whose paired t is at least as extreme.
+double paired_signflip_p(const std::vector<double>& d, std::uint64_t key, const PermutationOptions& opt) {
+    const std::size_t n = d.size();
+    if (n < 2) return kNaN;
+    if (std::all_of(d.begin(), d.end(), [](double v) { return v == 0; })) return 1.0;
+    const double t_obs = paired_t(d);
+    std::vector<double> x(n);
+    const bool exact = n < 63 && (std::uint64_t(1) << n) <= opt.exact_limit;
+    if (exact) {
+        const std::uint64_t patterns = std::uint64_t(1) << n;
+        std::uint64_t count = 0;
+        for (std::uint64_t s = 0; s < patterns; ++s) {
+            for (std::size_t j = 0; j < n; ++j) x[j] = (s >> j) & 1 ? -d[j] : d[j];
+            count += as_extreme(paired_t(x), t_obs);
+        }
+        return double(count) / double(patterns);
+    }
+    std::uint64_t count = 0;
+    for (std::uint64_t r = 0; r < opt.monte_carlo; ++r) {
+        for (std::size_t j = 0; j < n; ++j) x[j] = uniform_at(key, r * n + j) < 0.5 ? -d[j] : d[j];
+        count += as_extreme(paired_t(x), t_obs);
+    }
+    return double(1 + count) / double(1 + opt.monte_carlo);
+}
+
+// Studentized permutation test for two samples (Janssen 1997): the Welch t over every way of
+// splitting the pooled values into groups of the observed sizes. Under exchangeability all
+// splits are equally likely (exact); studentizing keeps it valid for unequal variances.
+double welch_permutation_p(const std::vector<double>& a, const std::vector<double>& b, std::uint64_t key,
+                           const PermutationOptions& opt) {
+    const std::size_t na = a.size(), nb = b.size(), n = na + nb;
+    if (na < 2 || nb < 2) return kNaN;
+    std::vector<double> pooled = a;
+    pooled.insert(pooled.end(), b.begin(), b.end());
+    if (std::all_of(pooled.begin(), pooled.end(), [&](double v) { return v == pooled[0]; })) return 1.0;
+    const double t_obs = welch_t(a, b);
+    std::vector<double> ga(na), gb(nb);
+    std::vector<char> in_a(n);
+    // Welch t of the split `in_a`, each group in pooled order (the observed split gives t_obs).
+    auto split_t = [&]() {
+        std::size_t ia = 0, ib = 0;
+        for (std::size_t j = 0; j < n; ++j) (in_a[j] ? ga[ia++] : gb[ib++]) = pooled[j];
+        return welch_t(ga, gb);
+    };
+    const std::uint64_t splits = binomial_capped(n, na, opt.exact_limit);
+    if (splits <= opt.exact_limit) {
+        std::vector<std::size_t> idx(na);   // the chosen indices, in lexicographic order
+        std::iota(idx.begin(), idx.end(), 0);
+        std::uint64_t count = 0;
+        while (true) {
+            std::fill(in_a.begin(), in_a.end(), 0);
+            for (std::size_t i : idx) in_a[i] = 1;
+            count += as_extreme(split_t(), t_obs);
+            std::size_t i = na;   // advance to the next combination
+            while (i > 0 && idx[i - 1] == n - na + i - 1) --i;
+            if (i == 0) break;
+            ++idx[i - 1];
+            for (std::size_t j = i; j < na; ++j) idx[j] = idx[j - 1] + 1;
+        }
+        return double(count) / double(splits);
+    }
+    std::vector<std::size_t> perm(n);
+    std::uint64_t count = 0;
+    for (std::uint64_t r = 0; r < opt.monte_carlo; ++r) {
+        std::iota(perm.begin(), perm.end(), 0);   // partial Fisher-Yates: a uniform n_a-subset
+        for (std::size_t j = 0; j < na; ++j) std::swap(perm[j], perm[j + index_at(key, r * na + j, n - j)]);
+        std::fill(in_a.begin(), in_a.end(), 0);
+        for (std::size_t j = 0; j < na; ++j) in_a[perm[j]] = 1;
+        count += as_extreme(split_t(), t_obs);
+    }
+    return double(1 + count) / double(1 + opt.monte_carlo);
+}
+
+// Percentile bootstrap (Efron & Tibshirani 1993, ch. 13) of the ratio of means.
+std::pair<double, double> ratio_ci(const std::vector<double>& a, const std::vector<double>& b, bool paired,
+                                   std::uint64_t key, std::size_t resamples) {
+    const std::size_t na = a.size(), nb = b.size();
+    std::vector<double> ratios(resamples);
+    for (std::size_t r = 0; r < resamples; ++r) {
+        double sa = 0, sb = 0;
+        if (paired) {
+            for (std::size_t j = 0; j < na; ++j) {
+                const std::size_t k = index_at(key, r * na + j, na);
+                sa += a[k];
+                sb += b[k];
+            }
+        } else {
+            for (std::size_t j = 0; j < na; ++j) sa += a[index_at(key, r * (na + nb) + j, na)];
+            for (std::size_t j = 0; j < nb; ++j) sb += b[index_at(key, r * (na + nb) + na + j, nb)];
+        }
+        ratios[r] = ratio_of(sa / double(na), sb / double(nb));
+    }
+    return percentile_95(std::move(ratios));
+}
+
+std::pair<double, double> baseline_ratio_ci(const std::vector<double>& x, double baseline, std::uint64_t key,
+                                            std::size_t resamples) {
+    const std::size_t n = x.size();
+    std::vector<double> ratios(resamples);
+    for (std::size_t r = 0; r < resamples; ++r) {
+        double s = 0;
+        for (std::size_t j = 0; j < n; ++j) s += x[index_at(key, r * n + j, n)];
+        ratios[r] = ratio_of(s / double(n), baseline);
+    }
+    return percentile_95(std::move(ratios));
+}
+
+// Holm (1979): the i-th smallest of m p-values is multiplied by m - i + 1, then made
+// monotone by a running maximum and capped at 1.
+std::vector<double> holm(const std::vector<double>& p) {
+    const std::size_t m = p.size();
+    std::vector<std::size_t> order(m);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t i, std::size_t j) { return p[i] < p[j]; });
+    std::vector<double> adj(m);
+    double running = 0;
+    for (std::size_t i = 0; i < m; ++i) {
+        running = std::max(running, std::min(1.0, double(m - i) * p[order[i]]));
+        adj[order[i]] = running;
+    }
+    return adj;
+}
+
+const std::vector<std::string>& compare_metric_names() {
+    static const std::vector<std::string> names = [] {
+        std::vector<std::string> v = metric_names();
+        for (const char* extra : {"output_rel_error", "attention_tv", "attention_kl"})
+            if (std::find(v.begin(), v.end(), extra) == v.end()) v.push_back(extra);
+        return v;
+    }();
+    return names;
+}
+
+}  // namespace favor
