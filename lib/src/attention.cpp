@@ -222,7 +222,7 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
     if (causal || Lk == 0 || !map.blockwise_key_shift()) return favor_attention(est, Q, K, V, causal, threads).out;
     const double xs = 1.0 / std::pow(double(d), 0.25);
     const Mat<T>& W = est.W;
-    const std::size_t F = map.num_features(W.shape(0));
+    const std::size_t F = map.num_features(W.shape(0), d);
 
     // Keys, per block of kFusedKeyRows rows: features into a cache-resident buffer with the
     // block's own shift M_b, then part_b = phiK_b^T [V_b, 1] at once.

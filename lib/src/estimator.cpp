@@ -23,6 +23,11 @@ const FeatureMap& Estimator<T>::ready_map() const {
 
 template <class T>
 Estimator<T> make_estimator(const Variant& v, std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial) {
+    if (!v.map->uses_projection()) {
+        Mat<T> zeros = Mat<T>::from_shape({m, d});
+        zeros.fill(T(0));
+        return {v.map, std::move(zeros), false};
+    }
     return {v.map, cast_mat<T>(draw_projection(v.projection, m, d, seed, trial)), false};
 }
 

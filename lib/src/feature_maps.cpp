@@ -64,7 +64,7 @@ template <class T>
 Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double xs, const Mat<T>& W, Side side,
                              int threads) {
     const std::size_t L = Q.shape(0), d = Q.shape(1), m = W.shape(0);
-    const std::size_t F = f.num_features(m);
+    const std::size_t F = f.num_features(m, d);
     Features<T> out{Mat<T>::from_shape({L, F}), std::vector<double>(L, 0.0)};
     T* phi = out.phi.data();
     advise_hugepages(phi, out.phi.size() * sizeof(T));

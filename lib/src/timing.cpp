@@ -28,7 +28,7 @@ double exact_attention_flops(std::size_t L, std::size_t Lk, std::size_t d, std::
 
 double favor_attention_flops(const FeatureMap& f, std::size_t L, std::size_t Lk, std::size_t d,
                              std::size_t dv, std::size_t m) {
-    const double F = double(f.num_features(m));
+    const double F = double(f.num_features(m, d));
     return 2.0 * double(L + Lk) * double(m) * double(d) + 2.0 * double(Lk) * F * double(dv + 1) +
            2.0 * double(L) * F * double(dv + 1);
 }

@@ -13,7 +13,7 @@ class ExpFamilyMap : public FeatureMapKernels<ExpFamilyMap> {
 public:
     ExpFamilyMap(double epsilon, double A, bool mirrored)
         : FeatureMapKernels(epsilon), A_(A), mirrored_(mirrored) {}
-    std::size_t num_features(std::size_t m) const override { return mirrored_ ? 2 * m : m; }
+    std::size_t num_features(std::size_t m, std::size_t) const override { return mirrored_ ? 2 * m : m; }
     bool blockwise_key_shift() const override { return epsilon() == 0.0; }
 
     template <class T>

@@ -50,8 +50,13 @@ public:
 
     // The config name ("positive").
     virtual std::string name() const = 0;
-    // Columns of phi for m random vectors.
-    virtual std::size_t num_features(std::size_t m) const { return m; }
+    // Columns of phi for m random vectors (or landmarks) in dimension d.
+    virtual std::size_t num_features(std::size_t m, std::size_t d) const { return m; }
+    // Whether phi is built from the random matrix W (false: W is a zero (m, d) placeholder,
+    // and a variant of this map may not name a projection).
+    virtual bool uses_projection() const { return true; }
+    // Whether Out_hat = D^{-1} phi(Q) (phi(K)^T V) (true) or phi(Q) (phi(K)^T V) as it is.
+    virtual bool row_normalised() const { return true; }
     // Whether E[phi(x) . phi(y)] = SM(x, y).
     virtual bool estimates_softmax() const { return true; }
     // The parameters as run.json records them (epsilon, and the map's own).

@@ -14,7 +14,7 @@ class TrigMap : public FeatureMapKernels<TrigMap> {
 public:
     using FeatureMapKernels::FeatureMapKernels;
     std::string name() const override { return "trig"; }
-    std::size_t num_features(std::size_t m) const override { return 2 * m; }
+    std::size_t num_features(std::size_t m, std::size_t) const override { return 2 * m; }
     std::optional<double> pair_mse(double x2, double y2, double xy, std::size_t m, std::size_t) const override {
         return mse_trig_iid(x2, y2, xy, m);
     }
