@@ -1,6 +1,7 @@
 // The "approximation" experiment: attention errors of each estimator against exact
 // attention, per cell (variant, L, d, m, scale) and trial (docs/design.md sections 3 and 6).
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -79,6 +80,29 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
     return out;
 }
 
+// The metrics computed from the output alone.
+template <class T>
+void output_values(const Mat<double>& reference, const Mat<T>& out, Values& v) {
+    v["output_mse"] = output_mse(reference, out);
+    v["output_rel_error"] = output_rel_error(reference, out);
+    v["nonfinite"] = double(count_nonfinite(out));
+}
+
+// The metrics of the streamed pass over all pairs (i, j); attention_kl stays blank where it
+// is undefined (some A_hat entry <= 0).
+template <class T>
+void pairwise_values(const Head<T>& h, const Features<double>& fq, const Features<double>& fk,
+                     const PairwiseRequest& req, int threads, Values& v) {
+    if (!req.any()) return;
+    const PairwiseResult p = pairwise_metrics(h.x, h.y, fq, fk, req, threads);
+    if (req.attention_mse) v["attention_mse"] = p.attention_mse;
+    if (req.attention_tv) v["attention_tv"] = p.attention_tv;
+    if (req.attention_kl && !std::isnan(p.attention_kl)) v["attention_kl"] = p.attention_kl;
+    if (req.kernel_mse) v["kernel_mse"] = p.kernel_mse;
+    if (req.negative_fraction) v["negative_fraction"] = p.negative_fraction;
+    if (req.theory) v["kernel_mse_theory"] = p.kernel_mse_theory;
+}
+
 // The metric columns of one head for one estimator.
 template <class T>
 Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std::string>& cols, bool causal,
@@ -87,19 +111,31 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     const auto t0 = std::chrono::steady_clock::now();
     const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
     v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    v["output_mse"] = output_mse(h.reference, a.out);
-    v["nonfinite"] = double(count_nonfinite(a.out));
+    output_values(h.reference, a.out, v);
     const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.q.shape(1));
-    if (req.any()) {
-        const PairwiseResult p = pairwise_metrics(h.x, h.y, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
-                                                  Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req,
-                                                  inner_threads);
-        if (req.attention_mse) v["attention_mse"] = p.attention_mse;
-        if (req.kernel_mse) v["kernel_mse"] = p.kernel_mse;
-        if (req.negative_fraction) v["negative_fraction"] = p.negative_fraction;
-        if (req.theory) v["kernel_mse_theory"] = p.kernel_mse_theory;
-    }
+    pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
+                    Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads, v);
     return v;
+}
+
+// The baseline metrics of one head: uniform attention, i.e. the estimator whose features
+// are the constant 1 (A_hat_ij = 1/n_i, Out_hat = the mean of the visible rows of V).
+template <class T>
+Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, bool causal, int threads) {
+    std::vector<std::string> wanted;
+    for (const auto& c : cols)
+        if (find_metric(c)->has_baseline) wanted.push_back(c);
+    Values v;
+    if (wanted.empty()) return v;
+    Features<double> fq{Mat<double>::from_shape({h.x.shape(0), 1}), std::vector<double>(h.x.shape(0), 0.0)};
+    Features<double> fk{Mat<double>::from_shape({h.y.shape(0), 1}), std::vector<double>(h.y.shape(0), 0.0)};
+    fq.phi.fill(1.0);
+    fk.phi.fill(1.0);
+    output_values(h.reference, linear_attention(fq.phi, fk.phi, cast_mat<double>(h.v), causal, threads), v);
+    pairwise_values(h, fq, fk, PairwiseRequest::of(wanted, causal, nullptr, 0, 0), threads, v);
+    Values out;
+    for (const auto& c : wanted) out[c] = v[c];
+    return out;
 }
 
 // One row of values for all heads: averaged over batch x heads, or summed where the metric
@@ -122,6 +158,71 @@ std::string cell_text(const Values& v, const std::string& col) {
     const auto it = v.find(col);
     if (it == v.end() || !it->second) return "";
     return col == "nonfinite" ? format_count(std::size_t(*it->second)) : format_number(it->second);
+}
+
+// errors.csv: one row per (cell, trial), or per (cell, trial, head) with "per_head".
+template <class T>
+Table error_rows(const Config& cfg, const Axes& ax, const Grid& grid, const std::vector<std::size_t>& cells,
+                 const std::vector<Instance<T>>& instances, const std::vector<std::vector<Values>>& values,
+                 const std::vector<std::string>& cols) {
+    const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
+    Table t;
+    t.columns = approximation_key_columns();
+    if (per_head) t.columns.push_back("head");
+    for (const char* c : {"trial", "seed"}) t.columns.push_back(c);
+    for (const auto& col : cols) t.columns.push_back(col);
+    for (std::size_t item = 0; item < values.size(); ++item) {
+        const std::vector<std::size_t> at = grid.at(cells[item / cfg.trials]);
+        const Variant& var = cfg.variants[at[0]];
+        const Instance<T>& in = instances[ax.instance(at)];
+        const std::size_t m = cfg.m[at[3]];
+        const std::vector<Values> rows = per_head ? values[item] : std::vector<Values>{combine_heads(values[item], cols)};
+        for (std::size_t h = 0; h < rows.size(); ++h) {
+            std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(), format_count(in.L),
+                                             format_count(in.d), format_count(m),
+                                             format_count(var.map->num_features(m, in.d)), format_number(in.scale)};
+            if (per_head) row.push_back(format_count(h));
+            row.push_back(format_count(item % cfg.trials));
+            row.push_back(std::to_string(cfg.seed));
+            for (const auto& col : cols) row.push_back(cell_text(rows[h], col));
+            t.rows.push_back(std::move(row));
+        }
+    }
+    return t;
+}
+
+// The columns a baseline row is matched on in summary.csv.
+std::vector<std::string> baseline_keys(const Table& errors) {
+    std::vector<std::string> k = {"L", "d", "scale"};
+    if (errors.has_column("head")) k.push_back("head");
+    return k;
+}
+
+// baseline_<metric> per (L, d, scale[, head]) for the instances in use.
+template <class T>
+Table baseline_rows(const Config& cfg, const std::vector<Instance<T>>& instances, const std::vector<std::string>& cols,
+                    int threads) {
+    const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
+    Table t;
+    t.columns = {"L", "d", "scale"};
+    if (per_head) t.columns.push_back("head");
+    std::vector<std::string> names;
+    for (const auto& c : cols)
+        if (find_metric(c)->has_baseline) names.push_back(c), t.columns.push_back("baseline_" + c);
+    if (names.empty()) return t;
+    for (const Instance<T>& in : instances) {
+        if (in.heads.empty()) continue;
+        std::vector<Values> heads;
+        for (const Head<T>& h : in.heads) heads.push_back(uniform_baseline(h, cols, cfg.causal, threads));
+        const std::vector<Values> rows = per_head ? heads : std::vector<Values>{combine_heads(heads, names)};
+        for (std::size_t h = 0; h < rows.size(); ++h) {
+            std::vector<std::string> row = {format_count(in.L), format_count(in.d), format_number(in.scale)};
+            if (per_head) row.push_back(format_count(h));
+            for (const auto& c : names) row.push_back(cell_text(rows[h], c));
+            t.rows.push_back(std::move(row));
+        }
+    }
+    return t;
 }
 
 template <class T>
@@ -149,31 +250,12 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
             values[item].push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
         if (opt.progress) opt.progress(done.fetch_add(1) + 1, total);
     });
-
-    // Rows: per head when asked for, otherwise one row per (cell, trial).
-    const bool per_head = npy && cfg.inputs.per_head;
     RunResult r;
+    r.errors = error_rows(cfg, ax, grid, cells, instances, values, cols);
     std::vector<std::string> keys = approximation_key_columns();
-    if (per_head) keys.push_back("head");
-    r.errors.columns = keys;
-    for (const char* c : {"trial", "seed"}) r.errors.columns.push_back(c);
-    for (const auto& col : cols) r.errors.columns.push_back(col);
-    for (std::size_t item = 0; item < total; ++item) {
-        const std::vector<std::size_t> at = grid.at(cells[item / trials]);
-        const Variant& var = cfg.variants[at[0]];
-        const Instance<T>& in = instances[ax.instance(at)];
-        const std::vector<Values> rows = per_head ? values[item] : std::vector<Values>{combine_heads(values[item], cols)};
-        for (std::size_t h = 0; h < rows.size(); ++h) {
-            std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(), format_count(in.L),
-                                             format_count(in.d), format_count(cfg.m[at[3]]), format_number(in.scale)};
-            if (per_head) row.push_back(format_count(h));
-            row.push_back(format_count(item % trials));
-            row.push_back(std::to_string(cfg.seed));
-            for (const auto& col : cols) row.push_back(cell_text(rows[h], col));
-            r.errors.rows.push_back(std::move(row));
-        }
-    }
+    if (r.errors.has_column("head")) keys.push_back("head");
     r.summary = summarize(r.errors, keys, stat_columns(cols), value_columns(cols));
+    r.summary = join_columns(r.summary, baseline_rows(cfg, instances, cols, threads), baseline_keys(r.errors));
     r.info = std::move(info);
     return r;
 }

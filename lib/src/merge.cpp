@@ -39,6 +39,33 @@ void merge_list(json& into, const json& from) {
     into = all;
 }
 
+// The baseline_<metric> columns of the inputs' summaries, one row per key (`on`): every
+// input computed them from the same inputs, so copies must agree.
+Table merged_baselines(const std::vector<std::string>& dirs, const std::vector<std::string>& on) {
+    Table out;
+    std::map<std::vector<std::string>, std::vector<std::string>> seen;
+    for (const auto& dir : dirs) {
+        const Table t = read_csv(dir + "/summary.csv");
+        std::vector<std::size_t> idx;
+        for (const auto& c : on) idx.push_back(t.column(c));
+        std::vector<std::string> cols = on;
+        for (std::size_t c = 0; c < t.columns.size(); ++c)
+            if (t.columns[c].rfind("baseline_", 0) == 0) idx.push_back(c), cols.push_back(t.columns[c]);
+        if (cols.size() == on.size()) continue;
+        if (out.columns.empty()) out.columns = cols;
+        else if (cols != out.columns) throw Error(dir + "/summary.csv: baseline columns differ from the other inputs'");
+        for (const auto& r : t.rows) {
+            std::vector<std::string> row;
+            for (std::size_t i : idx) row.push_back(r[i]);
+            const std::vector<std::string> key(row.begin(), row.begin() + std::ptrdiff_t(on.size()));
+            const auto [it, fresh] = seen.emplace(key, row);
+            if (fresh) out.rows.push_back(row);
+            else if (it->second != row) throw Error(dir + "/summary.csv: baseline values differ from another input's for the same inputs");
+        }
+    }
+    return out;
+}
+
 }  // namespace
 
 RunResult merge_results(const std::vector<std::string>& dirs) {
@@ -119,6 +146,10 @@ RunResult merge_results(const std::vector<std::string>& dirs) {
         std::vector<std::string> summary_keys = approximation_key_columns();
         if (per_head) summary_keys.push_back("head");
         res.summary = summarize(res.errors, summary_keys, stat_columns(cols), value_columns(cols));
+        std::vector<std::string> on = {"L", "d", "scale"};
+        if (per_head) on.push_back("head");
+        const Table baselines = merged_baselines(dirs, on);
+        if (!baselines.columns.empty()) res.summary = join_columns(res.summary, baselines, on);
     }
     res.info["config"] = config;
     res.info["merged_from"] = dirs;

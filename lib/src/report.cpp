@@ -1,5 +1,6 @@
 #include "favor/report.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -110,10 +111,22 @@ Table read_csv(const std::string& path) {
     return parse_csv(buf.str(), path);
 }
 
+double quantile(std::vector<double> xs, double p) {
+    if (xs.empty()) return std::nan("");
+    std::sort(xs.begin(), xs.end());
+    const double h = p * double(xs.size() - 1);
+    const std::size_t lo = std::size_t(std::floor(h));
+    if (lo + 1 >= xs.size()) return xs.back();
+    return xs[lo] + (h - double(lo)) * (xs[lo + 1] - xs[lo]);
+}
+
 Stats describe(const std::vector<double>& xs) {
     Stats s;
     s.n = xs.size();
     if (xs.empty()) return s;
+    s.median = quantile(xs, 0.5);
+    s.p10 = quantile(xs, 0.1);
+    s.p90 = quantile(xs, 0.9);
     for (double x : xs) s.mean += x;
     s.mean /= double(xs.size());
     if (xs.size() < 2) {
@@ -139,7 +152,7 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
     out.columns = key_columns;
     out.columns.push_back("trials");
     for (const auto& c : metric_columns)
-        for (const char* s : {"_mean", "_std", "_sem"}) out.columns.push_back(c + s);
+        for (const char* s : {"_mean", "_std", "_sem", "_median", "_p10", "_p90"}) out.columns.push_back(c + s);
     for (const auto& c : plain_columns) out.columns.push_back(c);
 
     // Groups in order of first appearance.
@@ -173,7 +186,7 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
         for (std::size_t i : metric_idx) {
             bool any;
             const Stats s = describe(column_values(groups[g], i, any));
-            for (double v : {s.mean, s.std, s.sem}) row.push_back(any ? format_number(v) : "");
+            for (double v : {s.mean, s.std, s.sem, s.median, s.p10, s.p90}) row.push_back(any ? format_number(v) : "");
         }
         for (std::size_t i : plain_idx) {
             bool any;
@@ -181,6 +194,28 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
             row.push_back(any ? format_number(s.mean) : "");
         }
         out.rows.push_back(std::move(row));
+    }
+    return out;
+}
+
+Table join_columns(const Table& left, const Table& right, const std::vector<std::string>& on) {
+    std::vector<std::size_t> li, ri, extra;
+    for (const auto& c : on) li.push_back(left.column(c)), ri.push_back(right.column(c));
+    for (std::size_t c = 0; c < right.columns.size(); ++c)
+        if (std::find(on.begin(), on.end(), right.columns[c]) == on.end()) extra.push_back(c);
+    std::map<std::vector<std::string>, const std::vector<std::string>*> index;
+    for (const auto& r : right.rows) {
+        std::vector<std::string> k;
+        for (std::size_t i : ri) k.push_back(r[i]);
+        index.emplace(std::move(k), &r);
+    }
+    Table out = left;
+    for (std::size_t c : extra) out.columns.push_back(right.columns[c]);
+    for (auto& r : out.rows) {
+        std::vector<std::string> k;
+        for (std::size_t i : li) k.push_back(r[i]);
+        const auto it = index.find(k);
+        for (std::size_t c : extra) r.push_back(it == index.end() ? "" : (*it->second)[c]);
     }
     return out;
 }

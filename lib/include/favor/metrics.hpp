@@ -28,6 +28,8 @@ struct MetricInfo {
     Summary summary;
     bool always;            // in every approximation table, asked for or not
     const char* implied_by; // also present whenever this metric is asked for ("" if none)
+    bool has_baseline;      // summary.csv also gives baseline_<name>: its value for uniform
+                            // attention (every A_hat row 1/n: Out_hat = mean of V) on the inputs
 };
 const std::vector<MetricInfo>& metric_table();
 const MetricInfo* find_metric(const std::string& name);   // nullptr if unknown
@@ -42,6 +44,10 @@ std::vector<std::string> value_columns(const std::vector<std::string>& columns);
 template <class T>
 double output_mse(const Mat<double>& exact, const Mat<T>& approx);
 
+// output_rel_error: ||Out - Out_hat||_F / ||Out||_F.
+template <class T>
+double output_rel_error(const Mat<double>& exact, const Mat<T>& approx);
+
 // nonfinite: number of NaN / Inf entries.
 template <class T>
 std::size_t count_nonfinite(const Mat<T>& a);
@@ -53,11 +59,15 @@ std::function<double(double x2, double y2, double xy)> kernel_theory(const Featu
 
 struct PairwiseRequest {
     bool attention_mse = false;      // mean (A - A_hat)^2
+    bool attention_tv = false;       // mean over rows of (1/2) sum_j |A_ij - A_hat_ij|
+    bool attention_kl = false;       // mean over rows of KL(A_i || A_hat_i), NaN if some A_hat <= 0
     bool kernel_mse = false;         // mean (SM - phi(x).phi(y))^2, with the shifts undone
     bool negative_fraction = false;  // share of A_hat entries < 0
     std::function<double(double, double, double)> theory;  // kernel_mse_theory, if set
     bool causal = false;             // only pairs j <= i
-    bool any() const { return attention_mse || kernel_mse || negative_fraction || bool(theory); }
+    bool any() const {
+        return attention_mse || attention_tv || attention_kl || kernel_mse || negative_fraction || bool(theory);
+    }
     // The request for these metric columns; the theory comes from `map` (resolved) with m
     // random vectors, where it has one.
     static PairwiseRequest of(const std::vector<std::string>& columns, bool causal, const FeatureMapPtr& map,
@@ -66,7 +76,8 @@ struct PairwiseRequest {
 
 struct PairwiseResult {
     static constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-    double attention_mse = nan, kernel_mse = nan, kernel_mse_theory = nan, negative_fraction = nan;
+    double attention_mse = nan, attention_tv = nan, attention_kl = nan, kernel_mse = nan, kernel_mse_theory = nan,
+           negative_fraction = nan;
 };
 
 // X: (L, d), Y: (Lk, d) scaled inputs; fq, fk: their features (float64).
