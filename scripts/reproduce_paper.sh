@@ -36,6 +36,8 @@ for c in "${configs[@]}"; do
   dir=results/$name
   start=$(date +%s)
   [ "$run" = 0 ] || "$favor" run "$c" --out "$dir" --quiet
+  # Significance of every pairwise difference and against uniform attention (comparisons.csv).
+  [ "$run" = 0 ] || [ ! -f "$dir/errors.csv" ] || "$favor" compare "$dir" --metric all > /dev/null
   [ -f "$dir/summary.csv" ] || { echo "[reproduce] $name: no $dir/summary.csv, skipped" >&2; continue; }
   "$py" scripts/plot.py "$dir" --out "$dir/$name.png"
   case $name in
@@ -45,10 +47,14 @@ for c in "${configs[@]}"; do
       ! has_col "$dir" num_features ||
         "$py" scripts/plot.py "$dir" --x num_features --out "$dir/${name}_vs_num_features.png"
       ! has_col "$dir" output_mse_median ||
-        "$py" scripts/plot.py "$dir" --stat median --out "$dir/${name}_median.png" ;;
+        "$py" scripts/plot.py "$dir" --stat median --out "$dir/${name}_median.png"
+      ! has_col "$dir" attention_tv_mean ||
+        "$py" scripts/plot.py "$dir" --metric attention_tv --out "$dir/${name}_attention_tv.png" ;;
     L_sweep|scale_sweep)  # relative error ||Out - Out_hat||_F / ||Out||_F
       ! has_col "$dir" output_rel_error_mean ||
-        "$py" scripts/plot.py "$dir" --metric output_rel_error --out "$dir/${name}_output_rel_error.png" ;;
+        "$py" scripts/plot.py "$dir" --metric output_rel_error --out "$dir/${name}_output_rel_error.png"
+      ! has_col "$dir" attention_tv_mean ||
+        "$py" scripts/plot.py "$dir" --metric attention_tv --out "$dir/${name}_attention_tv.png" ;;
   esac
   echo "[reproduce] $name: $(( $(date +%s) - start )) s"
 done

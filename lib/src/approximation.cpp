@@ -139,17 +139,19 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
 }
 
 // One row of values for all heads: averaged over batch x heads, or summed where the metric
-// table says so (nonfinite, seconds).
+// table says so (nonfinite, seconds). Blank if any head's value is blank (attention_kl: a
+// blank is an infinite divergence, so the average is infinite too).
 Values combine_heads(const std::vector<Values>& heads, const std::vector<std::string>& cols) {
     Values out;
     for (const std::string& col : cols) {
         double total = 0;
-        bool any = false;
+        bool all = !heads.empty();
         for (const auto& v : heads) {
             const auto it = v.find(col);
-            if (it != v.end() && it->second) total += *it->second, any = true;
+            if (it != v.end() && it->second) total += *it->second;
+            else all = false;
         }
-        if (any) out[col] = find_metric(col)->summed_over_heads ? total : total / double(heads.size());
+        if (all) out[col] = find_metric(col)->summed_over_heads ? total : total / double(heads.size());
     }
     return out;
 }

@@ -66,20 +66,11 @@ Table merged_baselines(const std::vector<std::string>& dirs, const std::vector<s
     return out;
 }
 
-}  // namespace
-
-RunResult merge_results(const std::vector<std::string>& dirs) {
-    if (dirs.empty()) throw Error("merge: no input directories");
-    std::vector<json> infos;
-    for (const auto& d : dirs) infos.push_back(read_run_json(d));
+// The inputs' configs combined: the same experiment kind and dtype, the union of their
+// variants (in order of first appearance, returned in `variant_order`) and grid lists.
+json merged_config(const std::vector<std::string>& dirs, const std::vector<json>& infos, const std::string& kind,
+                   std::vector<std::string>& variant_order) {
     const json& first = infos[0]["config"];
-    const std::string kind = first.value("experiment", "approximation");
-    if (kind == "timing") throw Error(dirs[0] + ": merge combines approximation and kernel results, not timing");
-    const bool kernel = kind == "kernel";
-    const std::string file = kernel ? "summary.csv" : "errors.csv";
-
-    // Variant order: first appearance in the inputs' configs.
-    std::vector<std::string> variant_order;
     json config = first;
     for (std::size_t i = 0; i < dirs.size(); ++i) {
         const json& c = infos[i]["config"];
@@ -99,6 +90,24 @@ RunResult merge_results(const std::vector<std::string>& dirs) {
             for (const char* k : {"L", "d", "scale"})
                 if (c["inputs"].contains(k)) merge_list(config["inputs"][k], c["inputs"][k]);
     }
+
+    return config;
+}
+
+}  // namespace
+
+RunResult merge_results(const std::vector<std::string>& dirs) {
+    if (dirs.empty()) throw Error("merge: no input directories");
+    std::vector<json> infos;
+    for (const auto& d : dirs) infos.push_back(read_run_json(d));
+    const json& first = infos[0]["config"];
+    const std::string kind = first.value("experiment", "approximation");
+    if (kind == "timing") throw Error(dirs[0] + ": merge combines approximation and kernel results, not timing");
+    const bool kernel = kind == "kernel";
+    const std::string file = kernel ? "summary.csv" : "errors.csv";
+
+    std::vector<std::string> variant_order;
+    const json config = merged_config(dirs, infos, kind, variant_order);
 
     Table all;
     for (std::size_t i = 0; i < dirs.size(); ++i) {

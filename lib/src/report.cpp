@@ -169,13 +169,17 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
         }
         groups[it->second].push_back(&r);
     }
+    // A group's values of column i; `all` is false if any row's cell is blank (not applicable,
+    // or attention_kl's infinite divergence), and then the statistics are blank too.
     auto column_values = [](const std::vector<const std::vector<std::string>*>& g, std::size_t i,
-                            bool& any) {
+                            bool& all) {
         std::vector<double> xs;
-        any = false;
+        all = !g.empty();
         for (const auto* r : g) {
-            if ((*r)[i].empty()) continue;
-            any = true;
+            if ((*r)[i].empty()) {
+                all = false;
+                continue;
+            }
             xs.push_back(std::strtod((*r)[i].c_str(), nullptr));
         }
         return xs;
@@ -184,14 +188,14 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
         std::vector<std::string> row = keys[g];
         row.push_back(std::to_string(groups[g].size()));
         for (std::size_t i : metric_idx) {
-            bool any;
-            const Stats s = describe(column_values(groups[g], i, any));
-            for (double v : {s.mean, s.std, s.sem, s.median, s.p10, s.p90}) row.push_back(any ? format_number(v) : "");
+            bool all;
+            const Stats s = describe(column_values(groups[g], i, all));
+            for (double v : {s.mean, s.std, s.sem, s.median, s.p10, s.p90}) row.push_back(all ? format_number(v) : "");
         }
         for (std::size_t i : plain_idx) {
-            bool any;
-            const Stats s = describe(column_values(groups[g], i, any));
-            row.push_back(any ? format_number(s.mean) : "");
+            bool all;
+            const Stats s = describe(column_values(groups[g], i, all));
+            row.push_back(all ? format_number(s.mean) : "");
         }
         out.rows.push_back(std::move(row));
     }
