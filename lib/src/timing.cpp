@@ -1,4 +1,4 @@
-// The "timing" experiment (design.md section 5): per variant (exact, or a feature map with a
+// The "timing" experiment (docs/design.md section 5): per variant (exact, or a feature map with a
 // projection) and each L, d and m: warm-up runs, then repeated timed runs of the one
 // operation on all threads (row blocks split over threads; numbers never depend on them).
 #include "favor/timing.hpp"

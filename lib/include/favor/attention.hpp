@@ -1,5 +1,5 @@
 #pragma once
-// Exact softmax attention and linear (random-feature) attention, design.md section 2.
+// Exact softmax attention and linear (random-feature) attention, docs/design.md section 2.
 #include "favor/feature_maps.hpp"
 #include "favor/tensor.hpp"
 

@@ -1,5 +1,5 @@
 #pragma once
-// The error metrics of design.md section 3. Pairwise ones stream over row blocks: memory
+// The error metrics of docs/design.md section 3. Pairwise ones stream over row blocks: memory
 // O(block x L), never an L x L matrix.
 #include <cstddef>
 #include <functional>

@@ -1,5 +1,5 @@
 #pragma once
-// Random projections W (m x d, rows w_i), shared by queries and keys (design.md section 2).
+// Random projections W (m x d, rows w_i), shared by queries and keys (docs/design.md section 2).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,7 +30,7 @@ const std::vector<std::string>& projection_names();
 // The smallest dimension d the projection is defined for (simplex and givens: 2).
 std::size_t projection_min_d(Projection p);
 
-// W for (seed, projection, m, d, trial): a pure function of those values (design.md s. 7).
+// W for (seed, projection, m, d, trial): a pure function of those values (docs/design.md s. 7).
 // Rows are nested in m: the first m rows of W(m') for m' > m are W(m). Returns (m, d).
 // Blocks have d rows (p = next_pow2(d) for hadamard); block b and row norms come from
 // streams keyed by (seed, projection tag, d, trial[, b]); the last block is truncated.

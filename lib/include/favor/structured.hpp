@@ -4,7 +4,7 @@
 //  - SORF  (Yu et al., NeurIPS 2016; Performer App. B.2): sqrt(p) H D1 H D2 H D3;
 //  - products of random Givens rotations (Performer App. B.2).
 // Every block is a pure function of its stream key (rng.hpp), so W stays a pure function
-// of (seed, projection, m, d, trial) (design.md section 7).
+// of (seed, projection, m, d, trial) (docs/design.md section 7).
 #include <cstddef>
 #include <cstdint>
 #include <vector>

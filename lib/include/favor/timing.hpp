@@ -28,7 +28,7 @@ std::optional<std::size_t> crossover_L(const std::vector<std::size_t>& Ls,
                                        const std::vector<std::optional<double>>& fast,
                                        const std::vector<std::optional<double>>& slow);
 
-// Columns of timing.csv, in order (design.md section 6, then phases and status).
+// Columns of timing.csv, in order (docs/design.md section 6, then phases and status).
 const std::vector<std::string>& timing_columns();
 
 }  // namespace favor
