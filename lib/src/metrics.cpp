@@ -41,9 +41,10 @@ PairwiseRequest PairwiseRequest::of(const std::vector<std::string>& columns, boo
     auto has = [&](const char* c) { return std::find(columns.begin(), columns.end(), c) != columns.end(); };
     PairwiseRequest req;
     req.attention_mse = has("attention_mse");
-    req.kernel_mse = has("kernel_mse");
+    req.kernel_mse = has("kernel_mse") && map->is_kernel();
     req.negative_fraction = has("negative_fraction");
     req.causal = causal;
+    req.row_normalised = map->row_normalised();
     if (has("kernel_mse_theory")) req.theory = kernel_theory(map, m, d);
     return req;
 }
@@ -133,13 +134,16 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y,
             const double* k = K.data() + i * cols;
             acc.pairs += double(n);
             if (need_attention) {
-                // A: exact softmax row (max subtracted); A_hat: K row over its sum D_i.
+                // A: exact softmax row (max subtracted); A_hat: K row over its sum D_i, or
+                // (not row-normalised) the K row itself with the shifts undone.
                 std::vector<double> a(s, s + n);
                 exp_shifted(a.data(), n, max_of(a.data(), n));
                 const double inv_z = 1.0 / sum_of(a.data(), n);
-                const double inv_d = 1.0 / sum_of(k, n);
+                const double inv_d = req.row_normalised ? 1.0 / sum_of(k, n) : 1.0;
+                const double lq = req.row_normalised ? 0.0 : fq.log_scale[gi];
                 for (std::size_t j = 0; j < n; ++j) {
-                    const double ah = k[j] * inv_d;
+                    const double ls = req.row_normalised ? 0.0 : lq + fk.log_scale[j];
+                    const double ah = ls == 0.0 ? k[j] * inv_d : k[j] * std::exp(ls);
                     const double e = a[j] * inv_z - ah;
                     acc.attention += e * e;
                     acc.negative += ah < 0.0 ? 1.0 : 0.0;
