@@ -55,7 +55,10 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
                                         nlohmann::json& info, int threads) {
     const bool npy = cfg.inputs.npy();
     HeadTensors files;
-    if (npy) files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+    if (npy) {
+        files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+        check_map_sizes(cfg, files.d(), files.L(), files.k.empty() ? 0 : files.k[0].shape(0));
+    }
     std::vector<Instance<T>> out(ax.L * ax.d * ax.scale);
     std::vector<bool> needed(out.size(), false);
     for (std::size_t c : cells) needed[ax.instance(ax.grid().at(c))] = true;
