@@ -139,19 +139,39 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
     const std::size_t trials = cfg.trials, total = cells.size() * trials;
     std::vector<std::vector<Values>> values(total);   // [item][head]
+    // Maps without a projection draw nothing, so every trial gives the same numbers, and maps
+    // that ignore m (elu, dpfp) give the same numbers at every m: each such (cell, trial) is
+    // computed once, at its first item, and copied to the others (seconds included).
+    std::vector<std::size_t> source(total), unique;
+    {
+        std::map<std::vector<std::size_t>, std::size_t> first;
+        constexpr std::size_t any = std::size_t(-1);
+        for (std::size_t item = 0; item < total; ++item) {
+            const std::vector<std::size_t> at = grid.at(cells[item / trials]);
+            const Variant& var = cfg.variants[at[0]];
+            const std::vector<std::size_t> key = {at[0], ax.instance(at), var.map->uses_m() ? at[3] : any,
+                                                  var.map->uses_projection() ? item % trials : any};
+            const auto [it, fresh] = first.emplace(key, item);
+            if (fresh) unique.push_back(item);
+            source[item] = it->second;
+        }
+    }
     std::atomic<std::size_t> done{0};
     // With fewer (cell, trial) items than threads, the row blocks of the pairwise metrics
     // share the spare threads (their sums do not depend on how blocks are spread).
-    const int inner_threads = total < std::size_t(threads) ? threads : 1;
+    const int inner_threads = unique.size() < std::size_t(threads) ? threads : 1;
     // Each (cell, trial) runs on one thread: its numbers never depend on the thread count.
-    parallel_for(total, threads, [&](std::size_t item) {
+    parallel_for(unique.size(), threads, [&](std::size_t u) {
+        const std::size_t item = unique[u];
         const std::vector<std::size_t> at = grid.at(cells[item / trials]);
         const Instance<T>& in = instances[ax.instance(at)];
         const Estimator<T> base = make_estimator<T>(cfg.variants[at[0]], cfg.m[at[3]], in.d, cfg.seed, item % trials);
         for (const Head<T>& h : in.heads)
             values[item].push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
-        if (opt.progress) opt.progress(done.fetch_add(1) + 1, total);
+        if (opt.progress) opt.progress(done.fetch_add(1) + 1, unique.size());
     });
+    for (std::size_t item = 0; item < total; ++item)
+        if (source[item] != item) values[item] = values[source[item]];
 
     // Rows: per head when asked for, otherwise one row per (cell, trial).
     const bool per_head = npy && cfg.inputs.per_head;
