@@ -18,6 +18,7 @@ FeatureMapPtr make_relu(const FieldObject&, double epsilon);
 FeatureMapPtr make_oprf(const FieldObject&, double epsilon);
 FeatureMapPtr make_elu(const FieldObject&, double epsilon);
 FeatureMapPtr make_dpfp(const FieldObject&, double epsilon);
+FeatureMapPtr make_nystrom(const FieldObject&, double epsilon);
 
 const std::vector<FeatureMapEntry>& feature_map_registry() {
     static const std::vector<FeatureMapEntry> r = {
@@ -29,6 +30,9 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
         {"elu", "elu(x) + 1, F = d, no projection (linear transformer baseline; not an estimator of SM)", {}, make_elu},
         {"dpfp", "relu([x, -x]) * roll(..., s), s = 1..nu, F = 2 d nu, no projection (\"nu\", default 1; baseline)",
          {"nu"}, make_dpfp},
+        {"nystrom", "Nystromformer: m segment-mean landmarks, pinv (\"pinv\": iterative|exact, \"iterations\"); "
+                    "no row normalisation, not causal (baseline)",
+         {"pinv", "iterations"}, make_nystrom},
     };
     return r;
 }
