@@ -265,12 +265,16 @@ int main(int argc, char** argv) {
     apply->add_option("--v", af.v, "values .npy, same leading shape and length as k")->required();
     apply->add_flag("--exact", af.req.exact, "exact softmax attention");
     apply->add_option("--features", af.req.features, "feature map (favor list)");
-    apply->add_option("--projection", af.req.projection, "projection (default orthogonal)");
-    apply->add_option("--m", af.req.m, "number of random vectors");
+    apply->add_option("--projection", af.req.projection,
+                      "projection (default orthogonal; not for maps without one: elu, dpfp, nystrom)");
+    apply->add_option("--m", af.req.m, "number of random vectors (nystrom: landmarks; not for elu, dpfp)");
     apply->add_option("--seed", af.req.seed, "seed of W (default 0)");
     apply->add_option("--trial", af.req.trial, "trial of W (default 0)");
     apply->add_option("--epsilon", af.req.epsilon, "stabiliser added to each feature (default 0)");
     apply->add_option("--A", af.req.A, "oprf parameter: a number < 1/8 or 'optimal' (default)");
+    apply->add_option("--param", af.req.params,
+                      "a parameter of the feature map as in a config variant, KEY=VALUE (repeatable), e.g. nu=2, "
+                      "pinv=exact, iterations=12");
     apply->add_flag("--causal", af.req.causal, "unidirectional (causal) attention");
     apply->add_option("--dtype", af.req.dtype, "compute and output precision: float32 or float64 (default)");
     apply->add_option("--threads", af.req.threads, "threads for exact attention (default all)");

@@ -56,7 +56,10 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
                                         nlohmann::json& info, int threads) {
     const bool npy = cfg.inputs.npy();
     HeadTensors files;
-    if (npy) files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+    if (npy) {
+        files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+        check_map_sizes(cfg, files.d(), files.L(), files.k.empty() ? 0 : files.k[0].shape(0));
+    }
     std::vector<Instance<T>> out(ax.L * ax.d * ax.scale);
     std::vector<bool> needed(out.size(), false);
     for (std::size_t c : cells) needed[ax.instance(ax.grid().at(c))] = true;
@@ -227,6 +230,26 @@ Table baseline_rows(const Config& cfg, const std::vector<Instance<T>>& instances
     return t;
 }
 
+// Maps without a projection draw nothing, so every trial gives the same numbers, and maps
+// that ignore m (elu, dpfp) give the same numbers at every m: each such (cell, trial) item
+// is computed once, at its first occurrence (`unique`), and copied (source[item]) to the others.
+void dedupe_items(const Config& cfg, const Axes& ax, const Grid& grid, const std::vector<std::size_t>& cells,
+                  std::vector<std::size_t>& source, std::vector<std::size_t>& unique) {
+    const std::size_t trials = cfg.trials, total = cells.size() * trials;
+    source.assign(total, 0);
+    std::map<std::vector<std::size_t>, std::size_t> first;
+    constexpr std::size_t any = std::size_t(-1);
+    for (std::size_t item = 0; item < total; ++item) {
+        const std::vector<std::size_t> at = grid.at(cells[item / trials]);
+        const Variant& var = cfg.variants[at[0]];
+        const std::vector<std::size_t> key = {at[0], ax.instance(at), var.map->uses_m() ? at[3] : any,
+                                              var.map->uses_projection() ? item % trials : any};
+        const auto [it, fresh] = first.emplace(key, item);
+        if (fresh) unique.push_back(item);
+        source[item] = it->second;
+    }
+}
+
 template <class T>
 RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
     const int threads = resolve_threads(opt.threads);
@@ -239,19 +262,24 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
     const std::size_t trials = cfg.trials, total = cells.size() * trials;
     std::vector<std::vector<Values>> values(total);   // [item][head]
+    std::vector<std::size_t> source, unique;
+    dedupe_items(cfg, ax, grid, cells, source, unique);
     std::atomic<std::size_t> done{0};
     // With fewer (cell, trial) items than threads, the row blocks of the pairwise metrics
     // share the spare threads (their sums do not depend on how blocks are spread).
-    const int inner_threads = total < std::size_t(threads) ? threads : 1;
+    const int inner_threads = unique.size() < std::size_t(threads) ? threads : 1;
     // Each (cell, trial) runs on one thread: its numbers never depend on the thread count.
-    parallel_for(total, threads, [&](std::size_t item) {
+    parallel_for(unique.size(), threads, [&](std::size_t u) {
+        const std::size_t item = unique[u];
         const std::vector<std::size_t> at = grid.at(cells[item / trials]);
         const Instance<T>& in = instances[ax.instance(at)];
         const Estimator<T> base = make_estimator<T>(cfg.variants[at[0]], cfg.m[at[3]], in.d, cfg.seed, item % trials);
         for (const Head<T>& h : in.heads)
             values[item].push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
-        if (opt.progress) opt.progress(done.fetch_add(1) + 1, total);
+        if (opt.progress) opt.progress(done.fetch_add(1) + 1, unique.size());
     });
+    for (std::size_t item = 0; item < total; ++item)
+        if (source[item] != item) values[item] = values[source[item]];
     RunResult r;
     r.errors = error_rows(cfg, ax, grid, cells, instances, values, cols);
     std::vector<std::string> keys = approximation_key_columns();

@@ -16,6 +16,9 @@ FeatureMapPtr make_positive(const FieldObject&, double epsilon);
 FeatureMapPtr make_hyperbolic(const FieldObject&, double epsilon);
 FeatureMapPtr make_relu(const FieldObject&, double epsilon);
 FeatureMapPtr make_oprf(const FieldObject&, double epsilon);
+FeatureMapPtr make_elu(const FieldObject&, double epsilon);
+FeatureMapPtr make_dpfp(const FieldObject&, double epsilon);
+FeatureMapPtr make_nystrom(const FieldObject&, double epsilon);
 
 const std::vector<FeatureMapEntry>& feature_map_registry() {
     static const std::vector<FeatureMapEntry> r = {
@@ -24,6 +27,12 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
         {"hyperbolic", "exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]", {}, make_hyperbolic},
         {"relu", "relu(Wx)/sqrt(m) (generalized attention; not an estimator of SM)", {}, make_relu},
         {"oprf", "optimal positive features, FAVOR++ (\"A\": number < 1/8 or \"optimal\")", {"A"}, make_oprf},
+        {"elu", "elu(x) + 1, F = d, no projection (linear transformer baseline; not an estimator of SM)", {}, make_elu},
+        {"dpfp", "relu([x, -x]) * roll(..., s), s = 1..nu, F = 2 d nu, no projection (\"nu\", default 1; baseline)",
+         {"nu"}, make_dpfp},
+        {"nystrom", "Nystromformer: m segment-mean landmarks, pinv (\"pinv\": iterative|exact, \"iterations\"); "
+                    "no row normalisation, not causal (baseline)",
+         {"pinv", "iterations"}, make_nystrom},
     };
     return r;
 }

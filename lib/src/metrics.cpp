@@ -43,9 +43,10 @@ PairwiseRequest PairwiseRequest::of(const std::vector<std::string>& columns, boo
     req.attention_mse = has("attention_mse");
     req.attention_tv = has("attention_tv");
     req.attention_kl = has("attention_kl");
-    req.kernel_mse = has("kernel_mse");
+    req.kernel_mse = has("kernel_mse") && (!map || map->is_kernel());
     req.negative_fraction = has("negative_fraction");
     req.causal = causal;
+    req.row_normalised = !map || map->row_normalised();
     if (map && has("kernel_mse_theory")) req.theory = kernel_theory(map, m, d);
     return req;
 }
@@ -118,17 +119,19 @@ struct BlockSums {
 };
 
 // The attention metrics of one row: the exact softmax row A (from the scores s, max
-// subtracted, in log space for the KL) against A_hat = k / sum(k). `a` is scratch.
-void attention_row(const double* s, const double* k, std::size_t n, const PairwiseRequest& req, std::vector<double>& a,
-                   BlockSums& acc) {
+// subtracted, in log space for the KL) against A_hat = k / sum(k), or, for maps that are
+// not row-normalised (nystrom), the row k itself with the shifts lq + lk_j undone. `a` is
+// scratch.
+void attention_row(const double* s, const double* k, std::size_t n, const PairwiseRequest& req, double lq,
+                   const double* lk, std::vector<double>& a, BlockSums& acc) {
     a.assign(s, s + n);
     const double mx = max_of(a.data(), n);
     exp_shifted(a.data(), n, mx);
     const double z = sum_of(a.data(), n), inv_z = 1.0 / z, log_z = std::log(z);
-    const double inv_d = 1.0 / sum_of(k, n);
+    const double inv_d = req.row_normalised ? 1.0 / sum_of(k, n) : 1.0;
     double tv = 0, kl = 0;
     for (std::size_t j = 0; j < n; ++j) {
-        const double ah = k[j] * inv_d, aj = a[j] * inv_z;
+        const double ah = req.row_normalised ? k[j] * inv_d : k[j] * std::exp(lq + lk[j]), aj = a[j] * inv_z;
         const double e = aj - ah;
         acc.attention += e * e;
         tv += std::fabs(e);
@@ -178,7 +181,7 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, cons
             const double* s = S.data() + i * cols;
             const double* k = K.data() + i * cols;
             acc.pairs += double(n);
-            if (need_attention) attention_row(s, k, n, req, scratch, acc);
+            if (need_attention) attention_row(s, k, n, req, fq.log_scale[gi], fk.log_scale.data(), scratch, acc);
             if (req.kernel_mse) kernel_row(s, k, n, fq.log_scale[gi], fk.log_scale.data(), acc);
             if (req.theory)
                 for (std::size_t j = 0; j < n; ++j) acc.theory += req.theory(x2[gi], y2[j], s[j]);

@@ -29,8 +29,7 @@ double exact_attention_flops(std::size_t L, std::size_t Lk, std::size_t d, std::
 double favor_attention_flops(const FeatureMap& f, std::size_t L, std::size_t Lk, std::size_t d,
                              std::size_t dv, std::size_t m) {
     const double F = double(f.num_features(m, d));
-    return 2.0 * double(L + Lk) * double(m) * double(d) + 2.0 * double(Lk) * F * double(dv + 1) +
-           2.0 * double(L) * F * double(dv + 1);
+    return f.feature_flops(L, Lk, m, d) + 2.0 * double(Lk) * F * double(dv + 1) + 2.0 * double(L) * F * double(dv + 1);
 }
 
 std::optional<std::size_t> crossover_L(const std::vector<std::size_t>& Ls,
@@ -100,7 +99,7 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     p.features = since(t);
     t = Clock::now();
     if (cfg.causal) {   // prefix sums: one phase
-        const Mat<T> out = linear_attention(fq.phi, fk.phi, in.v, true, threads);
+        const Mat<T> out = linear_attention(fq.phi, fk.phi, in.v, true, threads, est.map->row_normalised());
         p.kv = since(t);
         p.total = p.features + p.kv;
         return p;
@@ -108,7 +107,7 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     const Mat<T> KV = linear_attention_kv(fk.phi, in.v, threads);
     p.kv = since(t);
     t = Clock::now();
-    const Mat<T> out = linear_attention_apply(fq.phi, KV, threads);
+    const Mat<T> out = linear_attention_apply(fq.phi, KV, threads, est.map->row_normalised());
     p.normalise = since(t);
     p.total = p.features + p.kv + p.normalise;
     return p;

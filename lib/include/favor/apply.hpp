@@ -14,7 +14,8 @@ namespace favor {
 // `favor apply` as typed on the command line, before any check.
 struct ApplyRequest {
     bool exact = false, causal = false;
-    std::string features, projection = "orthogonal", A, epsilon, dtype = "float64";   // as typed
+    std::string features, projection, A, epsilon, dtype = "float64";   // as typed ("": not given)
+    std::vector<std::string> params;   // --param KEY=VALUE: the map's own keys (dpfp's nu, ...)
     std::size_t m = 0;
     std::uint64_t seed = 0, trial = 0;
     int threads = 0;
@@ -29,12 +30,14 @@ struct ApplyOptions {
     int threads = 0;
 };
 
-// Checks a request and resolves its names: either --exact or --features with --m >= 1; the
-// variant's keys (--epsilon, --A) through parse_variant. Throws Error "apply: --FLAG: ..."
-// naming the flag.
+// Checks a request and resolves its names: either --exact or --features with --m >= 1 (--m
+// only for maps that use m); the variant's keys (--projection, default orthogonal for maps that
+// use one, --epsilon, --A, --param KEY=VALUE) through parse_variant; --causal only with maps
+// that have a causal form. Throws Error "apply: --FLAG: ..." naming the flag.
 ApplyOptions resolve_apply(const ApplyRequest& r);
 
-// Exact or approximate attention output of every head (W drawn as a run draws it).
+// Exact or approximate attention output of every head (W drawn as a run draws it). Throws
+// Error "apply: --m: ..." when the map cannot run at these sizes (nystrom: m <= L).
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt);
 
 }  // namespace favor

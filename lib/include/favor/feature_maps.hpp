@@ -1,6 +1,7 @@
 #pragma once
 // Feature maps phi with E[phi(x) . phi(y)] = SM(x, y) = exp(x . y), and maps that are not
-// estimators of SM (relu). docs/estimators.md has each one's formula, source and variance.
+// estimators of SM (relu and the linear-attention baselines elu, dpfp, nystrom).
+// docs/estimators.md has each one's formula, source and variance.
 //
 // One class per map, each in lib/src/maps/<name>.cpp, listed by one line in the registry
 // (lib/src/feature_maps.cpp). A map owns its config keys and their validation, its number of
@@ -43,6 +44,13 @@ struct FeatureBlock {
 class FeatureMap;
 using FeatureMapPtr = std::shared_ptr<const FeatureMap>;
 
+// Why a map cannot run at some sizes (FeatureMap::check_sizes): `key` is "m" (the grid's m),
+// one of the map's own config keys ("nu"), or "" (the variant as a whole).
+struct SizeProblem {
+    std::string key;
+    std::string message;
+};
+
 class FeatureMap : public std::enable_shared_from_this<FeatureMap> {
 public:
     explicit FeatureMap(double epsilon) : epsilon_(epsilon) {}
@@ -55,17 +63,42 @@ public:
     // Whether phi is built from the random matrix W (false: W is a zero (m, d) placeholder,
     // and a variant of this map may not name a projection).
     virtual bool uses_projection() const { return true; }
-    // Whether Out_hat = D^{-1} phi(Q) (phi(K)^T V) (true) or phi(Q) (phi(K)^T V) as it is.
+    // Whether Out_hat = D^{-1} phi(Q) (phi(K)^T V) (true) or phi(Q) (phi(K)^T V) as it is
+    // (false: phi(x_i).phi(y_j) is already an attention weight, A_hat_ij; nystrom).
     virtual bool row_normalised() const { return true; }
     // Whether E[phi(x) . phi(y)] = SM(x, y).
     virtual bool estimates_softmax() const { return true; }
+    // Whether m matters (false: num_features and phi ignore it, and the rows of a run repeat
+    // across the grid's m values: elu, dpfp).
+    virtual bool uses_m() const { return true; }
+    // Whether phi(x).phi(y) is a kernel value of the pair, which kernel_mse and the kernel
+    // experiment compare with SM (false: an attention weight fitted to whole sequences,
+    // nystrom; no kernel_mse, no kernel experiment).
+    virtual bool is_kernel() const { return true; }
+    // Whether causal (prefix-sum) attention with this map is a causal model (false: nystrom,
+    // whose landmarks average over the whole sequence).
+    virtual bool supports_causal() const { return true; }
+    // Whether the map can run with m random vectors or landmarks in dimension d, for L queries
+    // and Lk keys (0: not known yet); the problem otherwise.
+    virtual std::optional<SizeProblem> check_sizes(std::size_t m, std::size_t d, std::size_t L,
+                                                   std::size_t Lk) const {
+        return std::nullopt;
+    }
+    // Matrix-product flops of both feature maps for L queries and Lk keys (the timing
+    // experiment's count): the products X W^T, or the map's own.
+    virtual double feature_flops(std::size_t L, std::size_t Lk, std::size_t m, std::size_t d) const {
+        return uses_projection() ? 2.0 * double(L + Lk) * double(m) * double(d) : 0.0;
+    }
     // The parameters as run.json records them (epsilon, and the map's own).
     virtual nlohmann::json params() const { return {{"epsilon", epsilon_}}; }
-    // Whether resolve() depends on the inputs (oprf's A*).
+    // Whether resolve() / fit() depend on the inputs (oprf's A*, nystrom's landmarks).
     virtual bool data_dependent() const { return false; }
     // The map with its data-dependent parameters fixed for the scaled queries X (L, d) and
     // keys Y (Lk, d); itself where it has none.
     virtual FeatureMapPtr resolve(const Mat<double>& X, const Mat<double>& Y) const { return shared_from_this(); }
+    // resolve() for a run with m random vectors or landmarks (Estimator::for_inputs calls
+    // this one); maps whose fit depends on m (nystrom) override it.
+    virtual FeatureMapPtr fit(const Mat<double>& X, const Mat<double>& Y, std::size_t m) const { return resolve(X, Y); }
     // Closed-form MSE of phi(x) . phi(y) as an estimate of SM(x, y) with m iid random
     // vectors, from x2 = |x|^2, y2 = |y|^2, xy = x . y; nullopt where none is known.
     virtual std::optional<double> pair_mse(double x2, double y2, double xy, std::size_t m, std::size_t d) const {

@@ -65,11 +65,13 @@ struct PairwiseRequest {
     bool negative_fraction = false;  // share of A_hat entries < 0
     std::function<double(double, double, double)> theory;  // kernel_mse_theory, if set
     bool causal = false;             // only pairs j <= i
+    bool row_normalised = true;      // A_hat = K row / D_i; otherwise the K row itself
     bool any() const {
         return attention_mse || attention_tv || attention_kl || kernel_mse || negative_fraction || bool(theory);
     }
     // The request for these metric columns; the theory comes from `map` (resolved) with m
-    // random vectors, where it has one.
+    // random vectors, where it has one; kernel_mse only for maps that are kernels
+    // (FeatureMap::is_kernel); row_normalised as the map is.
     static PairwiseRequest of(const std::vector<std::string>& columns, bool causal, const FeatureMapPtr& map,
                               std::size_t m, std::size_t d);
 };
