@@ -89,7 +89,7 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     v["output_mse"] = output_mse(h.reference, a.out);
     v["nonfinite"] = double(count_nonfinite(a.out));
-    const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.q.shape(1));
+    const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     if (req.any()) {
         const PairwiseResult p = pairwise_metrics(h.x, h.y, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
                                                   Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req,
