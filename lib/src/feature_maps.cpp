@@ -16,6 +16,9 @@ FeatureMapPtr make_positive(const FieldObject&, double epsilon);
 FeatureMapPtr make_hyperbolic(const FieldObject&, double epsilon);
 FeatureMapPtr make_relu(const FieldObject&, double epsilon);
 FeatureMapPtr make_oprf(const FieldObject&, double epsilon);
+FeatureMapPtr make_gerf(const FieldObject&, double epsilon);
+FeatureMapPtr make_sderf(const FieldObject&, double epsilon);
+FeatureMapPtr make_saderf(const FieldObject&, double epsilon);
 
 const std::vector<FeatureMapEntry>& feature_map_registry() {
     static const std::vector<FeatureMapEntry> r = {
@@ -24,6 +27,9 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
         {"hyperbolic", "exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]", {}, make_hyperbolic},
         {"relu", "relu(Wx)/sqrt(m) (generalized attention; not an estimator of SM)", {}, make_relu},
         {"oprf", "optimal positive features, FAVOR++ (\"A\": number < 1/8 or \"optimal\")", {"A"}, make_oprf},
+        {"gerf", "generalized exponential features: oprf on (t x, y/t) (\"A\", \"t\": numbers or \"optimal\")", {"A", "t"}, make_gerf},
+        {"sderf", "symmetric dense-exponential features, FAVOR# (matrix A fitted to the data)", {}, make_sderf},
+        {"saderf", "simplified asymmetric dense-exponential features, FAVOR#: oprf on (Psi x, Psi^-1 y), fitted", {}, make_saderf},
     };
     return r;
 }
