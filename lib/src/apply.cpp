@@ -34,7 +34,31 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
     };
     if (!r.epsilon.empty()) v["epsilon"] = value(r.epsilon);
     if (!r.A.empty()) v["A"] = value(r.A);
-    o.variant = parse_variant(v, flags, false, "use --exact for exact attention");
+    // --param KEY=VALUE: the map's other keys (e.g. gerf's "t"), VALUE read as --A's is.
+    std::vector<std::string> param_keys;
+    for (const std::string& kv : r.params) {
+        const std::size_t eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw Error("apply: --param: expected KEY=VALUE, got \"" + kv + "\"");
+        const std::string key = kv.substr(0, eq);
+        if (key == "features" || key == "projection" || key == "name")
+            throw Error("apply: --param " + key + ": use --" + key);
+        if (v.contains(key)) throw Error("apply: --param " + key + ": given twice");
+        v[key] = value(kv.substr(eq + 1));
+        param_keys.push_back(key);
+    }
+    try {
+        o.variant = parse_variant(v, flags, false, "use --exact for exact attention");
+    } catch (const Error& e) {
+        // A key given by --param is named as such, not as a flag of its own.
+        const std::string msg = e.what();
+        for (const std::string& key : param_keys) {
+            const std::string as_flag = "apply: --" + key + ":";
+            if (msg.compare(0, as_flag.size(), as_flag) == 0)
+                throw Error("apply: --param " + key + ":" + msg.substr(as_flag.size()));
+        }
+        throw;
+    }
     return o;
 }
 

@@ -15,6 +15,7 @@ namespace favor {
 struct ApplyRequest {
     bool exact = false, causal = false;
     std::string features, projection = "orthogonal", A, epsilon, dtype = "float64";   // as typed
+    std::vector<std::string> params;   // --param KEY=VALUE: any other key of the feature map
     std::size_t m = 0;
     std::uint64_t seed = 0, trial = 0;
     int threads = 0;
@@ -30,8 +31,8 @@ struct ApplyOptions {
 };
 
 // Checks a request and resolves its names: either --exact or --features with --m >= 1; the
-// variant's keys (--epsilon, --A) through parse_variant. Throws Error "apply: --FLAG: ..."
-// naming the flag.
+// variant's keys (--epsilon, --A, --param KEY=VALUE) through parse_variant. Throws Error
+// "apply: --FLAG: ..." (or "apply: --param KEY: ...") naming the flag.
 ApplyOptions resolve_apply(const ApplyRequest& r);
 
 // Exact or approximate attention output of every head (W drawn as a run draws it).
