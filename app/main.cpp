@@ -271,10 +271,10 @@ int main(int argc, char** argv) {
     apply->add_option("--seed", af.req.seed, "seed of W (default 0)");
     apply->add_option("--trial", af.req.trial, "trial of W (default 0)");
     apply->add_option("--epsilon", af.req.epsilon, "stabiliser added to each feature (default 0)");
-    apply->add_option("--A", af.req.A, "oprf parameter: a number < 1/8 or 'optimal' (default)");
+    apply->add_option("--A", af.req.A, "oprf/gerf parameter: a number < 1/8 or 'optimal' (default)");
     apply->add_option("--param", af.req.params,
-                      "a parameter of the feature map as in a config variant, KEY=VALUE (repeatable), e.g. nu=2, "
-                      "pinv=exact, iterations=12");
+                      "a parameter of the feature map as in a config variant, KEY=VALUE (repeatable), e.g. t=0.8 "
+                      "(gerf), nu=2 (dpfp), pinv=exact (nystrom)");
     apply->add_flag("--causal", af.req.causal, "unidirectional (causal) attention");
     apply->add_option("--dtype", af.req.dtype, "compute and output precision: float32 or float64 (default)");
     apply->add_option("--threads", af.req.threads, "threads for exact attention (default all)");

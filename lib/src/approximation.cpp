@@ -115,7 +115,7 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
     v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     output_values(h.reference, a.out, v);
-    const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.q.shape(1));
+    const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
                     Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads, v);
     return v;
@@ -135,7 +135,7 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
     fq.phi.fill(1.0);
     fk.phi.fill(1.0);
     output_values(h.reference, linear_attention(fq.phi, fk.phi, cast_mat<double>(h.v), causal, threads), v);
-    pairwise_values(h, fq, fk, PairwiseRequest::of(wanted, causal, nullptr, 0, 0), threads, v);
+    pairwise_values(h, fq, fk, PairwiseRequest::of(wanted, causal, nullptr, 0, h.x, h.y), threads, v);
     Values out;
     for (const auto& c : wanted) out[c] = v[c];
     return out;

@@ -30,14 +30,13 @@ std::size_t count_nonfinite(const Mat<T>& a) {
     return n;
 }
 
-std::function<double(double, double, double)> kernel_theory(const FeatureMapPtr& f, std::size_t m,
-                                                             std::size_t d) {
-    if (!f->pair_mse(1.0, 1.0, 0.0, m, d)) return {};
-    return [f, m, d](double x2, double y2, double xy) { return *f->pair_mse(x2, y2, xy, m, d); };
+FeatureMap::PairMse kernel_theory(const FeatureMapPtr& f, const Mat<double>& X, const Mat<double>& Y,
+                                  std::size_t m) {
+    return f->pair_mse_rows(X, Y, m);
 }
 
 PairwiseRequest PairwiseRequest::of(const std::vector<std::string>& columns, bool causal, const FeatureMapPtr& map,
-                                    std::size_t m, std::size_t d) {
+                                    std::size_t m, const Mat<double>& X, const Mat<double>& Y) {
     auto has = [&](const char* c) { return std::find(columns.begin(), columns.end(), c) != columns.end(); };
     PairwiseRequest req;
     req.attention_mse = has("attention_mse");
@@ -47,7 +46,7 @@ PairwiseRequest PairwiseRequest::of(const std::vector<std::string>& columns, boo
     req.negative_fraction = has("negative_fraction");
     req.causal = causal;
     req.row_normalised = !map || map->row_normalised();
-    if (map && has("kernel_mse_theory")) req.theory = kernel_theory(map, m, d);
+    if (map && has("kernel_mse_theory")) req.theory = kernel_theory(map, X, Y, m);
     return req;
 }
 
@@ -162,7 +161,6 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, cons
     PairwiseResult res;
     if (!req.any()) return res;
     const std::size_t L = X.shape(0), Lk = Y.shape(0), d = X.shape(1), F = fq.phi.shape(1);
-    const std::vector<double> x2 = row_norms2(X), y2 = row_norms2(Y);
     const std::size_t b = block_rows(Lk);
     const std::size_t nblocks = (L + b - 1) / b;
     std::vector<BlockSums> sums(nblocks);
@@ -184,7 +182,7 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, cons
             if (need_attention) attention_row(s, k, n, req, fq.log_scale[gi], fk.log_scale.data(), scratch, acc);
             if (req.kernel_mse) kernel_row(s, k, n, fq.log_scale[gi], fk.log_scale.data(), acc);
             if (req.theory)
-                for (std::size_t j = 0; j < n; ++j) acc.theory += req.theory(x2[gi], y2[j], s[j]);
+                for (std::size_t j = 0; j < n; ++j) acc.theory += req.theory(gi, j, s[j]);
         }
     });
 

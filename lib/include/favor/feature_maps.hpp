@@ -9,6 +9,7 @@
 // whether the fused forward may shift its keys per block.
 //
 // x, y are the scaled rows q / d^{1/4}, k / d^{1/4}; W (m x d) is shared by both sides.
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -100,10 +101,17 @@ public:
     // this one); maps whose fit depends on m (nystrom) override it.
     virtual FeatureMapPtr fit(const Mat<double>& X, const Mat<double>& Y, std::size_t m) const { return resolve(X, Y); }
     // Closed-form MSE of phi(x) . phi(y) as an estimate of SM(x, y) with m iid random
-    // vectors, from x2 = |x|^2, y2 = |y|^2, xy = x . y; nullopt where none is known.
+    // vectors, from x2 = |x|^2, y2 = |y|^2, xy = x . y; nullopt where none is known or where
+    // it depends on more than these three numbers (then see pair_mse_rows).
     virtual std::optional<double> pair_mse(double x2, double y2, double xy, std::size_t m, std::size_t d) const {
         return std::nullopt;
     }
+    // The same closed form for every pair (x_i, y_j) of the scaled rows X (L, d) and Y (Lk, d),
+    // as a function of (i, j, x_i . y_j), prepared once for these rows (per-row terms); an
+    // empty function where the map has none. The default calls pair_mse with the row norms;
+    // maps whose MSE depends on the vectors themselves (sderf, saderf) override it.
+    using PairMse = std::function<double(std::size_t i, std::size_t j, double xy)>;
+    virtual PairMse pair_mse_rows(const Mat<double>& X, const Mat<double>& Y, std::size_t m) const;
     // Whether keys may be finished with one shift per block of rows, the blocks rescaled to a
     // common shift afterwards (favor_forward). False where the result is not linear in the
     // shifted values (epsilon added after a shifted exp).
@@ -181,12 +189,17 @@ Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double input_
                              Side side, int threads = 1);
 
 // phi(x) . phi(y) for one pair, with the shifts undone: the kernel estimate of SM(x, y).
-// x, y: (1, d); data-dependent parameters (oprf's A*) are resolved for this pair.
+// x, y: (1, d); x goes through the query side of the map, y through the key side;
+// data-dependent parameters (oprf's A*) are resolved for this pair.
 double kernel_estimate(const FeatureMap& f, const Mat<double>& W, const Mat<double>& x, const Mat<double>& y);
 
 // mean over all pairs (i, j) of |x_i + y_j|^2, in O(L d):
 //   mean|x|^2 + mean|y|^2 + 2 (mean x).(mean y)   (oprf's rho times d).
 double mean_pair_sum_norm2(const Mat<double>& X, const Mat<double>& Y);
+
+// The map's closed-form MSE for the pair (x, y) ((1, d) each) with m iid random vectors,
+// parameters as they are (not resolved); nullopt where it has none.
+std::optional<double> pair_mse_at(const FeatureMap& f, const Mat<double>& x, const Mat<double>& y, std::size_t m);
 
 // Squared row norms |x_i|^2 in double.
 template <class T>
