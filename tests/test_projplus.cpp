@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "helpers.hpp"
+#include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/projections.hpp"
@@ -203,7 +204,7 @@ TEST_CASE("sobol_int: Joe & Kuo's new-joe-kuo-6.21201 points, as SciPy gives the
     REQUIRE_THROWS_AS(sobol_int(std::uint64_t(1) << 32, 0), Error);
 }
 
-TEST_CASE("sobol_int: every dimension is a (0, k, 1)-net; dimensions 1 and 2 a (0, k, 2)-net", "[projplus]") {
+TEST_CASE("sobol_int: every dimension is a (0, k, 1)-net, dimensions 1 and 2 a (0, k, 2)-net", "[projplus]") {
     const unsigned k = 10;
     const std::size_t n = std::size_t(1) << k;
     for (std::size_t j = 0; j < kSobolMaxDim; ++j) {
@@ -254,7 +255,7 @@ TEST_CASE("owen_scramble: a nested permutation of the digits, uniform over keys"
 // ---------------------------------------------------------------------------------------
 // qmc W
 
-TEST_CASE("qmc W: pure function of (seed, m, d, trial), nested in m; scrambled nets", "[projplus]") {
+TEST_CASE("qmc W: pure function of (seed, m, d, trial), nested in m, scrambled nets", "[projplus]") {
     const std::size_t d = GENERATE(1, 5, 16, 64);
     CAPTURE(d);
     const Mat<double> a = draw_projection(Projection::qmc, 256, d, 11, 2), b = draw_projection(Projection::qmc, 256, d, 11, 2);
@@ -297,6 +298,17 @@ TEST_CASE("qmc W: d limits", "[projplus]") {
     REQUIRE(projection_max_d(Projection::simplex_plus) == std::numeric_limits<std::size_t>::max());
     REQUIRE(draw_projection(Projection::qmc, 3, kSobolMaxDim, 0, 0).shape(1) == kSobolMaxDim);
     REQUIRE_THROWS_WITH(draw_projection(Projection::qmc, 3, kSobolMaxDim + 1, 0, 0), Catch::Contains("1024"));
+}
+
+TEST_CASE("config: qmc needs d <= 1024, simplex-plus d >= 2", "[projplus]") {
+    auto cfg = [](const char* projection, int d) {
+        return nlohmann::json{{"name", "g"}, {"inputs", {{"source", "random"}, {"L", 8}, {"d", d}}},
+                              {"variants", {{{"features", "positive"}, {"projection", projection}}}}, {"m", 4}, {"trials", 1}};
+    };
+    REQUIRE_NOTHROW(parse_config(cfg("qmc", 1024), "c.json"));
+    REQUIRE_THROWS_WITH(parse_config(cfg("qmc", 1025), "c.json"), Catch::Contains("'qmc' needs d <= 1024"));
+    REQUIRE_NOTHROW(parse_config(cfg("simplex-plus", 2), "c.json"));
+    REQUIRE_THROWS_WITH(parse_config(cfg("simplex-plus", 1), "c.json"), Catch::Contains("'simplex-plus' needs d >= 2"));
 }
 
 TEST_CASE("qmc rows are marginally N(0, I_d): moments of entries and cross products", "[projplus]") {
@@ -409,7 +421,7 @@ TEST_CASE("qmc: kernel MSE falls faster than 1/m at small norms (d = 16, |x| = |
 // ---------------------------------------------------------------------------------------
 // simplex-plus (SimRF+)
 
-TEST_CASE("simplex-plus rows keep the drawn chi(d) norms exactly; the resultant shrinks", "[projplus]") {
+TEST_CASE("simplex-plus rows keep the drawn chi(d) norms exactly and the resultant shrinks", "[projplus]") {
     const std::size_t d = GENERATE(2, 3, 4, 5, 16, 64);
     const std::size_t m = GENERATE(3, 16, 40, 128);
     CAPTURE(d, m);
