@@ -115,7 +115,8 @@ void parse_variants(const json& j, const Field& root, Config& c) {
     }
 }
 
-// The dimensions d a run will draw W for must suit every projection (simplex, givens: d >= 2).
+// The dimensions d a run will draw W for must suit every projection (simplex, simplex-plus,
+// givens: d >= 2; qmc: d <= 1024).
 void check_dimensions(const Config& c, const std::vector<std::size_t>& ds, const Field& root) {
     for (std::size_t i = 0; i < c.variants.size(); ++i) {
         const Variant& v = c.variants[i];
@@ -124,6 +125,10 @@ void check_dimensions(const Config& c, const std::vector<std::size_t>& ds, const
             if (d < projection_min_d(v.projection))
                 root.at("variants").at(i).at("projection").fail(
                     "'" + projection_name(v.projection) + "' needs d >= " + std::to_string(projection_min_d(v.projection)) +
+                    ", the config has d = " + std::to_string(d));
+            else if (d > projection_max_d(v.projection))
+                root.at("variants").at(i).at("projection").fail(
+                    "'" + projection_name(v.projection) + "' needs d <= " + std::to_string(projection_max_d(v.projection)) +
                     ", the config has d = " + std::to_string(d));
     }
 }

@@ -53,7 +53,7 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
         // Rows: x = norm u, y = norm (cos a u + sin a v), with (u, v) an orthonormal pair drawn
         // afresh for each trial (the first two rows of a Haar block). iid and ORF estimators are
         // rotation invariant, so this changes nothing for them; for structured projections
-        // (hadamard, givens) it reports the MSE averaged over pair orientations, not the MSE of
+        // (hadamard, givens, and qmc, whose Sobol points are axis-aligned) it reports the MSE averaged over pair orientations, not the MSE of
         // one axis-aligned pair, which is their worst case.
         const Mat<double> frame = orthogonal_block(stream_key({cfg.seed, tag("kernel-pair-frame"), c.d, trial}), c.d, true);
         Mat<double> X = Mat<double>::from_shape({n, c.d}), Y = Mat<double>::from_shape({n, c.d});
