@@ -117,7 +117,7 @@ TEST_CASE("a failed write leaves the previous set and nothing else", "[integrity
     {
         OutputDir d(out);
         REQUIRE_THROWS_WITH(d.replace({{"errors.csv", "new\n"}, {"run.json", "{}\n"}}),
-                            Catch::Contains("run.json: write failed (No space left on device"));
+                            Catch::Contains("cannot write the new result set (run.json: No space left on device"));
     }
     ::unsetenv("FAVOR_TEST_FAIL_WRITE");
     REQUIRE(slurp(out + "/errors.csv") == "old\n");

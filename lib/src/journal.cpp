@@ -160,7 +160,7 @@ void Journal::record(std::size_t cell, std::size_t trial, const JournalRows& row
             broken_ = true;
             broken_why_ = n < 0 ? std::strerror(errno) : "nothing written";
             if (start >= 0) (void)::ftruncate(fd_, start);
-            throw Error(path_ + ": write failed (" + broken_why_ + ")");
+            throw Error(path_ + ": write failed (" + broken_why_ + "); the entries before it are kept for --resume");
         }
         done += std::size_t(n);
     }

@@ -69,11 +69,16 @@ int acquire(const Place& p, const std::string& given) {
         if (fd < 0) throw Error(given + ": cannot create the lock " + path + " (" + why() + ")");
         if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
             const int e = errno;
-            char buf[32] = {0};
-            const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+            // The holder writes its pid just after taking the lock: wait a moment for it.
+            std::string pid;
+            for (int tries = 0; tries < 20 && (pid.empty() || pid.back() != '\n'); ++tries) {
+                if (tries) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                char buf[32] = {0};
+                const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+                pid = n > 0 ? std::string(buf, std::size_t(n)) : "";
+            }
             ::close(fd);
             if (e != EWOULDBLOCK) throw Error(given + ": cannot lock " + path + " (" + std::strerror(e) + ")");
-            std::string pid = n > 0 ? std::string(buf, std::size_t(n)) : "";
             while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
             throw Error(given + ": another favor process (pid " + (pid.empty() ? "unknown" : pid) +
                         ") is writing this output directory; wait for it or choose another --out");
@@ -104,23 +109,21 @@ void fsync_dir(const std::string& dir) {
     ::close(fd);
 }
 
-// One file of a new set: exclusive create, full write, fsync.
-void write_new_file(const std::string& path, const std::string& content, bool inject_full) {
+// One file of a new set: exclusive create, full write, fsync. Returns "" or why it failed.
+std::string write_new_file(const std::string& path, const std::string& content, bool inject_full) {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error(path + ": cannot write (" + why() + ")");
-    auto fail = [&](const std::string& reason) {
-        ::close(fd);
-        throw Error(path + ": write failed (" + reason + ")");
-    };
-    if (inject_full) fail(std::string(std::strerror(ENOSPC)) + ", injected by FAVOR_TEST_FAIL_WRITE");
-    for (std::size_t done = 0; done < content.size();) {
+    if (fd < 0) return why();
+    std::string failed;
+    if (inject_full) failed = std::string(std::strerror(ENOSPC)) + ", injected by FAVOR_TEST_FAIL_WRITE";
+    for (std::size_t done = 0; failed.empty() && done < content.size();) {
         const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) fail(why());
-        done += std::size_t(n);
+        if (n <= 0) failed = n < 0 ? why() : "nothing written";
+        else done += std::size_t(n);
     }
-    if (::fsync(fd) != 0) fail(why());
-    if (::close(fd) != 0) throw Error(path + ": write failed (" + why() + ")");
+    if (failed.empty() && ::fsync(fd) != 0) failed = why();
+    if (::close(fd) != 0 && failed.empty()) failed = why();
+    return failed;
 }
 
 std::string nonce() {
@@ -262,7 +265,10 @@ void OutputDir::replace(const ResultFiles& files) {
     try {
         long k = 0;
         for (const auto& [name, content] : files) {
-            write_new_file(tmp + "/" + name, content, ++k == fail_at);
+            const std::string failed = write_new_file(tmp + "/" + name, content, ++k == fail_at);
+            if (!failed.empty())
+                throw Error(given_ + ": cannot write the new result set (" + name + ": " + failed +
+                            "); the previous one is untouched");
             test_pause();
         }
         fsync_dir(tmp);
