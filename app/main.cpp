@@ -1,14 +1,20 @@
 // favor: the command-line driver. It only parses flags, dispatches to the library and
 // prints; the math lives in lib/. Exit codes: 0 success, 2 bad input, 1 internal failure.
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "favor/apply.hpp"
@@ -24,34 +30,116 @@
 #include "favor/npy.hpp"
 #include "favor/tensor_io.hpp"
 #include "favor/projections.hpp"
+#include "favor/result_dir.hpp"
 
 namespace {
 
 using favor::Error;
 
-// A progress line on stderr (cell k of n, elapsed, ETA) for runs longer than a second, only
-// when stderr is a terminal and --quiet is off.
-struct Progress {
-    explicit Progress(bool on) : enabled(on) {}
-    bool enabled;
-    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-    std::mutex mutex;
-    bool printed = false;
-
-    void operator()(std::size_t done, std::size_t total) {
-        if (!enabled) return;
-        std::lock_guard<std::mutex> lock(mutex);
-        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (el < 1.0) return;
-        const double eta = done ? el * double(total - done) / double(done) : 0.0;
-        std::fprintf(stderr, "\r[favor] step %zu of %zu  elapsed %.1fs  ETA %.1fs   ", done, total, el, eta);
-        std::fflush(stderr);
-        printed = true;
+// Progress on stderr from a thread of its own, so a log shows it even while long cells run.
+// On a terminal: a live bar, redrawn a few times a second once the run takes over a second.
+// Otherwise (a log file, Slurm, nohup): one line every `every` seconds. Off with --quiet.
+// The time left is estimated from the items finished by this process (not those resumed).
+class Progress {
+public:
+    Progress(bool quiet, double every) : every_(every) {
+        if (!quiet) mode_ = ::isatty(STDERR_FILENO) ? Mode::bar : Mode::lines;
+    }
+    ~Progress() { finish(); }
+    void update(std::size_t done, std::size_t total) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!seen_) base_ = done, seen_ = true;
+        done_ = std::max(done_, done), total_ = total;
+    }
+    void start() {
+        if (mode_ == Mode::off) return;
+        thread_ = std::thread([this] { loop(); });
     }
     void finish() {
-        if (printed) std::fputc('\n', stderr);
+        if (!thread_.joinable()) return;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stop_ = true;
+        }
+        wake_.notify_all();
+        thread_.join();
+        if (printed_ && mode_ == Mode::bar) std::fputc('\n', stderr);
+    }
+
+private:
+    enum class Mode { off, bar, lines };
+    Mode mode_ = Mode::off;
+    double every_;
+    std::size_t done_ = 0, total_ = 0, base_ = 0;
+    bool seen_ = false, stop_ = false, printed_ = false;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::thread thread_;
+    const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+
+    static std::string duration(double s) {
+        char buf[32];
+        const long t = long(s + 0.5);
+        if (t < 60) std::snprintf(buf, sizeof buf, "%lds", t);
+        else if (t < 3600) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+        else std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+        return buf;
+    }
+    void loop() {
+        const auto step = std::chrono::duration<double>(mode_ == Mode::bar ? 0.25 : every_);
+        std::unique_lock<std::mutex> lock(mutex_);
+        while (!wake_.wait_for(lock, step, [this] { return stop_; })) {
+            const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+            if (mode_ == Mode::bar && el < 1.0) continue;
+            const std::size_t fresh = done_ - base_, left = total_ - done_;
+            const std::string eta = fresh ? "~" + duration(el * double(left) / double(fresh)) + " left" : "time left unknown";
+            const double frac = total_ ? double(done_) / double(total_) : 0.0;
+            if (mode_ == Mode::bar) {
+                const int width = 24, fill = int(frac * width);
+                std::fprintf(stderr, "\r[favor] [%s%s] %zu/%zu cell trials  %s elapsed  %s\033[K",
+                             std::string(std::size_t(fill), '#').c_str(), std::string(std::size_t(width - fill), '.').c_str(),
+                             done_, total_, duration(el).c_str(), eta.c_str());
+            } else {
+                std::fprintf(stderr, "[favor] %zu/%zu cell trials done (%.0f%%), %s elapsed, %s\n", done_, total_,
+                             100.0 * frac, duration(el).c_str(), eta.c_str());
+            }
+            std::fflush(stderr);
+            printed_ = true;
+        }
     }
 };
+
+// SIGINT / SIGTERM during a run: stop starting items, finish those in flight, keep the
+// journal. A second signal kills at once (SA_RESETHAND); the journal stays consistent.
+std::atomic<bool> g_stop{false};
+volatile std::sig_atomic_t g_signal = 0;
+extern "C" void on_stop_signal(int sig) {
+    g_signal = sig;
+    g_stop.store(true);
+}
+void install_stop_handlers() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+}
+
+// The command line, shell-quoted, with --resume added: what to run to continue.
+std::string resume_command(const std::vector<std::string>& argv) {
+    std::string out;
+    bool has = false;
+    for (const auto& a : argv) {
+        has = has || a == "--resume";
+        const bool plain = !a.empty() && a.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                             "0123456789_./=:,+-@%") == std::string::npos;
+        std::string q = "'";
+        for (char c : a) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        out += (out.empty() ? "" : " ") + (plain ? a : q + "'");
+    }
+    return has ? out : out + " --resume";
+}
 
 // The summary as printed on the terminal: keys and means (summary.md has std and sem too).
 favor::Table means_only(const favor::Table& t) {
@@ -78,7 +166,9 @@ struct RunFlags {
     long long trials = -1;
     std::string seed;
     int threads = 0;
-    bool quiet = false;
+    bool quiet = false, resume = false;
+    double progress_every = 10.0;
+    std::vector<std::string> argv;   // the whole command line, for the resume hint
 };
 
 // The flag overrides, as --set assignments applied after the user's own --set.
@@ -93,17 +183,46 @@ std::vector<std::string> overrides(const RunFlags& f) {
 }
 
 int cmd_run(const RunFlags& f) {
+    if (!(f.progress_every > 0) || !std::isfinite(f.progress_every))
+        throw Error("--progress-every: must be a number of seconds > 0");
     const favor::Config cfg = favor::load_config(f.config, overrides(f));
     const std::string out = f.out.empty() ? cfg.output_dir : f.out;
-    favor::check_output_dir(out);   // before any work: a bad --out fails at once
+    favor::OutputDir dir(out);   // before any work: a bad or busy --out fails at once
     favor::RunOptions opt;
     opt.threads = f.threads;
     if (!f.shard.empty()) opt.shard = favor::parse_shard(f.shard);
-    Progress progress(!f.quiet && ::isatty(STDERR_FILENO));
-    opt.progress = [&progress](std::size_t d, std::size_t t) { progress(d, t); };
+    std::unique_ptr<favor::Journal> journal;
+    if (cfg.experiment != favor::ExperimentKind::timing) {
+        journal = std::make_unique<favor::Journal>(dir.file("journal.jsonl"), favor::run_identity(cfg, opt.shard),
+                                                   f.resume, [&dir] { dir.ensure_exists(); });
+        if (!f.quiet && f.resume)
+            std::cerr << "favor: " << (journal->loaded() ? "resuming: " + std::to_string(journal->loaded()) +
+                                                               " finished cell trials in " + out + "/journal.jsonl"
+                                                         : "nothing to resume in " + out + ": starting from the beginning")
+                      << "\n";
+        else if (!f.quiet && journal->existed())
+            std::cerr << "favor: " << out << "/journal.jsonl of an interrupted run will be replaced "
+                      << "(stop now and add --resume to continue it instead)\n";
+        opt.journal = journal.get();
+        opt.stop = &g_stop;
+        install_stop_handlers();
+    } else if (f.resume) {
+        throw Error("--resume: timing runs keep no journal (their times are not reproducible); rerun without it");
+    }
+    Progress progress(f.quiet, f.progress_every);
+    opt.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
+    progress.start();
     const favor::RunResult r = favor::run_experiment(cfg, opt);
     progress.finish();
-    favor::write_results(r, out);
+    if (!r.complete) {
+        journal->sync();
+        const int sig = g_signal ? int(g_signal) : SIGTERM;
+        std::cerr << "favor: stopped by " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << " after " << r.items_done << " of "
+                  << r.items_total << " cell trials; they are kept in " << out << "/journal.jsonl (earlier results in "
+                  << out << "/ are untouched)\nfavor: continue with: " << resume_command(f.argv) << "\n";
+        return 128 + sig;
+    }
+    favor::write_results(r, dir);
     if (!f.quiet) {
         std::cout << favor::to_markdown(r.timing.columns.empty() ? means_only(r.summary) : r.timing);
         if (!r.notes_md.empty()) std::cout << "\n" << r.notes_md;
@@ -124,13 +243,16 @@ int cmd_validate(const std::string& path, const std::vector<std::string>& sets) 
     return 0;
 }
 
-int cmd_merge(const std::string& out, const std::vector<std::string>& dirs, bool quiet) {
-    favor::check_output_dir(out);
-    const favor::RunResult r = favor::merge_results(dirs);
-    favor::write_results(r, out);
+int cmd_merge(const std::string& out, const std::vector<std::string>& dirs, const favor::MergeOptions& opt, bool quiet) {
+    favor::OutputDir dir(out);
+    const favor::RunResult r = favor::merge_results(dirs, opt);
+    favor::write_results(r, dir);
     if (!quiet)
         std::cout << "merged " << dirs.size() << " result directories into " << out << "/ ("
-                  << (r.errors.rows.empty() ? r.summary.rows.size() : r.errors.rows.size()) << " rows)\n";
+                  << (r.errors.rows.empty() ? r.summary.rows.size() : r.errors.rows.size()) << " rows"
+                  << (r.info.value("partial", false) ? "; PARTIAL: shards missing, see run.json" : "") << ")\n";
+    if (r.info.value("partial", false))
+        std::cerr << "favor: merge: partial result (missing " << r.info["missing_shards"].dump() << ")\n";
     return 0;
 }
 
@@ -185,6 +307,7 @@ int cmd_apply(const ApplyFlags& a) {
 
 // Writes DIR/comparisons.csv and prints it as Markdown after a line naming the tests.
 int cmd_compare(const std::string& dir, const favor::CompareOptions& opt) {
+    const favor::OutputLock lock(dir);   // not while a run replaces this result set
     const favor::Table t = favor::compare_results(dir, opt);
     favor::write_comparisons(dir, t);
     std::cout << favor::compare_description(opt) << "\n\n" << favor::to_markdown(t);
@@ -208,10 +331,11 @@ int cmd_list() {
 }  // namespace
 
 int main(int argc, char** argv) {
+    RunFlags rf;
+    rf.argv.assign(argv, argv + argc);
     CLI::App app{"favor: random-feature approximations of softmax attention (Performer, FAVOR+)"};
     app.require_subcommand(1);
 
-    RunFlags rf;
     CLI::App* run = app.add_subcommand("run", "run an experiment config and write its tables");
     run->add_option("config", rf.config, "experiment config (JSON)")->required();
     run->add_option("--out", rf.out, "output directory (default: the config's output_dir)");
@@ -223,7 +347,10 @@ int main(int argc, char** argv) {
     run->add_option("--dtype", rf.dtype, "compute precision: float32 or float64");
     run->add_option("--shard", rf.shard, "run share K of N of the cells (0 <= K < N), e.g. 0/4");
     run->add_option("--threads", rf.threads, "threads (default: all cores); results do not depend on it");
-    run->add_flag("--quiet", rf.quiet, "print nothing but errors");
+    run->add_flag("--quiet", rf.quiet, "print nothing but errors (no progress)");
+    run->add_flag("--resume", rf.resume, "continue an interrupted run from OUT/journal.jsonl (same config and shard)");
+    run->add_option("--progress-every", rf.progress_every,
+                    "seconds between progress lines when stderr is not a terminal (default 10)");
 
     std::string vpath;
     std::vector<std::string> vsets;
@@ -234,10 +361,13 @@ int main(int argc, char** argv) {
     std::string merge_out;
     std::vector<std::string> merge_dirs;
     bool merge_quiet = false;
+    favor::MergeOptions merge_opt;
     CLI::App* merge = app.add_subcommand("merge", "combine result directories (shards, sweep runs) into one result set");
     merge->add_option("out_dir", merge_out, "output directory")->required();
     merge->add_option("dirs", merge_dirs, "result directories to combine")->required();
     merge->add_flag("--quiet", merge_quiet, "print nothing but errors");
+    merge->add_flag("--allow-partial", merge_opt.allow_partial,
+                    "merge an incomplete shard set anyway (run.json then says partial)");
 
     GenFlags gf;
     CLI::App* gen = app.add_subcommand("gen", "write the random q.npy, k.npy, v.npy a run uses");
@@ -315,7 +445,7 @@ int main(int argc, char** argv) {
         if (*gen) return cmd_gen(gf);
         if (*proj) return cmd_projection(pf);
         if (*apply) return cmd_apply(af);
-        if (*merge) return cmd_merge(merge_out, merge_dirs, merge_quiet);
+        if (*merge) return cmd_merge(merge_out, merge_dirs, merge_opt, merge_quiet);
         if (*compare) return cmd_compare(compare_dir, cf);
         if (*list) return cmd_list();
     } catch (const Error& e) {

@@ -20,12 +20,13 @@ cmp "$tmp/full/summary.csv" "$tmp/merged/summary.csv" || fail "merged summary.cs
 for m in 8 16 32; do "$favor" run "$tmp/c.json" --m $m --out "$tmp/m$m" --quiet; done
 "$favor" merge "$tmp/mm" "$tmp/m32" "$tmp/m8" "$tmp/m16" --quiet
 cmp "$tmp/full/errors.csv" "$tmp/mm/errors.csv" || fail "m-sweep merge differs"
-# Different seeds for one cell: refused with one line, exit 2.
+# Different seeds: refused with one line naming the difference, exit 2, nothing written.
 "$favor" run "$tmp/c.json" --shard 0/4 --seed 6 --out "$tmp/other" --quiet
 set +e
 err=$("$favor" merge "$tmp/bad" "$tmp/s0" "$tmp/other" 2>&1); rc=$?
 set -e
-[ $rc -eq 2 ] && grep -q "inconsistent" <<<"$err" && [ ! -e "$tmp/bad" ] || fail "inconsistent merge: rc=$rc [$err]"
+[ $rc -eq 2 ] && grep -q "config differs .* in seed: 6 vs 5" <<<"$err" && [ ! -e "$tmp/bad" ] &&
+  [ "$(ls -A "$tmp" | grep -c favor-)" = 0 ] || fail "inconsistent merge: rc=$rc [$err]"
 # Kernel experiment shards.
 cat > "$tmp/k.json" <<'JSON'
 {"name": "k", "experiment": "kernel", "d": 4, "m": [4, 8], "norm": [0.5, 1.0], "angle": [0.5, 1.5, 2.5], "trials": 50,

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "favor/attention.hpp"
+#include "favor/error.hpp"
 #include "favor/estimator.hpp"
 #include "favor/experiment_parts.hpp"
 #include "favor/grid.hpp"
@@ -53,7 +54,7 @@ struct Axes {
 // Every instance of the grid, with inputs and references loaded for those `cells` use.
 template <class T>
 std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const std::vector<std::size_t>& cells,
-                                        nlohmann::json& info, int threads) {
+                                        nlohmann::json& info, int threads, const std::atomic<bool>* stop) {
     const bool npy = cfg.inputs.npy();
     HeadTensors files;
     if (npy) {
@@ -70,7 +71,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
                 in.L = npy ? files.L() : cfg.inputs.L[li];
                 in.d = npy ? files.d() : cfg.inputs.d[di];
                 if (!npy) in.scale = cfg.inputs.scale[si];
-                if (!needed[i]) continue;
+                if (!needed[i] || (stop && stop->load())) continue;   // stopped: no item will run
                 if (npy) {
                     for (std::size_t h = 0; h < files.q.size(); ++h)
                         in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads));
@@ -165,10 +166,23 @@ std::string cell_text(const Values& v, const std::string& col) {
     return col == "nonfinite" ? format_count(std::size_t(*it->second)) : format_number(it->second);
 }
 
+// The metric cells of one (cell, trial): one row for all heads, or one per head with
+// "per_head". These strings are what errors.csv holds and what the journal records.
+JournalRows item_rows(const std::vector<Values>& heads, const std::vector<std::string>& cols, bool per_head) {
+    const std::vector<Values> rows = per_head ? heads : std::vector<Values>{combine_heads(heads, cols)};
+    JournalRows out;
+    for (const Values& v : rows) {
+        std::vector<std::string> row;
+        for (const auto& col : cols) row.push_back(cell_text(v, col));
+        out.push_back(std::move(row));
+    }
+    return out;
+}
+
 // errors.csv: one row per (cell, trial), or per (cell, trial, head) with "per_head".
 template <class T>
 Table error_rows(const Config& cfg, const Axes& ax, const Grid& grid, const std::vector<std::size_t>& cells,
-                 const std::vector<Instance<T>>& instances, const std::vector<std::vector<Values>>& values,
+                 const std::vector<Instance<T>>& instances, const std::vector<JournalRows>& items,
                  const std::vector<std::string>& cols) {
     const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
     Table t;
@@ -176,20 +190,19 @@ Table error_rows(const Config& cfg, const Axes& ax, const Grid& grid, const std:
     if (per_head) t.columns.push_back("head");
     for (const char* c : {"trial", "seed"}) t.columns.push_back(c);
     for (const auto& col : cols) t.columns.push_back(col);
-    for (std::size_t item = 0; item < values.size(); ++item) {
+    for (std::size_t item = 0; item < items.size(); ++item) {
         const std::vector<std::size_t> at = grid.at(cells[item / cfg.trials]);
         const Variant& var = cfg.variants[at[0]];
         const Instance<T>& in = instances[ax.instance(at)];
         const std::size_t m = cfg.m[at[3]];
-        const std::vector<Values> rows = per_head ? values[item] : std::vector<Values>{combine_heads(values[item], cols)};
-        for (std::size_t h = 0; h < rows.size(); ++h) {
+        for (std::size_t h = 0; h < items[item].size(); ++h) {
             std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(), format_count(in.L),
                                              format_count(in.d), format_count(m),
                                              format_count(var.map->num_features(m, in.d)), format_number(in.scale)};
             if (per_head) row.push_back(format_count(h));
             row.push_back(format_count(item % cfg.trials));
             row.push_back(std::to_string(cfg.seed));
-            for (const auto& col : cols) row.push_back(cell_text(rows[h], col));
+            for (const auto& c : items[item][h]) row.push_back(c);
             t.rows.push_back(std::move(row));
         }
     }
@@ -250,6 +263,16 @@ void dedupe_items(const Config& cfg, const Axes& ax, const Grid& grid, const std
     }
 }
 
+// Journal entries of this run: each must have the shape of a fresh item.
+void check_entry(const Journal& j, const JournalRows& rows, std::size_t heads, std::size_t ncols, std::size_t cell,
+                 std::size_t trial) {
+    bool ok = rows.size() == heads;
+    for (const auto& r : rows) ok = ok && r.size() == ncols;
+    if (!ok)
+        throw Error(j.path() + ": the entry of cell " + std::to_string(cell) + " trial " + std::to_string(trial) +
+                    " does not have this run's shape (rerun without --resume)");
+}
+
 template <class T>
 RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
     const int threads = resolve_threads(opt.threads);
@@ -258,35 +281,61 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
                   npy ? 1 : cfg.inputs.scale.size()};
     const Grid grid = ax.grid();
     const std::vector<std::size_t> cells = grid.cells(opt.shard);
-    const std::vector<Instance<T>> instances = load_instances<T>(cfg, ax, cells, info, threads);
+    info["shard"]["cells"] = cells.size();
+    const std::vector<Instance<T>> instances = load_instances<T>(cfg, ax, cells, info, threads, opt.stop);
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
+    const bool per_head = npy && cfg.inputs.per_head;
     const std::size_t trials = cfg.trials, total = cells.size() * trials;
-    std::vector<std::vector<Values>> values(total);   // [item][head]
     std::vector<std::size_t> source, unique;
     dedupe_items(cfg, ax, grid, cells, source, unique);
-    std::atomic<std::size_t> done{0};
+    std::vector<JournalRows> items(total);   // [item][row][metric]
+    std::vector<char> finished(total, 0);
+    std::size_t resumed = 0;
+    const std::size_t heads = per_head ? info["inputs"]["heads"].get<std::size_t>() : 1;
+    if (opt.journal)
+        for (std::size_t item : unique)
+            if (const JournalRows* rows = opt.journal->find(cells[item / trials], item % trials)) {
+                check_entry(*opt.journal, *rows, heads, cols.size(), cells[item / trials], item % trials);
+                items[item] = *rows;
+                finished[item] = 1;
+                ++resumed;
+            }
+    std::atomic<std::size_t> done{resumed};
+    if (opt.progress) opt.progress(resumed, unique.size());
     // With fewer (cell, trial) items than threads, the row blocks of the pairwise metrics
     // share the spare threads (their sums do not depend on how blocks are spread).
-    const int inner_threads = unique.size() < std::size_t(threads) ? threads : 1;
+    const int inner_threads = unique.size() - resumed < std::size_t(threads) ? threads : 1;
     // Each (cell, trial) runs on one thread: its numbers never depend on the thread count.
     parallel_for(unique.size(), threads, [&](std::size_t u) {
         const std::size_t item = unique[u];
+        if (finished[item] || (opt.stop && opt.stop->load())) return;
         const std::vector<std::size_t> at = grid.at(cells[item / trials]);
         const Instance<T>& in = instances[ax.instance(at)];
         const Estimator<T> base = make_estimator<T>(cfg.variants[at[0]], cfg.m[at[3]], in.d, cfg.seed, item % trials);
-        for (const Head<T>& h : in.heads)
-            values[item].push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
-        if (opt.progress) opt.progress(done.fetch_add(1) + 1, unique.size());
+        std::vector<Values> per;   // one per head
+        for (const Head<T>& h : in.heads) per.push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
+        items[item] = item_rows(per, cols, per_head);
+        if (opt.journal) opt.journal->record(cells[item / trials], item % trials, items[item]);
+        finished[item] = 1;
+        const std::size_t now = done.fetch_add(1) + 1;
+        if (opt.progress) opt.progress(now, unique.size());
     });
+    // Copies of the items computed once (maps without a projection, or without m).
     for (std::size_t item = 0; item < total; ++item)
-        if (source[item] != item) values[item] = values[source[item]];
+        if (source[item] != item) items[item] = items[source[item]];
     RunResult r;
-    r.errors = error_rows(cfg, ax, grid, cells, instances, values, cols);
+    r.items_done = done.load(), r.items_total = unique.size(), r.items_resumed = resumed;
+    if (resumed) info["resumed_items"] = resumed;
+    r.info = std::move(info);
+    if (r.items_done < unique.size()) {
+        r.complete = false;
+        return r;
+    }
+    r.errors = error_rows(cfg, ax, grid, cells, instances, items, cols);
     std::vector<std::string> keys = approximation_key_columns();
     if (r.errors.has_column("head")) keys.push_back("head");
     r.summary = summarize(r.errors, keys, stat_columns(cols), value_columns(cols));
     r.summary = join_columns(r.summary, baseline_rows(cfg, instances, cols, threads), baseline_keys(r.errors));
-    r.info = std::move(info);
     return r;
 }
 

@@ -1,5 +1,6 @@
 #include "favor/experiment.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -8,7 +9,6 @@
 #include <thread>
 
 #include "favor/blas.hpp"
-#include "favor/files.hpp"
 #include "favor/experiment_parts.hpp"
 #include "favor/parallel.hpp"
 
@@ -77,23 +77,43 @@ RunResult run_experiment(const Config& cfg, const RunOptions& opt) {
     return r;
 }
 
-void write_results(const RunResult& r, const std::string& dir) {
-    make_output_dir(dir);
-    const std::string base = dir + "/";
-    if (!r.errors.columns.empty()) write_file_atomic(base + "errors.csv", to_csv(r.errors));
+ResultFiles result_files(const RunResult& r) {
+    ResultFiles files;
+    const std::string name = r.info.contains("config") ? r.info["config"].value("name", std::string()) : "";
+    if (!r.errors.columns.empty()) files.emplace_back("errors.csv", to_csv(r.errors));
     if (!r.summary.columns.empty()) {
-        write_file_atomic(base + "summary.csv", to_csv(r.summary));
-        std::string md = "# " + r.info["config"].value("name", std::string()) + "\n\n" + to_markdown(r.summary);
+        files.emplace_back("summary.csv", to_csv(r.summary));
+        std::string md = "# " + name + "\n\n" + to_markdown(r.summary);
         if (!r.notes_md.empty()) md += "\n" + r.notes_md;
-        write_file_atomic(base + "summary.md", md);
+        files.emplace_back("summary.md", md);
     }
     if (!r.timing.columns.empty()) {
-        write_file_atomic(base + "timing.csv", to_csv(r.timing));
-        std::string md = "# " + r.info["config"].value("name", std::string()) + "\n\n" + to_markdown(r.timing);
+        files.emplace_back("timing.csv", to_csv(r.timing));
+        std::string md = "# " + name + "\n\n" + to_markdown(r.timing);
         if (!r.notes_md.empty()) md += "\n" + r.notes_md;
-        write_file_atomic(base + "timing.md", md);
+        files.emplace_back("timing.md", md);
     }
-    write_file_atomic(base + "run.json", r.info.dump(2) + "\n");
+    files.emplace_back("run.json", r.info.dump(2) + "\n");   // last: a set with run.json is whole
+    return files;
+}
+
+void write_results(const RunResult& r, OutputDir& out) { out.replace(result_files(r)); }
+
+json run_identity(const Config& cfg, const Shard& shard) {
+    json config = cfg.resolved();
+    config.erase("output_dir");
+    json id{{"config", config},
+            {"shard", {{"index", shard.index}, {"count", shard.count}}},
+            {"build", {{"favor_version", FAVOR_VERSION}, {"git_commit", FAVOR_GIT_COMMIT},
+                       {"compiler", FAVOR_COMPILER}, {"march", FAVOR_MARCH_FLAG}, {"blas", blas_info()}}}};
+    if (cfg.inputs.npy())
+        for (const std::string* p : {&cfg.inputs.q, &cfg.inputs.k, &cfg.inputs.v}) {
+            struct stat st {};
+            if (::stat(p->c_str(), &st) == 0)
+                id["inputs"][*p] = {{"bytes", st.st_size},
+                                    {"mtime_ns", std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec}};
+        }
+    return id;
 }
 
 }  // namespace favor

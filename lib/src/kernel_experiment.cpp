@@ -1,10 +1,13 @@
 // The "kernel" experiment: empirical MSE of SM(x, y) estimators for pairs of common length
 // `norm` at angle `angle`, against Lemma 2 and the Theorem 2 bound (the paper's Fig. 2).
+#include <atomic>
 #include <cmath>
 #include <limits>
+#include <cstdlib>
 #include <optional>
 #include <xtensor/xview.hpp>
 
+#include "favor/error.hpp"
 #include "favor/estimator.hpp"
 #include "favor/experiment_parts.hpp"
 #include "favor/grid.hpp"
@@ -17,6 +20,7 @@ namespace favor {
 
 namespace {
 struct KernelCell {
+    std::size_t first;                 // grid index of its first point (the journal's key)
     std::size_t variant, d, m;
     std::vector<std::size_t> points;   // indices into the (norm, angle) list in this shard
 };
@@ -28,13 +32,15 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
     // (norm, angle) points of it that the shard owns.
     const Grid grid({cfg.variants.size(), k.d.size(), cfg.m.size(), k.norm.size(), k.angle.size()});
     std::vector<KernelCell> cells;
-    for (std::size_t flat : grid.cells(opt.shard)) {
+    const std::vector<std::size_t> owned = grid.cells(opt.shard);
+    for (std::size_t flat : owned) {
         const std::vector<std::size_t> at = grid.at(flat);
         const std::size_t point = at[3] * k.angle.size() + at[4];
         if (cells.empty() || cells.back().variant != at[0] || cells.back().d != k.d[at[1]] || cells.back().m != cfg.m[at[2]])
-            cells.push_back({at[0], k.d[at[1]], cfg.m[at[2]], {}});
+            cells.push_back({flat, at[0], k.d[at[1]], cfg.m[at[2]], {}});
         cells.back().points.push_back(point);
     }
+    info["shard"]["cells"] = owned.size();   // (norm, angle) points: summary rows
 
     const std::size_t T = cfg.trials;
     // sq[cell][trial * npoints + point]: squared error of one trial's estimate; th: the map's
@@ -46,7 +52,28 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
         th[c].assign(T * cells[c].points.size(), std::numeric_limits<double>::quiet_NaN());
     }
 
-    parallel_for(cells.size() * T, resolve_threads(opt.threads), [&](std::size_t item) {
+    // A journal entry is one row: the squared errors of the cell's points in this trial, in
+    // the shortest form that reads back to the same double.
+    const std::size_t total = cells.size() * T;
+    std::vector<char> finished(total, 0);
+    std::size_t resumed = 0;
+    if (opt.journal)
+        for (std::size_t item = 0; item < total; ++item)
+            if (const JournalRows* rows = opt.journal->find(cells[item / T].first, item % T)) {
+                const std::size_t n = cells[item / T].points.size();
+                if (rows->size() != 1 || (*rows)[0].size() != n)
+                    throw Error(opt.journal->path() + ": the entry of cell " + std::to_string(cells[item / T].first) +
+                                " does not have this run's shape (rerun without --resume)");
+                for (std::size_t r = 0; r < n; ++r)
+                    sq[item / T][(item % T) * n + r] = std::strtod((*rows)[0][r].c_str(), nullptr);
+                finished[item] = 1;
+                ++resumed;
+            }
+    std::atomic<std::size_t> done{resumed};
+    if (opt.progress) opt.progress(resumed, total);
+
+    parallel_for(total, resolve_threads(opt.threads), [&](std::size_t item) {
+        if (finished[item] || (opt.stop && opt.stop->load())) return;
         const KernelCell& c = cells[item / T];
         const std::size_t trial = item % T, n = c.points.size();
         const Variant& var = cfg.variants[c.variant];
@@ -76,9 +103,24 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
             if (var.projection == Projection::iid)
                 th[item / T][trial * n + r] = pair_mse_at(*est.map->resolve(x, y), x, y, c.m).value_or(th[item / T][trial * n + r]);
         }
+        if (opt.journal) {
+            JournalRows rows(1);
+            for (std::size_t r = 0; r < n; ++r) rows[0].push_back(format_number(sq[item / T][trial * n + r]));
+            opt.journal->record(c.first, trial, rows);
+        }
+        finished[item] = 1;
+        const std::size_t now = done.fetch_add(1) + 1;
+        if (opt.progress) opt.progress(now, total);
     });
 
     RunResult res;
+    res.items_done = done.load(), res.items_total = total, res.items_resumed = resumed;
+    if (resumed) info["resumed_items"] = resumed;
+    if (res.items_done < total) {
+        res.complete = false;
+        res.info = std::move(info);
+        return res;
+    }
     res.summary.columns = {"variant", "features", "projection", "d", "m", "norm", "angle", "trials",
                            "sm", "mse", "mse_sem", "mse_theory", "theorem2_bound"};
     for (std::size_t ci = 0; ci < cells.size(); ++ci) {
@@ -103,7 +145,6 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
                                         format_number(s.mean), format_number(s.sem), format_number(theory),
                                         format_number(bound)});
         }
-        if (opt.progress) opt.progress(ci + 1, cells.size());
     }
     res.info = std::move(info);
     return res;

@@ -1,28 +1,384 @@
 #include "favor/merge.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 
 #include "favor/error.hpp"
+#include "favor/json_diff.hpp"
 #include "favor/metrics.hpp"
+#include "favor/result_dir.hpp"
 
 namespace favor {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 
-json read_run_json(const std::string& dir) {
-    const std::string path = dir + "/run.json";
-    std::ifstream in(path);
-    if (!in) throw Error(path + ": cannot open (is " + dir + " a favor result directory?)");
+// --- strict cells: exactly what format_count / format_number write -----------------------
+
+bool parse_count(const std::string& s, std::size_t& v) {
+    if (s.empty() || (s.size() > 1 && s[0] == '0')) return false;
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// A number: finite in the shortest form, or nan / inf / -inf when `nonfinite` is allowed.
+bool parse_real(const std::string& s, double& v, bool nonfinite) {
+    if (s == "nan" || s == "inf" || s == "-inf") {
+        v = s == "nan" ? std::nan("") : (s == "inf" ? HUGE_VAL : -HUGE_VAL);
+        return nonfinite;
+    }
+    if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-')) return false;
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size() && std::isfinite(v);
+}
+
+bool valid_name(const std::string& s) {
+    if (s.empty()) return false;
+    for (unsigned char c : s)
+        if (c < 0x20 || c == 0x7f || c == ',' || c == '"' || c == '|') return false;
+    return true;
+}
+
+// --- one input, read and checked against its own run.json -----------------------------------
+
+struct Input {
+    std::string dir;
+    json info;
+    Config cfg;
+    json canon;                  // resolved config without output_dir
+    Shard shard;
+    bool merged = false, partial = false;
+    std::size_t heads = 1;       // rows per (cell, trial): npy heads with per_head
+    std::optional<std::size_t> recorded_cells;
+    std::string table_file;      // errors.csv or (kernel) summary.csv
+    Table table, summary;
+};
+
+bool is_kernel(const Input& in) { return in.cfg.experiment == ExperimentKind::kernel; }
+
+std::size_t read_count(const json& j, const std::string& what, const std::string& file) {
+    if (!j.is_number_unsigned()) throw Error(file + ": " + what + ": missing or not a count");
+    return j.get<std::size_t>();
+}
+
+Input read_input(const MergeInput& m) {
+    Input in;
+    in.dir = m.dir;
+    const std::string rj = m.dir + "/run.json";
     try {
-        return json::parse(in);
+        in.info = json::parse(m.run_json);
     } catch (const json::exception&) {
-        throw Error(path + ": invalid JSON");
+        throw Error(rj + ": invalid JSON");
+    }
+    if (!in.info.is_object() || !in.info.contains("config") || !in.info["config"].is_object())
+        throw Error(rj + ": no config (is " + m.dir + " a favor result directory?)");
+    in.cfg = parse_config(in.info["config"], rj);   // every field checked, as for a config file
+    if (in.cfg.experiment == ExperimentKind::timing)
+        throw Error(m.dir + ": merge combines approximation and kernel results, not timing");
+    in.canon = in.cfg.resolved();
+    in.canon.erase("output_dir");
+    const json& sh = in.info["shard"];
+    if (!sh.is_object()) throw Error(rj + ": shard: missing");
+    in.shard.index = read_count(sh.contains("index") ? sh["index"] : json(), "shard.index", rj);
+    in.shard.count = read_count(sh.contains("count") ? sh["count"] : json(), "shard.count", rj);
+    if (in.shard.count == 0 || in.shard.index >= in.shard.count) throw Error(rj + ": shard: not K/N with 0 <= K < N");
+    if (sh.contains("cells")) in.recorded_cells = read_count(sh["cells"], "shard.cells", rj);
+    if (!in.info.contains("seed") || in.info["seed"] != json(in.cfg.seed))
+        throw Error(rj + ": seed differs from its config's seed");
+    in.merged = in.info.contains("merged_from");
+    if (in.info.contains("partial")) {
+        if (!in.info["partial"].is_boolean()) throw Error(rj + ": partial: not true or false");
+        in.partial = in.info["partial"].get<bool>();
+    }
+    if (!is_kernel(in) && in.cfg.inputs.npy()) {
+        const json& i = in.info["inputs"];
+        if (!i.is_object()) throw Error(rj + ": inputs: missing (npy inputs record their shape)");
+        in.heads = read_count(i.contains("heads") ? i["heads"] : json(), "inputs.heads", rj);
+        read_count(i.contains("L") ? i["L"] : json(), "inputs.L", rj);
+        read_count(i.contains("d") ? i["d"] : json(), "inputs.d", rj);
+        if (in.heads == 0) throw Error(rj + ": inputs.heads: must be >= 1");
+        if (!in.cfg.inputs.per_head) in.heads = 1;
+    }
+    in.table_file = m.dir + (is_kernel(in) ? "/summary.csv" : "/errors.csv");
+    const std::optional<std::string>& text = is_kernel(in) ? m.summary : m.errors;
+    if (!text) throw Error(in.table_file + ": missing");
+    in.table = parse_csv(*text, in.table_file);
+    if (!is_kernel(in)) {
+        if (!m.summary) throw Error(m.dir + "/summary.csv: missing");
+        in.summary = parse_csv(*m.summary, m.dir + "/summary.csv");
+    }
+    return in;
+}
+
+std::vector<std::string> expected_columns(const Input& in) {
+    if (is_kernel(in))
+        return {"variant", "features", "projection", "d", "m", "norm", "angle", "trials",
+                "sm", "mse", "mse_sem", "mse_theory", "theorem2_bound"};
+    std::vector<std::string> c = approximation_key_columns();
+    if (in.cfg.inputs.npy() && in.cfg.inputs.per_head) c.push_back("head");
+    c.push_back("trial");
+    c.push_back("seed");
+    for (const auto& m : metric_columns(in.cfg.approximation.metrics)) c.push_back(m);
+    return c;
+}
+
+// A row's place: its index in the input's grid (cell) and its sort key without the variant.
+struct RowPlace {
+    std::size_t variant = 0, cell = 0;
+    std::vector<double> key;   // L, d, m, scale, trial[, head]  (kernel: d, m, norm, angle)
+};
+
+template <class V>
+std::size_t index_in(const std::vector<V>& list, V v) {
+    const auto it = std::find(list.begin(), list.end(), v);
+    return it == list.end() ? list.size() : std::size_t(it - list.begin());
+}
+
+class RowChecker {
+public:
+    RowChecker(const Input& in, std::size_t row) : in_(in), where_(in.table_file + ": line " + std::to_string(row + 2)) {}
+    [[noreturn]] void fail(const std::string& col, const std::string& cell, const std::string& why) const {
+        throw Error(where_ + ": " + col + ": '" + cell.substr(0, 40) + "' " + why);
+    }
+    std::size_t count(const std::vector<std::string>& r, const std::string& col) const {
+        std::size_t v = 0;
+        const std::string& c = r[in_.table.column(col)];
+        if (!parse_count(c, v)) fail(col, c, "is not a count");
+        return v;
+    }
+    double real(const std::vector<std::string>& r, const std::string& col) const {
+        double v = 0;
+        const std::string& c = r[in_.table.column(col)];
+        if (!parse_real(c, v, false)) fail(col, c, "is not a finite number");
+        return v;
+    }
+    // A metric cell: empty, or a number (nan / inf allowed where the runner can produce them).
+    void metric(const std::vector<std::string>& r, std::size_t i) const {
+        const std::string& col = in_.table.columns[i];
+        const std::string& c = r[i];
+        if (c.empty()) return;
+        double v = 0;
+        std::size_t n = 0;
+        if (col == "nonfinite") {
+            if (!parse_count(c, n)) fail(col, c, "is not a count");
+        } else if (col == "seconds" || col == "trials") {
+            if (!parse_real(c, v, false) || v < 0) fail(col, c, "is not a finite number >= 0");
+        } else if (!parse_real(c, v, true)) {
+            fail(col, c, "is not a number");
+        }
+    }
+    std::size_t variant(const std::vector<std::string>& r) const {
+        const std::string& name = r[in_.table.column("variant")];
+        if (!valid_name(name)) fail("variant", name, "is not a valid variant name");
+        for (std::size_t v = 0; v < in_.cfg.variants.size(); ++v) {
+            const Variant& var = in_.cfg.variants[v];
+            if (var.name != name) continue;
+            if (r[in_.table.column("features")] != var.features_label() ||
+                r[in_.table.column("projection")] != var.projection_label())
+                fail("variant", name, "has other features or projection than in run.json");
+            return v;
+        }
+        fail("variant", name, "is not a variant of its run.json config");
+    }
+    template <class V>
+    std::size_t in_list(const std::vector<V>& list, V v, const std::string& col, const std::vector<std::string>& r) const {
+        const std::size_t i = index_in(list, v);
+        if (i == list.size()) fail(col, r[in_.table.column(col)], "is not in its run.json config's grid");
+        return i;
+    }
+
+private:
+    const Input& in_;
+    std::string where_;
+};
+
+RowPlace place_approximation(const Input& in, const std::vector<std::string>& r, std::size_t row) {
+    const RowChecker ck(in, row);
+    const Config& c = in.cfg;
+    RowPlace p;
+    p.variant = ck.variant(r);
+    const std::size_t L = ck.count(r, "L"), d = ck.count(r, "d"), m = ck.count(r, "m");
+    const std::size_t mi = ck.in_list(c.m, m, "m", r);
+    std::size_t li = 0, di = 0, si = 0, nL = 1, nd = 1, ns = 1;
+    double scale = -1.0;
+    if (c.inputs.npy()) {
+        if (L != in.info.at("inputs").at("L").get<std::size_t>()) ck.fail("L", r[in.table.column("L")], "is not the length of the npy inputs");
+        if (d != in.info.at("inputs").at("d").get<std::size_t>()) ck.fail("d", r[in.table.column("d")], "is not the d of the npy inputs");
+        if (!r[in.table.column("scale")].empty()) ck.fail("scale", r[in.table.column("scale")], "must be empty for npy inputs");
+    } else {
+        li = ck.in_list(c.inputs.L, L, "L", r), nL = c.inputs.L.size();
+        di = ck.in_list(c.inputs.d, d, "d", r), nd = c.inputs.d.size();
+        scale = ck.real(r, "scale");
+        si = ck.in_list(c.inputs.scale, scale, "scale", r), ns = c.inputs.scale.size();
+    }
+    if (ck.count(r, "num_features") != c.variants[p.variant].map->num_features(m, d))
+        ck.fail("num_features", r[in.table.column("num_features")], "does not match the variant's map at this m and d");
+    const std::size_t trial = ck.count(r, "trial");
+    if (trial >= c.trials) ck.fail("trial", r[in.table.column("trial")], "is not below the config's trials");
+    if (r[in.table.column("seed")] != std::to_string(c.seed)) ck.fail("seed", r[in.table.column("seed")], "is not the config's seed");
+    p.cell = (((p.variant * nL + li) * nd + di) * c.m.size() + mi) * ns + si;
+    p.key = {double(L), double(d), double(m), scale, double(trial)};
+    if (in.table.has_column("head")) {
+        const std::size_t h = ck.count(r, "head");
+        if (h >= in.heads) ck.fail("head", r[in.table.column("head")], "is not below the number of heads");
+        p.key.push_back(double(h));
+    }
+    for (std::size_t i = in.table.column("seed") + 1; i < r.size(); ++i) ck.metric(r, i);
+    return p;
+}
+
+RowPlace place_kernel(const Input& in, const std::vector<std::string>& r, std::size_t row) {
+    const RowChecker ck(in, row);
+    const Config& c = in.cfg;
+    const KernelSpec& k = c.kernel;
+    RowPlace p;
+    p.variant = ck.variant(r);
+    const std::size_t d = ck.count(r, "d"), m = ck.count(r, "m");
+    const double norm = ck.real(r, "norm"), angle = ck.real(r, "angle");
+    const std::size_t di = ck.in_list(k.d, d, "d", r), mi = ck.in_list(c.m, m, "m", r);
+    const std::size_t ni = ck.in_list(k.norm, norm, "norm", r), ai = ck.in_list(k.angle, angle, "angle", r);
+    if (ck.count(r, "trials") != c.trials) ck.fail("trials", r[in.table.column("trials")], "is not the config's trials");
+    for (std::size_t i = in.table.column("trials") + 1; i < r.size(); ++i) ck.metric(r, i);
+    p.cell = (((p.variant * k.d.size() + di) * c.m.size() + mi) * k.norm.size() + ni) * k.angle.size() + ai;
+    p.key = {double(d), double(m), norm, angle};
+    return p;
+}
+
+std::size_t grid_size(const Config& c) {
+    std::size_t n = c.variants.size() * c.m.size();
+    if (c.experiment == ExperimentKind::kernel) return n * c.kernel.d.size() * c.kernel.norm.size() * c.kernel.angle.size();
+    if (c.inputs.npy()) return n;
+    return n * c.inputs.L.size() * c.inputs.d.size() * c.inputs.scale.size();
+}
+
+// Checks every row of `in` and returns their places. The rows must be exactly the cells the
+// input owns: each in its grid and shard, each (cell, trial[, head]) once, all of them.
+std::vector<RowPlace> check_rows(const Input& in) {
+    const std::vector<std::string> want = expected_columns(in);
+    if (in.table.columns != want) {
+        std::string w, g;
+        for (const auto& c : want) w += (w.empty() ? "" : ",") + c;
+        for (const auto& c : in.table.columns) g += (g.empty() ? "" : ",") + c;
+        throw Error(in.table_file + ": columns are not what its run.json config gives (" + g + " vs " + w + ")");
+    }
+    std::vector<RowPlace> places;
+    std::set<std::size_t> cells;
+    std::set<std::pair<std::size_t, std::vector<double>>> seen;
+    for (std::size_t i = 0; i < in.table.rows.size(); ++i) {
+        const auto& r = in.table.rows[i];
+        RowPlace p = is_kernel(in) ? place_kernel(in, r, i) : place_approximation(in, r, i);
+        if (!in.merged && !in.shard.owns(p.cell))
+            throw Error(in.table_file + ": line " + std::to_string(i + 2) + ": a cell of shard " +
+                        std::to_string(p.cell % in.shard.count) + "/" + std::to_string(in.shard.count) +
+                        ", but run.json says shard " + std::to_string(in.shard.index) + "/" + std::to_string(in.shard.count));
+        if (!seen.insert({p.variant, p.key}).second)
+            throw Error(in.table_file + ": line " + std::to_string(i + 2) + ": the same cell and trial twice");
+        cells.insert(p.cell);
+        places.push_back(std::move(p));
+    }
+    const std::size_t G = grid_size(in.cfg);
+    const std::size_t derived = G / in.shard.count + (in.shard.index < G % in.shard.count ? 1 : 0);
+    const std::string rj = in.dir + "/run.json";
+    if (!in.merged && in.recorded_cells && *in.recorded_cells != derived)
+        throw Error(rj + ": shard.cells is " + std::to_string(*in.recorded_cells) + ", but its config gives " +
+                    std::to_string(derived) + " cells to shard " + std::to_string(in.shard.index) + "/" +
+                    std::to_string(in.shard.count));
+    const std::size_t expected = in.recorded_cells ? *in.recorded_cells : in.merged ? cells.size() : derived;
+    const std::size_t per_cell = is_kernel(in) ? 1 : in.cfg.trials * in.heads;
+    if (cells.size() != expected || in.table.rows.size() != expected * per_cell)
+        throw Error(in.table_file + ": incomplete: " + std::to_string(in.table.rows.size()) + " rows in " +
+                    std::to_string(cells.size()) + " cells, but run.json says " + std::to_string(expected) +
+                    " cells x " + std::to_string(per_cell) + " rows");
+    return places;
+}
+
+// --- the inputs together ------------------------------------------------------------------
+
+// The config without what may differ between the runs of a sweep: the grid lists and which
+// variants there are.
+json sweep_invariant(const Input& in) {
+    json c = in.canon;
+    c.erase("variants");
+    c.erase("m");
+    if (is_kernel(in)) {
+        for (const char* k : {"d", "norm", "angle"}) c.erase(k);
+    } else if (c.contains("inputs") && !in.cfg.inputs.npy()) {
+        for (const char* k : {"L", "d", "scale"}) c["inputs"].erase(k);
+    }
+    return c;
+}
+
+// Shard sets: inputs with equal configs. Each must be shards 0..N-1 of one N, each once.
+// Returns a description of the missing shards (empty when complete).
+std::vector<std::string> check_shard_sets(const std::vector<Input>& ins, const MergeOptions& opt) {
+    std::map<std::string, std::vector<std::size_t>> sets;   // config -> inputs
+    std::vector<std::string> order;
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+        const std::string k = ins[i].canon.dump();
+        if (!sets.count(k)) order.push_back(k);
+        sets[k].push_back(i);
+    }
+    std::vector<std::string> missing;
+    for (const auto& k : order) {
+        const std::vector<std::size_t>& members = sets[k];
+        const Input& first = ins[members[0]];
+        std::map<std::size_t, std::size_t> by_index;
+        for (std::size_t i : members) {
+            const Input& in = ins[i];
+            if (in.shard.count != first.shard.count)
+                throw Error("merge: " + in.dir + " is shard " + std::to_string(in.shard.index) + "/" +
+                            std::to_string(in.shard.count) + " of the same config as " + first.dir + ", shard " +
+                            std::to_string(first.shard.index) + "/" + std::to_string(first.shard.count) +
+                            " (different splits)");
+            const auto [it, fresh] = by_index.emplace(in.shard.index, i);
+            if (!fresh)
+                throw Error("merge: " + in.dir + " is shard " + std::to_string(in.shard.index) + "/" +
+                            std::to_string(in.shard.count) + " again (also " + ins[it->second].dir +
+                            "): duplicate input");
+        }
+        std::string gaps;
+        for (std::size_t s = 0; s < first.shard.count; ++s)
+            if (!by_index.count(s)) gaps += (gaps.empty() ? "" : ", ") + std::to_string(s);
+        if (gaps.empty()) continue;
+        const std::string what = "shard(s) " + gaps + " of " + std::to_string(first.shard.count) +
+                                 " missing for the config of " + first.dir;
+        if (!opt.allow_partial) throw Error("merge: incomplete shard set: " + what + " (--allow-partial merges anyway)");
+        missing.push_back(what);
+    }
+    return missing;
+}
+
+// Everything but the grid lists and the set of variants must agree; a variant name means
+// one definition everywhere; npy inputs must be the same tensors.
+void check_compatible(const std::vector<Input>& ins) {
+    const Input& first = ins[0];
+    const json base = sweep_invariant(first);
+    std::map<std::string, std::pair<json, std::string>> variants;   // name -> (definition, dir)
+    for (const Input& in : ins) {
+        const std::string d = json_difference(sweep_invariant(in), base);
+        if (!d.empty()) throw Error("merge: " + in.dir + "/run.json: config differs from " + first.dir + "'s in " + d);
+        if (in.info.value("inputs", json()) != first.info.value("inputs", json()))
+            throw Error("merge: " + in.dir + "/run.json: inputs differ from " + first.dir + "'s in " +
+                        json_difference(in.info.value("inputs", json()), first.info.value("inputs", json())));
+        for (const json& v : in.canon.at("variants")) {
+            const std::string name = v.at("name").get<std::string>();
+            const auto [it, fresh] = variants.emplace(name, std::make_pair(v, in.dir));
+            if (!fresh && it->second.first != v)
+                throw Error("merge: " + in.dir + "/run.json: variant \"" + name + "\" differs from " + it->second.second +
+                            "'s in " + json_difference(v, it->second.first));
+        }
     }
 }
 
@@ -39,132 +395,218 @@ void merge_list(json& into, const json& from) {
     into = all;
 }
 
+// The first input's config with the variants (in order of first appearance, returned in
+// `order`) and grid lists of all inputs.
+json merged_config(const std::vector<Input>& ins, std::vector<std::string>& order) {
+    json config = ins[0].cfg.resolved();
+    config["variants"] = json::array();
+    for (const Input& in : ins) {
+        const json c = in.cfg.resolved();
+        for (const json& v : c.at("variants")) {
+            const std::string n = v.at("name").get<std::string>();
+            if (std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n), config["variants"].push_back(v);
+        }
+        for (const char* k : {"m", "d", "norm", "angle"})
+            if (c.contains(k)) merge_list(config[k], c[k]);
+        if (c.contains("inputs"))
+            for (const char* k : {"L", "d", "scale"})
+                if (c["inputs"].contains(k)) merge_list(config["inputs"][k], c["inputs"][k]);
+    }
+    return config;
+}
+
 // The baseline_<metric> columns of the inputs' summaries, one row per key (`on`): every
 // input computed them from the same inputs, so copies must agree.
-Table merged_baselines(const std::vector<std::string>& dirs, const std::vector<std::string>& on) {
+Table merged_baselines(const std::vector<Input>& ins, const std::vector<std::string>& on) {
     Table out;
     std::map<std::vector<std::string>, std::vector<std::string>> seen;
-    for (const auto& dir : dirs) {
-        const Table t = read_csv(dir + "/summary.csv");
+    for (const Input& in : ins) {
+        const Table& t = in.summary;
+        const std::string file = in.dir + "/summary.csv";
         std::vector<std::size_t> idx;
-        for (const auto& c : on) idx.push_back(t.column(c));
+        for (const auto& c : on) {
+            if (!t.has_column(c)) throw Error(file + ": no column " + c);
+            idx.push_back(t.column(c));
+        }
         std::vector<std::string> cols = on;
         for (std::size_t c = 0; c < t.columns.size(); ++c)
             if (t.columns[c].rfind("baseline_", 0) == 0) idx.push_back(c), cols.push_back(t.columns[c]);
+        if (out.columns.empty() && cols.size() > on.size()) out.columns = cols;
+        if (cols != out.columns && !(out.columns.empty() && cols.size() == on.size()))
+            throw Error("merge: " + file + ": baseline columns differ from the other inputs'");
         if (cols.size() == on.size()) continue;
-        if (out.columns.empty()) out.columns = cols;
-        else if (cols != out.columns) throw Error(dir + "/summary.csv: baseline columns differ from the other inputs'");
-        for (const auto& r : t.rows) {
+        for (std::size_t ri = 0; ri < t.rows.size(); ++ri) {
             std::vector<std::string> row;
-            for (std::size_t i : idx) row.push_back(r[i]);
+            for (std::size_t i : idx) row.push_back(t.rows[ri][i]);
+            for (std::size_t k = on.size(); k < row.size(); ++k) {
+                double v = 0;
+                if (!row[k].empty() && !parse_real(row[k], v, true))
+                    throw Error(file + ": line " + std::to_string(ri + 2) + ": " + cols[k] + ": '" + row[k].substr(0, 40) +
+                                "' is not a number");
+            }
             const std::vector<std::string> key(row.begin(), row.begin() + std::ptrdiff_t(on.size()));
             const auto [it, fresh] = seen.emplace(key, row);
             if (fresh) out.rows.push_back(row);
-            else if (it->second != row) throw Error(dir + "/summary.csv: baseline values differ from another input's for the same inputs");
+            else if (it->second != row)
+                throw Error("merge: " + file + ": baseline values differ from another input's for the same inputs");
         }
     }
     return out;
 }
 
-// The inputs' configs combined: the same experiment kind and dtype, the union of their
-// variants (in order of first appearance, returned in `variant_order`) and grid lists.
-json merged_config(const std::vector<std::string>& dirs, const std::vector<json>& infos, const std::string& kind,
-                   std::vector<std::string>& variant_order) {
-    const json& first = infos[0]["config"];
-    json config = first;
-    for (std::size_t i = 0; i < dirs.size(); ++i) {
-        const json& c = infos[i]["config"];
-        if (c.value("experiment", "approximation") != kind)
-            throw Error(dirs[i] + "/run.json: experiment \"" + c.value("experiment", "") + "\" differs from \"" + kind + "\" in " + dirs[0]);
-        if (c.value("dtype", "") != first.value("dtype", ""))
-            throw Error(dirs[i] + "/run.json: dtype " + c.value("dtype", "") + " differs from " + first.value("dtype", "") + " in " + dirs[0]);
-        for (const json& v : c["variants"]) {
-            const std::string n = v.value("name", "");
-            if (std::find(variant_order.begin(), variant_order.end(), n) == variant_order.end()) {
-                variant_order.push_back(n);
-                if (i > 0) config["variants"].push_back(v);
-            }
-        }
-        for (const char* k : {"m", "d", "norm", "angle"}) if (c.contains(k)) merge_list(config[k], c[k]);
-        if (c.contains("inputs"))
-            for (const char* k : {"L", "d", "scale"})
-                if (c["inputs"].contains(k)) merge_list(config["inputs"][k], c["inputs"][k]);
-    }
-
-    return config;
-}
-
 }  // namespace
 
-RunResult merge_results(const std::vector<std::string>& dirs) {
-    if (dirs.empty()) throw Error("merge: no input directories");
-    std::vector<json> infos;
-    for (const auto& d : dirs) infos.push_back(read_run_json(d));
-    const json& first = infos[0]["config"];
-    const std::string kind = first.value("experiment", "approximation");
-    if (kind == "timing") throw Error(dirs[0] + ": merge combines approximation and kernel results, not timing");
-    const bool kernel = kind == "kernel";
-    const std::string file = kernel ? "summary.csv" : "errors.csv";
+RunResult merge_inputs(const std::vector<MergeInput>& raw, const MergeOptions& opt) {
+    if (raw.empty()) throw Error("merge: no input directories");
+    std::vector<Input> ins;
+    for (const auto& m : raw) ins.push_back(read_input(m));
+    const bool kernel = is_kernel(ins[0]);
+    for (const Input& in : ins)
+        if (is_kernel(in) != kernel)
+            throw Error("merge: " + in.dir + "/run.json: experiment \"" + experiment_name(in.cfg.experiment) +
+                        "\" differs from \"" + experiment_name(ins[0].cfg.experiment) + "\" in " + ins[0].dir);
+    check_compatible(ins);
+    const std::vector<std::string> missing = check_shard_sets(ins, opt);
 
     std::vector<std::string> variant_order;
-    const json config = merged_config(dirs, infos, kind, variant_order);
-
-    Table all;
-    for (std::size_t i = 0; i < dirs.size(); ++i) {
-        Table t = read_csv(dirs[i] + "/" + file);
-        if (i == 0) all.columns = t.columns;
-        else if (t.columns != all.columns)
-            throw Error(dirs[i] + "/" + file + ": columns differ from " + dirs[0] + "/" + file + " (different metrics?)");
-        for (auto& r : t.rows) all.rows.push_back(std::move(r));
-    }
-
-    std::vector<std::string> keys = kernel
-        ? std::vector<std::string>{"variant", "d", "m", "norm", "angle"}
-        : std::vector<std::string>{"variant", "L", "d", "m", "scale", "trial"};
-    const bool per_head = all.has_column("head");
-    if (per_head) keys.push_back("head");   // rows: ..., trial, then head
-    std::vector<std::size_t> idx;
-    for (const auto& k : keys) idx.push_back(all.column(k));
-    auto rank = [&](const std::vector<std::string>& r) {
-        std::vector<double> v;
-        const auto it = std::find(variant_order.begin(), variant_order.end(), r[idx[0]]);
-        v.push_back(double(it - variant_order.begin()));
-        for (std::size_t k = 1; k < idx.size(); ++k) v.push_back(r[idx[k]].empty() ? -1.0 : std::stod(r[idx[k]]));
-        return v;
+    const json config = merged_config(ins, variant_order);
+    // Every row, checked, with its global sort key; a (cell, trial) from two inputs is refused.
+    struct Row {
+        std::vector<double> key;
+        const std::vector<std::string>* cells;
+        std::size_t input;
     };
-    std::vector<std::pair<std::vector<double>, const std::vector<std::string>*>> order;
-    for (const auto& r : all.rows) order.push_back({rank(r), &r});
-    std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<Row> rows;
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+        const std::vector<RowPlace> places = check_rows(ins[i]);
+        for (std::size_t r = 0; r < places.size(); ++r) {
+            const std::string& name = ins[i].cfg.variants[places[r].variant].name;
+            std::vector<double> key{double(std::find(variant_order.begin(), variant_order.end(), name) - variant_order.begin())};
+            key.insert(key.end(), places[r].key.begin(), places[r].key.end());
+            rows.push_back({std::move(key), &ins[i].table.rows[r], i});
+        }
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.key < b.key; });
+    const Table& first = ins[0].table;
+    for (std::size_t i = 1; i < rows.size(); ++i)
+        if (rows[i].key == rows[i - 1].key) {
+            const auto& r = *rows[i].cells;
+            std::string cell = "variant=" + r[first.column("variant")];
+            for (const char* k : {"L", "d", "m", "scale", "trial", "head", "norm", "angle"})
+                if (first.has_column(k)) cell += std::string(" ") + k + "=" + r[first.column(k)];
+            throw Error("merge: the cell " + cell + " is in both " + ins[rows[i - 1].input].dir + " and " +
+                        ins[rows[i].input].dir + (*rows[i].cells == *rows[i - 1].cells ? " (duplicate input?)" :
+                                                  " with different values (inconsistent inputs)"));
+        }
 
     RunResult res;
     Table& out = kernel ? res.summary : res.errors;
-    out.columns = all.columns;
-    for (std::size_t i = 0; i < order.size(); ++i) {
-        if (i > 0 && order[i].first == order[i - 1].first) {
-            if (*order[i].second != *order[i - 1].second) {
-                std::string cell;
-                for (std::size_t k = 0; k < keys.size(); ++k) cell += (k ? " " : "") + keys[k] + "=" + (*order[i].second)[idx[k]];
-                throw Error("merge: inconsistent inputs: the cell " + cell + " appears twice with different values (different seeds or configs?)");
-            }
-            continue;   // the same cell twice, identically: keep one
-        }
-        out.rows.push_back(*order[i].second);
+    out.columns = first.columns;
+    std::set<std::vector<double>> cells;   // distinct cells (key without trial and head)
+    for (const Row& r : rows) {
+        out.rows.push_back(*r.cells);
+        cells.insert(std::vector<double>(r.key.begin(), r.key.begin() + 5));   // variant and 4 grid values
     }
+    const bool per_head = out.has_column("head");
     if (!kernel) {
-        const std::vector<std::string> cols(all.columns.begin() + std::ptrdiff_t(all.column("seed") + 1), all.columns.end());
+        const std::vector<std::string> cols(out.columns.begin() + std::ptrdiff_t(out.column("seed") + 1), out.columns.end());
         std::vector<std::string> summary_keys = approximation_key_columns();
         if (per_head) summary_keys.push_back("head");
         res.summary = summarize(res.errors, summary_keys, stat_columns(cols), value_columns(cols));
         std::vector<std::string> on = {"L", "d", "scale"};
         if (per_head) on.push_back("head");
-        const Table baselines = merged_baselines(dirs, on);
+        const Table baselines = merged_baselines(ins, on);
         if (!baselines.columns.empty()) res.summary = join_columns(res.summary, baselines, on);
     }
+    std::vector<std::string> dirs;
+    bool partial = !missing.empty();
+    for (const Input& in : ins) dirs.push_back(in.dir), partial = partial || in.partial;
     res.info["config"] = config;
     res.info["merged_from"] = dirs;
-    res.info["seed"] = infos[0].value("seed", json());
-    res.info["environment"] = infos[0].value("environment", json());
+    res.info["seed"] = ins[0].info["seed"];
+    res.info["environment"] = ins[0].info.value("environment", json());
+    res.info["shard"] = {{"index", 0}, {"count", 1}, {"cells", cells.size()}};
+    if (ins[0].info.contains("inputs")) res.info["inputs"] = ins[0].info["inputs"];
+    if (partial) {
+        res.info["partial"] = true;
+        json m = json::array();
+        for (const Input& in : ins)
+            if (in.partial && in.info.contains("missing_shards")) for (const auto& x : in.info["missing_shards"]) m.push_back(x);
+        for (const auto& x : missing) m.push_back(x);
+        res.info["missing_shards"] = m;
+    }
     return res;
+}
+
+namespace {
+
+// A file of a result directory, through the directory's handle: regular files only (a
+// symlink to /dev/zero or a FIFO is refused, not read forever).
+std::optional<std::string> read_member(int dirfd, const std::string& dir, const char* name) {
+    const std::string path = dir + "/" + name;
+    const int fd = ::openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return std::nullopt;
+        throw Error(path + ": cannot open (" + std::string(std::strerror(errno)) + ")");
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(path + ": not a regular file");
+    }
+    std::string text;
+    char buf[1 << 16];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const std::string why = std::strerror(errno);
+            ::close(fd);
+            throw Error(path + ": cannot read (" + why + ")");
+        }
+        if (n == 0) break;
+        text.append(buf, std::size_t(n));
+    }
+    ::close(fd);
+    return text;
+}
+
+}  // namespace
+
+RunResult merge_results(const std::vector<std::string>& dirs, const MergeOptions& opt) {
+    if (dirs.empty()) throw Error("merge: no input directories");
+    std::vector<MergeInput> inputs;
+    std::map<std::string, std::string> seen;   // canonical path -> as given
+    for (const auto& dir : dirs) {
+        std::error_code ec;
+        fs::path p = fs::path(dir).lexically_normal();
+        if (p.filename().empty()) p = p.parent_path();
+        if (is_favor_temporary_name(p.filename().string()))
+            throw Error(dir + ": a temporary of an unfinished favor run, not a result set");
+        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0) throw Error(dir + ": cannot open as a directory (" + std::string(std::strerror(errno)) + ")");
+        const std::string canon = fs::canonical(dir, ec).string();
+        const auto [it, fresh] = seen.emplace(ec ? dir : canon, dir);
+        if (!fresh) {
+            ::close(fd);
+            throw Error("merge: " + dir + " is given twice (also as " + it->second + ")");
+        }
+        try {
+            MergeInput in;
+            in.dir = dir;
+            const auto rj = read_member(fd, dir, "run.json");
+            if (!rj) throw Error(dir + "/run.json: cannot open (is " + dir + " a favor result directory?)");
+            in.run_json = *rj;
+            in.errors = read_member(fd, dir, "errors.csv");
+            in.summary = read_member(fd, dir, "summary.csv");
+            inputs.push_back(std::move(in));
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+        ::close(fd);
+    }
+    return merge_inputs(inputs, opt);
 }
 
 }  // namespace favor

@@ -88,6 +88,8 @@ Table parse_csv(const std::string& text, const std::string& file) {
     while (std::getline(ss, line)) {
         ++lineno;
         if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.find('"') != std::string::npos)
+            throw Error(file + ": line " + std::to_string(lineno) + ": a quoted cell (favor writes none: no name may hold a comma or quote)");
         if (lineno == 1) {
             t.columns = split(line);
             continue;

@@ -240,6 +240,7 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
     const std::size_t total = series.size() * Ls.size();
     std::size_t done = 0;
     const bool reset_ok = reset_peak_rss();
+    if (opt.progress) opt.progress(0, total);
     for (std::size_t L : Ls)
         for (std::size_t d : cfg.inputs.d) {
             const std::size_t dv = cfg.inputs.d_v.value_or(d);

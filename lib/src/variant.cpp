@@ -16,6 +16,15 @@ json Variant::resolved() const {
     return o;
 }
 
+void check_variant_name(const std::string& name, const Field& where) {
+    if (name.empty()) where.fail("must not be empty");
+    for (unsigned char c : name) {
+        if (c < 0x20 || c == 0x7f) where.fail("must be printable (no newline, tab or other control character)");
+        if (c == ',' || c == '"') where.fail("must not contain a comma or a double quote (it is a CSV cell)");
+        if (c == '|') where.fail("must not contain '|' (it is a Markdown table cell)");
+    }
+}
+
 namespace {
 std::string joined_feature_names() {
     std::string s;
@@ -34,7 +43,7 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
         check_keys(v, {"features", "name"}, w);
         out.exact = true;
         out.name = v.contains("name") ? read_string(v["name"], w.at("name")) : "exact";
-        if (out.name.empty()) w.at("name").fail("must not be empty");
+        check_variant_name(out.name, w.at("name"));
         return out;
     }
     const FeatureMapEntry* entry = find_feature_map(features);
@@ -70,7 +79,7 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
         }
     }
     out.name = fields.string("name", out.map->uses_projection() ? features + "-" + projection_name(out.projection) : features);
-    if (out.name.empty()) w.at("name").fail("must not be empty");
+    check_variant_name(out.name, w.at("name"));
     return out;
 }
 

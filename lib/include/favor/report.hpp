@@ -24,7 +24,8 @@ std::string format_count(std::size_t v);
 std::string to_csv(const Table& t);
 // Markdown with numbers shown to `digits` significant digits.
 std::string to_markdown(const Table& t, int digits = 4);
-// Parses a CSV written by to_csv (no quoting needed: our cells have no commas).
+// Parses a CSV written by to_csv. No cell holds a comma, quote or newline (variant names are
+// checked: variant.hpp), so nothing is quoted; a quote is refused.
 Table parse_csv(const std::string& text, const std::string& file);
 Table read_csv(const std::string& path);
 

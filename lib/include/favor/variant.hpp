@@ -25,6 +25,10 @@ struct Variant {
     nlohmann::json resolved() const;
 };
 
+// A variant name is a cell of every table, unquoted: non-empty, printable (no control
+// characters), no comma, double quote or '|'. Fails at `where` otherwise.
+void check_variant_name(const std::string& name, const Field& where);
+
 // Parses one variant object: "features", "projection", "name", "epsilon" and the feature
 // map's own keys (its registry entry). `exact_allowed`: whether {"features": "exact"} may
 // appear (timing experiments); otherwise `exact_context` says why not.

@@ -1,0 +1,61 @@
+#pragma once
+// The journal of a run (docs/design.md section 6, "Resume"): OUT/journal.jsonl, one JSON line
+// per finished (cell, trial), appended as each finishes, so `favor run --resume` continues an
+// interrupted run. Line 1 identifies the run; every other line is
+//   {"cell": <grid index>, "trial": <t>, "rows": [[<metric cell>, ...], ...]}
+// with exactly the strings that go into the table (one row per head with per_head). Tables
+// are rebuilt from these strings, so a resumed run writes the same bytes as an
+// uninterrupted one.
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace favor {
+
+using JournalRows = std::vector<std::vector<std::string>>;
+
+// A hex digest of `identity` (64-bit FNV-1a of its compact dump), kept in the header line.
+std::string journal_fingerprint(const nlohmann::json& identity);
+
+class Journal {
+public:
+    // `path`: OUT/journal.jsonl. `identity`: what a resume must match (the resolved config, the
+    // shard, the build). With `resume`, an existing journal is read: its identity must equal
+    // this one (Error naming the first difference otherwise), and a torn last line (a kill
+    // during a write) is dropped. Without `resume`, an existing journal is replaced at the
+    // first record. `prepare` runs once before the file is first written (it creates OUT).
+    Journal(std::string path, nlohmann::json identity, bool resume, std::function<void()> prepare = {});
+    ~Journal();
+    Journal(const Journal&) = delete;
+    Journal& operator=(const Journal&) = delete;
+
+    const std::string& path() const { return path_; }
+    bool existed() const { return existed_; }      // a journal file was there at the start
+    std::size_t loaded() const { return entries_.size(); }
+    // The entry of (cell, trial) read at the start (resume), or nullptr.
+    const JournalRows* find(std::size_t cell, std::size_t trial) const;
+    // Appends one line with one write; thread-safe. Throws Error if the write fails.
+    void record(std::size_t cell, std::size_t trial, const JournalRows& rows);
+    // Flushes what has been appended to the disk (fsync).
+    void sync();
+
+private:
+    std::string path_;
+    nlohmann::json identity_;
+    std::function<void()> prepare_;
+    std::map<std::pair<std::size_t, std::size_t>, JournalRows> entries_;
+    bool existed_ = false, append_ = false, broken_ = false;
+    std::string broken_why_;
+    std::size_t keep_bytes_ = 0;   // valid prefix of an existing journal (resume)
+    int fd_ = -1;
+    std::mutex mutex_;
+    void load(const std::string& text);
+    void open_for_writing();
+};
+
+}  // namespace favor

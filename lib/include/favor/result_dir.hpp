@@ -1,0 +1,68 @@
+#pragma once
+// An output directory OUT as one result set (docs/design.md section 6, "The output
+// directory"). A run or merge holds OUT's lock from start to end, writes the new set into a
+// temporary sibling and swaps it in whole, so a reader sees the old set or the new one, never
+// a mix. Everything lives beside OUT, in its parent directory, under hidden names:
+//   .NAME.favor-lock                   the lock (flock; the holder's pid inside)
+//   .NAME.favor-tmp-PID-NONCE/         a result set being written (or, just after the
+//                                      swap, the previous one on its way out)
+//   .NAME.favor-old-PID-NONCE/         the previous set (swap without RENAME_EXCHANGE)
+// Leftovers of killed processes are recognised by these exact names and removed by the next
+// process that takes the lock; they are never read as results.
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace favor {
+
+// (file name inside the set, content)
+using ResultFiles = std::vector<std::pair<std::string, std::string>>;
+
+class OutputDir {
+public:
+    // Checks that `dir` can hold a result set (missing, empty, or a favor result set without
+    // subdirectories; its parent writable; not a mount point), creates missing parents, takes
+    // the lock and cleans leftovers. Throws Error with one line naming `dir` otherwise, e.g.
+    // when another live favor process holds the lock.
+    explicit OutputDir(const std::string& dir);
+    ~OutputDir();   // releases the lock; undoes what this object created if nothing was committed
+    OutputDir(const OutputDir&) = delete;
+    OutputDir& operator=(const OutputDir&) = delete;
+
+    const std::string& path() const { return given_; }   // as the user wrote it (messages)
+    std::string file(const std::string& name) const;      // OUT/name (OUT resolved)
+    // Creates OUT if it is missing (the journal of a run lives in it).
+    void ensure_exists();
+    // Writes `files` into a fresh temporary sibling (each fsynced), then swaps it in for OUT
+    // (renameat2 RENAME_EXCHANGE, or two renames where the file system lacks it) and removes
+    // the previous set. On failure, OUT is untouched and the temporary is removed.
+    void replace(const ResultFiles& files);
+
+private:
+    std::string given_, out_, parent_, name_;
+    int lock_fd_ = -1;
+    std::vector<std::string> created_;   // directories this object created (deepest last)
+    bool committed_ = false;
+    void lock();
+    void clean_leftovers();
+};
+
+// Whether `base` (a file name) is one of the hidden names above (for any OUT): `favor merge`
+// refuses such directories as inputs.
+bool is_favor_temporary_name(const std::string& base);
+
+// Takes OUT's lock only (no cleaning, no checks on OUT): for commands that add a file to an
+// existing result set (`favor compare`). Throws Error if another process holds it.
+class OutputLock {
+public:
+    explicit OutputLock(const std::string& dir);
+    ~OutputLock();
+    OutputLock(const OutputLock&) = delete;
+    OutputLock& operator=(const OutputLock&) = delete;
+
+private:
+    std::string path_;
+    int fd_ = -1;
+};
+
+}  // namespace favor

@@ -1,0 +1,174 @@
+#include "favor/journal.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "favor/error.hpp"
+#include "favor/json_diff.hpp"
+#include "favor/rng.hpp"
+
+namespace favor {
+
+using nlohmann::json;
+
+std::string journal_fingerprint(const json& identity) {
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(tag(identity.dump())));
+    return buf;
+}
+
+namespace {
+
+// The whole file, if `path` is a regular file; "" and false if it does not exist.
+bool read_regular(const std::string& path, std::string& text) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return false;
+        throw Error(path + ": cannot open (" + std::string(std::strerror(errno)) + ")");
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(path + ": not a regular file");
+    }
+    char buf[1 << 16];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const std::string why = std::strerror(errno);
+            ::close(fd);
+            throw Error(path + ": cannot read (" + why + ")");
+        }
+        if (n == 0) break;
+        text.append(buf, std::size_t(n));
+    }
+    ::close(fd);
+    return true;
+}
+
+JournalRows parse_rows(const json& rows) {
+    if (!rows.is_array()) throw std::invalid_argument("rows");
+    JournalRows out;
+    for (const json& r : rows) {
+        if (!r.is_array()) throw std::invalid_argument("row");
+        std::vector<std::string> cells;
+        for (const json& c : r) {
+            if (!c.is_string()) throw std::invalid_argument("cell");
+            cells.push_back(c.get<std::string>());
+        }
+        out.push_back(std::move(cells));
+    }
+    return out;
+}
+
+}  // namespace
+
+Journal::Journal(std::string path, json identity, bool resume, std::function<void()> prepare)
+    : path_(std::move(path)), identity_(std::move(identity)), prepare_(std::move(prepare)) {
+    std::string text;
+    existed_ = read_regular(path_, text);
+    if (existed_ && resume) load(text);
+}
+
+Journal::~Journal() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+// Only lines ended by '\n' count: a kill in the middle of a write leaves a torn last line,
+// which is dropped (and cut off before the next append). A torn header means nothing
+// finished: the journal is started afresh.
+void Journal::load(const std::string& text) {
+    const std::string fp = journal_fingerprint(identity_);
+    std::size_t pos = 0, lineno = 0;
+    while (pos < text.size()) {
+        const std::size_t nl = text.find('\n', pos);
+        if (nl == std::string::npos) break;   // torn last line
+        const std::string line = text.substr(pos, nl - pos);
+        ++lineno;
+        json j;
+        try {
+            j = json::parse(line);
+        } catch (const json::exception&) {
+            throw Error(path_ + ": line " + std::to_string(lineno) + ": not JSON (a damaged journal; rerun without --resume)");
+        }
+        if (lineno == 1) {
+            if (!j.is_object() || j["favor_journal"] != json(1) || !j.contains("identity") || !j["fingerprint"].is_string())
+                throw Error(path_ + ": not a favor journal (rerun without --resume)");
+            if (j["fingerprint"].get<std::string>() != fp || j["identity"] != identity_) {
+                const std::string d = json_difference(j["identity"], identity_);
+                throw Error(path_ + ": written by a different run (" + (d.empty() ? "fingerprint" : d) +
+                            "); rerun without --resume to start over");
+            }
+        } else {
+            try {
+                if (!j.is_object() || !j["cell"].is_number_unsigned() || !j["trial"].is_number_unsigned())
+                    throw std::invalid_argument("keys");
+                const auto key = std::make_pair(j["cell"].get<std::size_t>(), j["trial"].get<std::size_t>());
+                JournalRows rows = parse_rows(j["rows"]);
+                const auto [it, fresh] = entries_.emplace(key, rows);
+                if (!fresh && it->second != rows) throw std::invalid_argument("twice");
+            } catch (const std::invalid_argument&) {
+                throw Error(path_ + ": line " + std::to_string(lineno) + ": not a valid entry (rerun without --resume)");
+            }
+        }
+        pos = nl + 1;
+    }
+    if (lineno == 0) return;   // nothing usable: the file is started afresh
+    append_ = true;
+    keep_bytes_ = pos;
+}
+
+const JournalRows* Journal::find(std::size_t cell, std::size_t trial) const {
+    const auto it = entries_.find({cell, trial});
+    return it == entries_.end() ? nullptr : &it->second;
+}
+
+void Journal::open_for_writing() {
+    if (prepare_) prepare_();
+    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append_ ? 0 : O_TRUNC);
+    fd_ = ::open(path_.c_str(), flags, 0644);
+    if (fd_ < 0) throw Error(path_ + ": cannot write (" + std::string(std::strerror(errno)) + ")");
+    if (append_) {
+        if (::ftruncate(fd_, off_t(keep_bytes_)) != 0 || ::lseek(fd_, 0, SEEK_END) < 0)
+            throw Error(path_ + ": cannot append (" + std::string(std::strerror(errno)) + ")");
+    }
+}
+
+void Journal::record(std::size_t cell, std::size_t trial, const JournalRows& rows) {
+    std::string line = json{{"cell", cell}, {"trial", trial}, {"rows", rows}}.dump() + "\n";
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fd_ < 0) {
+        open_for_writing();
+        if (!append_) {
+            const json header{{"favor_journal", 1}, {"fingerprint", journal_fingerprint(identity_)}, {"identity", identity_}};
+            line = header.dump() + "\n" + line;   // header and first entry in one write
+        }
+    }
+    if (broken_) throw Error(path_ + ": write failed earlier (" + broken_why_ + ")");
+    const off_t start = ::lseek(fd_, 0, SEEK_CUR);
+    for (std::size_t done = 0; done < line.size();) {
+        const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            // No torn line in the middle: cut the partial one off, and write nothing more.
+            broken_ = true;
+            broken_why_ = n < 0 ? std::strerror(errno) : "nothing written";
+            if (start >= 0) (void)::ftruncate(fd_, start);
+            throw Error(path_ + ": write failed (" + broken_why_ + "); the entries before it are kept for --resume");
+        }
+        done += std::size_t(n);
+    }
+}
+
+void Journal::sync() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (fd_ >= 0) (void)::fsync(fd_);
+}
+
+}  // namespace favor
