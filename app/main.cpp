@@ -90,7 +90,7 @@ private:
         std::unique_lock<std::mutex> lock(mutex_);
         while (!wake_.wait_for(lock, step, [this] { return stop_; })) {
             const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-            if (mode_ == Mode::bar && el < 1.0) continue;
+            if ((mode_ == Mode::bar && el < 1.0) || !seen_) continue;   // nothing to say yet
             const std::size_t fresh = done_ - base_, left = total_ - done_;
             const std::string eta = fresh ? "~" + duration(el * double(left) / double(fresh)) + " left" : "time left unknown";
             const double frac = total_ ? double(done_) / double(total_) : 0.0;
@@ -449,7 +449,11 @@ int main(int argc, char** argv) {
         if (*compare) return cmd_compare(compare_dir, cf);
         if (*list) return cmd_list();
     } catch (const Error& e) {
-        std::cerr << "favor: " << e.what() << "\n";
+        // One line, whatever a message quotes (a name from a file may hold a newline).
+        std::string msg = e.what();
+        for (char& c : msg)
+            if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+        std::cerr << "favor: " << msg << "\n";
         return 2;
     } catch (const std::bad_alloc&) {
         std::cerr << "favor: out of memory (reduce L, m or the number of threads)\n";

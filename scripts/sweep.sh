@@ -2,6 +2,8 @@
 # Sweeps one grid value from the shell: one `favor run` per value, then one `favor merge`.
 # Each run is independent (inputs and W depend only on their own seeds and sizes), so the
 # loop body can go to any machine; the merge equals a single run over the list.
+# The runs go to OUT_DIR.parts/<m|L><value>/ (beside OUT_DIR: favor replaces OUT_DIR whole
+# and will not write into a directory that holds other directories).
 # Usage: scripts/sweep.sh --m|--L CONFIG.json OUT_DIR "v1 v2 ..." [extra favor run flags]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,7 +12,7 @@ case "$flag" in --m|--L) ;; *) echo "sweep.sh: first argument must be --m or --L
 favor=${FAVOR:-build/favor}
 parts=()
 for value in $values; do
-  part="$out/parts/${flag#--}$value"
+  part="${out%/}.parts/${flag#--}$value"
   "$favor" run "$config" "$flag" "$value" --out "$part" --quiet "$@"
   parts+=("$part")
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's GNU parallel sweep: 4 shards run by `parallel`, merged, equal a single run byte
-# for byte; without one shard, the merge is refused. Skipped (exit 77) without GNU parallel
+# for byte; without one shard, the merge is refused; scripts/sweep_m.sh does the same by m. Skipped (exit 77) without GNU parallel
 # (Debian package `parallel`; scripts/setup.sh installs it).
 set -euo pipefail
 favor=$1
@@ -21,4 +21,7 @@ set +e
 err=$("$favor" merge "$tmp/m2" "$tmp"/shards/* 2>&1); rc=$?
 set -e
 [ $rc = 2 ] && grep -q "shard(s) 2 of 4 missing" <<<"$err" || fail "missing shard: rc=$rc [$err]"
+# scripts/sweep_m.sh: one run per m, merged.
+FAVOR=$favor "$2/scripts/sweep_m.sh" "$tmp/c.json" "$tmp/sweep" "8 16 32" --quiet >/dev/null
+for f in errors.csv summary.csv; do cmp "$tmp/single/$f" "$tmp/sweep/$f" || fail "sweep_m.sh: $f differs"; done
 echo "cli_parallel: ok"

@@ -25,7 +25,7 @@ for i in 1 2 3 4; do
     cp "$out/errors.csv" "$tmp/earlier.csv"
   "$favor" run "$tmp/c.json" --out "$out" --threads 2 --quiet 2>"$tmp/err" &
   pid=$!
-  pause $((RANDOM % (ms * 8 / 10 + 1) + 50))   # somewhere in the run
+  pause $((ms * 15 / 100 + RANDOM % (ms / 2 + 1)))   # somewhere in the run (15% .. 65%)
   kill -$sig $pid 2>/dev/null || true
   set +e; wait $pid; rc=$?; set -e
   if [ $rc = 0 ]; then
@@ -47,7 +47,11 @@ done
 
 # Another config, or another shard, is refused; a torn last line is dropped.
 "$favor" run "$tmp/c.json" --out "$tmp/other" --threads 1 --quiet 2>/dev/null & pid=$!
-pause $((ms / 2 + 50)); kill -TERM $pid; wait $pid || true
+for _ in $(seq 1 500); do   # until a few cells are journaled
+  [ -f "$tmp/other/journal.jsonl" ] && [ "$(wc -l < "$tmp/other/journal.jsonl")" -ge 4 ] && break
+  sleep 0.02
+done
+kill -TERM $pid 2>/dev/null || true; wait $pid || true
 [ -f "$tmp/other/journal.jsonl" ] || fail "no journal to test with"
 set +e
 err=$("$favor" run "$tmp/c.json" --trials 5 --out "$tmp/other" --resume 2>&1); rc=$?

@@ -282,26 +282,26 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
     const Grid grid = ax.grid();
     const std::vector<std::size_t> cells = grid.cells(opt.shard);
     info["shard"]["cells"] = cells.size();
+    const std::size_t trials = cfg.trials, total = cells.size() * trials;
+    std::vector<std::size_t> source, unique;   // items computed once, and where the others copy from
+    dedupe_items(cfg, ax, grid, cells, source, unique);
+    std::size_t resumed = 0;
+    for (std::size_t item : unique)
+        resumed += opt.journal && opt.journal->find(cells[item / trials], item % trials) != nullptr;
+    if (opt.progress) opt.progress(resumed, unique.size());   // before the exact references, which take a while
     const std::vector<Instance<T>> instances = load_instances<T>(cfg, ax, cells, info, threads, opt.stop);
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
     const bool per_head = npy && cfg.inputs.per_head;
-    const std::size_t trials = cfg.trials, total = cells.size() * trials;
-    std::vector<std::size_t> source, unique;
-    dedupe_items(cfg, ax, grid, cells, source, unique);
     std::vector<JournalRows> items(total);   // [item][row][metric]
     std::vector<char> finished(total, 0);
-    std::size_t resumed = 0;
     const std::size_t heads = per_head ? info["inputs"]["heads"].get<std::size_t>() : 1;
-    if (opt.journal)
-        for (std::size_t item : unique)
-            if (const JournalRows* rows = opt.journal->find(cells[item / trials], item % trials)) {
-                check_entry(*opt.journal, *rows, heads, cols.size(), cells[item / trials], item % trials);
-                items[item] = *rows;
-                finished[item] = 1;
-                ++resumed;
-            }
+    for (std::size_t item : unique)
+        if (const JournalRows* rows = opt.journal ? opt.journal->find(cells[item / trials], item % trials) : nullptr) {
+            check_entry(*opt.journal, *rows, heads, cols.size(), cells[item / trials], item % trials);
+            items[item] = *rows;
+            finished[item] = 1;
+        }
     std::atomic<std::size_t> done{resumed};
-    if (opt.progress) opt.progress(resumed, unique.size());
     // With fewer (cell, trial) items than threads, the row blocks of the pairwise metrics
     // share the spare threads (their sums do not depend on how blocks are spread).
     const int inner_threads = unique.size() - resumed < std::size_t(threads) ? threads : 1;

@@ -71,9 +71,13 @@ JournalRows parse_rows(const json& rows) {
 
 Journal::Journal(std::string path, json identity, bool resume, std::function<void()> prepare)
     : path_(std::move(path)), identity_(std::move(identity)), prepare_(std::move(prepare)) {
+    if (!resume) {
+        existed_ = ::access(path_.c_str(), F_OK) == 0;   // replaced at the first record
+        return;
+    }
     std::string text;
     existed_ = read_regular(path_, text);
-    if (existed_ && resume) load(text);
+    if (existed_) load(text);
 }
 
 Journal::~Journal() {

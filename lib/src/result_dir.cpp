@@ -321,6 +321,8 @@ void OutputDir::replace(const ResultFiles& files) {
 OutputLock::OutputLock(const std::string& dir) {
     const Place p = resolve(dir);
     path_ = lock_path(p);
+    // Where this user cannot create the lock, no run of theirs can swap the set either.
+    if (::access(p.parent.c_str(), W_OK | X_OK) != 0) return;
     fd_ = acquire(p, dir);
 }
 

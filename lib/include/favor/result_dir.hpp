@@ -52,7 +52,8 @@ private:
 bool is_favor_temporary_name(const std::string& base);
 
 // Takes OUT's lock only (no cleaning, no checks on OUT): for commands that add a file to an
-// existing result set (`favor compare`). Throws Error if another process holds it.
+// existing result set (`favor compare`). Throws Error if another process holds it; takes
+// nothing where OUT's parent is not writable (no run could replace OUT there).
 class OutputLock {
 public:
     explicit OutputLock(const std::string& dir);
