@@ -72,13 +72,17 @@ Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double xs, co
     const std::size_t nblocks = (L + rb - 1) / rb;
     std::vector<double> row_log(L, 0.0);
 
-    // Pass 1 per block (queries finish here).
+    // Keys are shifted per row, like queries (a block of one row: docs/design.md section 2.3),
+    // wherever the map allows a blockwise key shift; a map that does not (epsilon added after
+    // a shifted exp) is defined by one shift over all keys, which pass 2 applies.
+    const bool per_row = side == Side::query || f.blockwise_key_shift();
+    // Pass 1 per block (rows shifted per row finish here).
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log.data() + r0});
+        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, per_row ? Side::query : Side::key, phi + r0 * F, F,
+                                row_log.data() + r0});
     });
-    // Keys: one shift over all keys (docs/design.md section 2), then pass 2.
-    if (side == Side::key && L > 0) {
+    if (!per_row && L > 0) {
         const double s = max_of(row_log.data(), L);
         parallel_for(nblocks, threads, [&](std::size_t blk) {
             const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);

@@ -118,6 +118,16 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y,
     const std::size_t nblocks = (L + b - 1) / b;
     std::vector<BlockSums> sums(nblocks);
     const bool need_attention = req.attention_mse || req.negative_fraction;
+    // A_hat_ij = K_ij w_j / sum_j K_ij w_j with w_j = exp(lk_j - P_i), P_i the largest key log
+    // scale row i sees (keys are shifted per row: docs/design.md section 2.3). pmax: P_i.
+    const std::vector<double>& lk = fk.log_scale;
+    const bool key_scales = std::any_of(lk.begin(), lk.end(), [&](double v) { return v != lk[0]; });
+    std::vector<double> pmax(L, 0.0);
+    if (key_scales) {
+        const double all = max_of(lk.data(), Lk);
+        double p = -std::numeric_limits<double>::infinity();
+        for (std::size_t i = 0; i < L; ++i) pmax[i] = req.causal && i < Lk ? (p = std::max(p, lk[i])) : req.causal ? p : all;
+    }
 
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * b, rows = std::min(b, L - r0);
@@ -126,6 +136,8 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y,
         gemm<double>(false, true, rows, cols, d, 1.0, X.data() + r0 * d, d, Y.data(), d, 0.0, S.data(), cols);
         gemm<double>(false, true, rows, cols, F, 1.0, fq.phi.data() + r0 * F, F, fk.phi.data(), F, 0.0, K.data(), cols);
         BlockSums& acc = sums[blk];
+        std::vector<double> w;   // w_j for the current P (wp)
+        double wp = std::numeric_limits<double>::quiet_NaN();
         for (std::size_t i = 0; i < rows; ++i) {
             const std::size_t gi = r0 + i;
             const std::size_t n = req.causal ? std::min(cols, gi + 1) : cols;
@@ -137,12 +149,24 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y,
                 std::vector<double> a(s, s + n);
                 exp_shifted(a.data(), n, max_of(a.data(), n));
                 const double inv_z = 1.0 / sum_of(a.data(), n);
-                const double inv_d = 1.0 / sum_of(k, n);
+                std::vector<double> kw;
+                if (key_scales) {
+                    if (!(pmax[gi] == wp)) {
+                        wp = pmax[gi];
+                        w.resize(cols);
+                        for (std::size_t j = 0; j < cols; ++j) w[j] = std::exp(lk[j] - wp);
+                    }
+                    kw.resize(n);
+                    for (std::size_t j = 0; j < n; ++j) kw[j] = k[j] * w[j];
+                }
+                const double* kr = key_scales ? kw.data() : k;
+                const double inv_d = 1.0 / sum_of(kr, n);
                 for (std::size_t j = 0; j < n; ++j) {
-                    const double ah = k[j] * inv_d;
+                    const double ah = kr[j] * inv_d;
                     const double e = a[j] * inv_z - ah;
                     acc.attention += e * e;
-                    acc.negative += ah < 0.0 ? 1.0 : 0.0;
+                    // NaN counts as negative: not >= 0 (docs/design.md section 3).
+                    acc.negative += ah >= 0.0 ? 0.0 : 1.0;
                 }
             }
             if (req.kernel_mse) {
