@@ -20,10 +20,10 @@ FeatureMapPtr make_oprf(const FieldObject&, double epsilon);
 const std::vector<FeatureMapEntry>& feature_map_registry() {
     static const std::vector<FeatureMapEntry> r = {
         {"trig", "exp(|x|^2/2)/sqrt(m) [sin Wx, cos Wx] (random Fourier features)", {}, make_trig},
-        {"positive", "exp(-|x|^2/2)/sqrt(m) exp(Wx) (FAVOR+)", {}, make_positive},
-        {"hyperbolic", "exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]", {}, make_hyperbolic},
+        {"positive", "exp(-|x|^2/2)/sqrt(m) exp(Wx) (FAVOR+)", {"epsilon_after"}, make_positive},
+        {"hyperbolic", "exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]", {"epsilon_after"}, make_hyperbolic},
         {"relu", "relu(Wx)/sqrt(m) (generalized attention; not an estimator of SM)", {}, make_relu},
-        {"oprf", "optimal positive features, FAVOR++ (\"A\": number < 1/8 or \"optimal\")", {"A"}, make_oprf},
+        {"oprf", "optimal positive features, FAVOR++ (\"A\": number < 1/8 or \"optimal\")", {"A", "epsilon_after"}, make_oprf},
     };
     return r;
 }

@@ -47,10 +47,12 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
     for (const auto& k : entry->keys) keys.push_back(k);
     for (const auto& [key, value] : v.items())
         if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-            // A key of another map: say which one it belongs to.
+            // A key of other maps: say which ones it belongs to.
+            std::string owners;
             for (const auto& e : feature_map_registry())
                 if (std::find(e.keys.begin(), e.keys.end(), key) != e.keys.end())
-                    w.at(key).fail(std::string("applies only to features '") + e.name + "'");
+                    owners += (owners.empty() ? "'" : ", '") + std::string(e.name) + "'";
+            if (!owners.empty()) w.at(key).fail("applies only to features " + owners);
             w.at(key).fail("unknown key" + suggestion(key, keys));
         }
     if (v.contains("projection")) {

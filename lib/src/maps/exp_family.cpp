@@ -2,9 +2,21 @@
 
 #include <cmath>
 
+#include "favor/names.hpp"
 #include "favor/vmath.hpp"
 
 namespace favor {
+
+const char* epsilon_after_name(EpsilonAfter a) { return a == EpsilonAfter::max_wx ? "max_wx" : "max_exponent"; }
+
+EpsilonAfter read_epsilon_after(const FieldObject& v) {
+    const std::string s = v.string("epsilon_after", "max_exponent");
+    if (s == "max_exponent") return EpsilonAfter::max_exponent;
+    if (s == "max_wx") return EpsilonAfter::max_wx;
+    v.at("epsilon_after").fail("must be \"max_exponent\" (after subtracting max(w.x - |x|^2/2), favor's) or "
+                               "\"max_wx\" (after subtracting max(w.x), the official code's), got \"" + s + "\"" +
+                               suggestion(s, {"max_exponent", "max_wx"}));
+}
 
 template <class T>
 void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
@@ -15,6 +27,9 @@ void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
     const double norm = 1.0 / std::sqrt(double(F));
     const T eps = T(epsilon());
     const double xs2 = b.xs * b.xs;
+    // "max_wx": the shift leaves out the -|x|^2/2 term, so epsilon lands where the official
+    // code puts it; with epsilon = 0 it would only lose range, so then it is not used.
+    const bool wx = after_ == EpsilonAfter::max_wx && epsilon() != 0.0;
     // P = X W^T straight into the feature rows, then the exponents and their row maxima;
     // queries (per-row shift) finish here, while the block is in cache.
     project_block(b);
@@ -37,7 +52,7 @@ void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
             for (std::size_t j = 0; j < m; ++j) e[j] = a * e[j] + wterm[j] + base;
         else
             for (std::size_t j = 0; j < m; ++j) e[j] = e[j] + base;
-        b.row_log[i] = double(max_of(e, F));
+        b.row_log[i] = double(max_of(e, F)) + (wx ? 0.5 * x2 : 0.0);
         if (b.side == Side::query) exp_shift_scale(e, F, T(b.row_log[i]), eps, T(norm));
     }
 }
