@@ -27,6 +27,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 }  // namespace
 
+std::string version_text() {
+    return std::string("favor ") + FAVOR_VERSION + " (git " + FAVOR_GIT_COMMIT + ", " + FAVOR_BUILD_TYPE + ", " +
+           FAVOR_COMPILER + (std::string(FAVOR_MARCH_FLAG).empty() ? "" : std::string(", -march=") + FAVOR_MARCH_FLAG) +
+           ", " + blas_info() + ")";
+}
+
 json environment_info(int threads) {
     json j;
     j["favor_version"] = FAVOR_VERSION;

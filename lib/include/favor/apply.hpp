@@ -11,13 +11,11 @@
 
 namespace favor {
 
-// `favor apply` as typed on the command line, before any check.
+// `favor apply` as typed on the command line, before any check; an absent flag is nullopt
+// (an empty value is an error, not an absent flag).
 struct ApplyRequest {
     bool exact = false, causal = false;
-    std::string features, projection = "orthogonal", A, epsilon, dtype = "float64";   // as typed
-    std::size_t m = 0;
-    std::uint64_t seed = 0, trial = 0;
-    int threads = 0;
+    std::optional<std::string> features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads;
 };
 
 struct ApplyOptions {
@@ -26,15 +24,27 @@ struct ApplyOptions {
     std::uint64_t seed = 0, trial = 0;
     bool causal = false;
     DType dtype = DType::float64;      // compute precision (outputs are returned as float64)
-    int threads = 0;
+    int threads = 0;                   // as given (0: all hardware threads)
 };
 
-// Checks a request and resolves its names: either --exact or --features with --m >= 1; the
-// variant's keys (--epsilon, --A) through parse_variant. Throws Error "apply: --FLAG: ..."
-// naming the flag.
+// Checks a request and resolves its names: either --exact or --features with --m in
+// 1..kMaxM; --seed, --trial unsigned 64-bit; --threads >= 0; the variant's keys (--epsilon,
+// --epsilon-after, --A) through parse_variant. Throws Error "apply: --FLAG: ..." naming the flag.
 ApplyOptions resolve_apply(const ApplyRequest& r);
 
 // Exact or approximate attention output of every head (W drawn as a run draws it).
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt);
+
+// Where an output is not finite, and the likely reason.
+struct NonfiniteReport {
+    std::size_t count = 0;          // NaN / Inf entries over all heads
+    std::size_t head = 0, row = 0;  // the first one (head in C order of the leading dims)
+    std::string cause;
+    // "apply: 12 of 64 output entries are not finite (first: head 0, row 3): <cause>"
+    std::string message(std::size_t total) const;
+};
+// nullopt when every entry is finite.
+std::optional<NonfiniteReport> find_nonfinite(const HeadTensors& in, const std::vector<Mat<double>>& out,
+                                              const ApplyOptions& opt);
 
 }  // namespace favor

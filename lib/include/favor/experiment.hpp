@@ -35,6 +35,9 @@ const std::vector<std::string>& approximation_key_columns();
 // Writes the files of `r` into `dir` (created if missing), each atomically.
 void write_results(const RunResult& r, const std::string& dir);
 
+// "favor 0.1.0 (git abc1234, Release, GNU 12.2.0, -march=native, OpenBLAS ...)".
+std::string version_text();
+
 // Version, git commit, build type, compiler, BLAS, threads, CPU, host, start time.
 nlohmann::json environment_info(int threads);
 

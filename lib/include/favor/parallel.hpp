@@ -6,14 +6,22 @@
 #include <cstddef>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 namespace favor {
 
-// Number of threads to use: n > 0 as given, otherwise the hardware concurrency.
+// The most threads favor starts: 4 per hardware thread (more cannot run faster, they only
+// hold more memory). The CLI clamps --threads to it with a warning.
+inline int max_threads() {
+    return int(std::min(4u * std::max(1u, std::thread::hardware_concurrency()), 4096u));
+}
+
+// Number of threads to use: n > 0 as given (at most max_threads()), otherwise the hardware
+// concurrency.
 inline int resolve_threads(int n) {
-    if (n > 0) return n;
+    if (n > 0) return std::min(n, max_threads());
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -40,8 +48,17 @@ void parallel_for(std::size_t n, int threads, F&& f) {
             }
         }
     };
+    // When a thread cannot be created (a process or address-space limit), go on with those
+    // that were: the work is shared dynamically, so fewer threads only take longer.
     std::vector<std::thread> pool;
-    for (std::size_t k = 1; k < t; ++k) pool.emplace_back(worker);
+    pool.reserve(t - 1);
+    for (std::size_t k = 1; k < t; ++k) {
+        try {
+            pool.emplace_back(worker);
+        } catch (const std::system_error&) {
+            break;
+        }
+    }
     worker();
     for (auto& th : pool) th.join();
     if (error) std::rethrow_exception(error);
