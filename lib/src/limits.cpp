@@ -21,6 +21,7 @@
 
 #include "favor/attention.hpp"
 #include "favor/error.hpp"
+#include "favor/metrics.hpp"
 #include "favor/parallel.hpp"
 
 namespace favor {
@@ -38,7 +39,10 @@ constexpr double kThreadRss = 4 * MiB;
 constexpr double kBlasBuffer = 128 * MiB, kArena = 64 * MiB;
 // Rough rates per thread: matrix-product flops (float64; float32 twice as fast),
 // vectorised exp, and scalar exp / log in the pairwise metrics.
-constexpr double kGemmRate = 8e9, kVexpRate = 1e9, kExpRate = 1.5e8;
+constexpr double kGemmRate = 8e9, kVexpRate = 1e9, kExpRate = 6e7;
+// The kernel experiment: each (pair, trial) estimate costs two small feature computations
+// (allocations dominate), each trial a draw of W (a normal costs ~40 ns).
+constexpr double kPairSeconds = 12e-6, kNormalSeconds = 40e-9;
 
 double gemm_seconds(double flops, std::size_t s) { return flops / (s == 4 ? 2 * kGemmRate : kGemmRate); }
 
@@ -204,9 +208,15 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
             if (worst.pairwise > 0) t.add("pairwise metrics", "metrics", share * worst.pairwise);
         }
     }
+    // Per (cell, trial, head) row: the metric values (map nodes), then the errors table as
+    // text and the summary.
+    const std::size_t heads = is_npy ? npy->heads : 1;
+    const double cols = double(metric_columns(cfg.approximation.metrics).size());
+    t.add("results", "trials", double(items) * double(heads) * (cols * 120.0 + 64.0) + double(items) * (cols + 9) * 64.0);
     t.add("thread buffers", "--threads", double(threads) * kThreadRss);
     return finish(t, seconds, threads, where,
-                  {{"inputs.L", "lower inputs.L or inputs.d"},
+                  {{"trials", "lower trials"},
+                   {"inputs.L", "lower inputs.L or inputs.d"},
                    {"inputs.q", "the .npy inputs are too large for this machine"},
                    {"m", "lower m"},
                    {"metrics", "lower m, or leave attention_mse, kernel_mse and negative_fraction out of metrics"}});
@@ -222,13 +232,20 @@ Cost estimate_kernel(const Config& cfg, int threads) {
             for (std::size_t m : cfg.m) {
                 const double F = double(v.map->num_features(m, d));
                 const double item = w_bytes(m, d, 8, v.projection) + 2.0 * n * double(d) * 8.0 + 4.0 * F * 8.0 + 2.0 * d * d * 8.0;
-                seconds += double(cfg.trials) * n * (gemm_seconds(4.0 * double(m) * double(d), 8) + 2 * F / kVexpRate) / threads;
+                seconds += double(cfg.trials) *
+                           (n * (kPairSeconds + gemm_seconds(4.0 * double(m) * double(d), 8) + 2 * F / kVexpRate) +
+                            (double(m) * double(d) + 2.0 * double(d) * double(d)) * kNormalSeconds +
+                            gemm_seconds(4.0 * double(d) * double(d) * double(std::max(m, d)), 8)) /
+                           threads;
                 if (item > worst) worst = item, where = v.name + " at d = " + std::to_string(d) + ", m = " + std::to_string(m);
             }
+    // Every trial's squared error of every point, kept until the summary.
+    const double results = double(cfg.variants.size() * k.d.size() * cfg.m.size()) * double(cfg.trials) * n * 8.0;
     Terms t;
     t.add("features", "m", double(threads) * worst);
+    t.add("results", "trials", results);
     t.add("thread buffers", "--threads", double(threads) * kThreadRss);
-    return finish(t, seconds, threads, where, {{"m", "lower m"}});
+    return finish(t, seconds, threads, where, {{"m", "lower m"}, {"trials", "lower trials"}});
 }
 
 Cost estimate_timing(const Config& cfg, int threads) {
