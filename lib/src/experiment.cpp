@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "favor/blas.hpp"
+#include "favor_git_commit.h"
 #include "favor/files.hpp"
 #include "favor/experiment_parts.hpp"
 #include "favor/parallel.hpp"
