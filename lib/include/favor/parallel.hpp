@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <exception>
 #include <mutex>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -29,7 +28,7 @@ inline int resolve_threads(int n) {
 // exception thrown by any f is rethrown here after all threads have stopped.
 template <class F>
 void parallel_for(std::size_t n, int threads, F&& f) {
-    const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), n);
+    std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), n);
     if (t <= 1) {
         for (std::size_t i = 0; i < n; ++i) f(i);
         return;
@@ -51,11 +50,15 @@ void parallel_for(std::size_t n, int threads, F&& f) {
     // When a thread cannot be created (a process or address-space limit), go on with those
     // that were: the work is shared dynamically, so fewer threads only take longer.
     std::vector<std::thread> pool;
-    pool.reserve(t - 1);
+    try {
+        pool.reserve(t - 1);
+    } catch (...) {
+        t = 1;
+    }
     for (std::size_t k = 1; k < t; ++k) {
         try {
             pool.emplace_back(worker);
-        } catch (const std::system_error&) {
+        } catch (...) {   // std::system_error (EAGAIN), or bad_alloc for its state
             break;
         }
     }
