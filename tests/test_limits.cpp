@@ -80,7 +80,7 @@ TEST_CASE("JSON text: repeated keys, NUL bytes and syntax are errors naming the 
     REQUIRE_THROWS_AS(parse_json_text("{\"m\": [1,", "c.json"), JsonSyntaxError);
 }
 
-TEST_CASE("--set paths refuse empty components and stray indices", "[limits][config]") {
+TEST_CASE("set paths refuse empty components and stray indices", "[limits][config]") {
     json j = json::parse(kGood);
     for (const char* bad : {"m.=4", ".m=4", "inputs..L=4", "variants.-1.name=x", "variants.+0.name=x", "m="})
         REQUIRE(has(error_of([&] { apply_set(j, bad); }), "--set "));
