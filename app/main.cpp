@@ -248,7 +248,11 @@ int cmd_gen(const GenFlags& g) {
         g.seed ? favor::parse_uint_text("gen: --seed", *g.seed, 0, std::numeric_limits<std::uint64_t>::max()) : 0;
     const bool f32 = g.dtype && favor::parse_dtype(*g.dtype, favor::Field{"gen", "", "--"}.at("dtype")) == favor::DType::float32;
     if (g.out->empty()) throw favor::Error("gen: --out: empty value (expected a directory)");
-    favor::check_memory(favor::estimate_gen(L, d, dv), budget_of("gen", g.max_memory), "gen");
+    const favor::Cost cost = favor::estimate_gen(L, d, dv);
+    const favor::MemoryBudget budget = budget_of("gen", g.max_memory);
+    favor::check_memory(cost, budget, "gen");
+    g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + ", budget " + favor::format_bytes(double(budget.bytes)) +
+                 " (" + budget.source + ")";
     favor::check_output_dir(*g.out);
     const favor::QKV in = favor::random_inputs(seed, L, d, dv, scale);
     favor::make_output_dir(*g.out);
@@ -275,7 +279,11 @@ int cmd_projection(const ProjectionFlags& p) {
     const std::uint64_t seed = favor::parse_uint_text("projection: --seed", *p.seed, 0, u64);
     const std::uint64_t trial = p.trial ? favor::parse_uint_text("projection: --trial", *p.trial, 0, u64) : 0;
     if (p.out->empty()) throw favor::Error("projection: --out: empty value (expected a .npy file)");
-    favor::check_memory(favor::estimate_projection(m, d), budget_of("projection", p.max_memory), "projection");
+    const favor::Cost cost = favor::estimate_projection(m, d);
+    const favor::MemoryBudget budget = budget_of("projection", p.max_memory);
+    favor::check_memory(cost, budget, "projection");
+    g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + ", budget " + favor::format_bytes(double(budget.bytes)) +
+                 " (" + budget.source + ")";
     favor::check_output_file(*p.out);
     const favor::Mat<double> W = favor::draw_projection(proj, m, d, seed, trial);
     favor::write_npy(*p.out, {m, d}, W.data(), false);
@@ -310,13 +318,15 @@ int cmd_apply(const ApplyFlags& a) {
     const favor::QkvShapes shapes = favor::read_qkv_shapes(*a.q, *a.k, *a.v, o.causal);
     const favor::ThreadPlan clamp = favor::plan_threads(o.threads, 0.0);
     const favor::Cost cost = favor::estimate_apply(shapes, o, clamp.threads);
-    favor::check_memory(cost, budget_of("apply", a.max_memory), "apply");
+    const favor::MemoryBudget budget = budget_of("apply", a.max_memory);
+    favor::check_memory(cost, budget, "apply");
     const favor::ThreadPlan room = favor::plan_threads(clamp.threads, cost.peak);
     favor::check_output_file(*a.out);
     if (!clamp.warning.empty()) warn(clamp.warning);
     if (room.threads < clamp.threads) warn(room.warning);
     o.threads = room.threads;
-    g_estimate = "estimated peak " + favor::format_bytes(cost.peak);
+    g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + ", budget " +
+                 favor::format_bytes(double(budget.bytes)) + " (" + budget.source + ")";
     const favor::HeadTensors in = favor::load_qkv(*a.q, *a.k, *a.v, o.causal);
     const std::vector<favor::Mat<double>> out = favor::apply_attention(in, o);
     favor::save_heads(*a.out, in.lead, out, o.dtype == favor::DType::float32);

@@ -441,22 +441,29 @@ ThreadPlan plan_threads(int requested, double data_bytes, const std::string& fla
                     " threads that can help here (4 per hardware thread, " + std::to_string(hw) + " hardware threads)";
         p.threads = max_threads();
     }
-    // Under ulimit -v, a thread that cannot get OpenBLAS's buffer makes OpenBLAS retry for
-    // ever: start only as many as the address space holds.
-    if (const auto as = rlimit_bytes(RLIMIT_AS)) {
-        const double vm = proc_kb("/proc/self/status", "VmSize").value_or(0);
+    // Under ulimit -v (or -d), a thread that cannot get OpenBLAS's buffer makes OpenBLAS retry
+    // for ever: start only as many as the address space (data segment) holds.
+    struct Limit {
+        int which;
+        const char* status_key;
+        const char* name;
+    };
+    for (const Limit l : {Limit{RLIMIT_AS, "VmSize", "the address-space limit (ulimit -v"},
+                          Limit{RLIMIT_DATA, "VmData", "the data limit (ulimit -d"}}) {
+        const auto lim = rlimit_bytes(l.which);
+        if (!lim) continue;
+        const double used = proc_kb("/proc/self/status", l.status_key).value_or(0);
         const double per_thread = kBlasBuffer + kArena + stack_bytes();
-        const double room = *as - vm - kBlasBuffer - data_bytes;   // the main thread's buffer, the data
+        const double room = *lim - used - kBlasBuffer - data_bytes;   // the main thread's buffer, the data
         if (room < 0)
-            throw Error(flag + ": the address-space limit (ulimit -v " + format_bytes(*as) + ") leaves no room: " +
-                        format_bytes(vm) + " in use, OpenBLAS needs " + format_bytes(kBlasBuffer) + " per thread, the data " +
+            throw Error(flag + ": " + l.name + " " + format_bytes(*lim) + ") leaves no room: " + format_bytes(used) +
+                        " in use, OpenBLAS needs " + format_bytes(kBlasBuffer) + " per thread, the data an estimated " +
                         format_bytes(data_bytes));
         const int fit = 1 + int(std::min(room / per_thread, 1e6));
         if (fit < p.threads) {
             p.warning = (p.warning.empty() ? flag + " " + std::to_string(p.threads) : p.warning + ", and " + std::to_string(p.threads)) +
-                        " does not fit the address-space limit (ulimit -v " +
-                        format_bytes(*as) + "; a thread needs about " + format_bytes(per_thread) +
-                        " of address space for OpenBLAS's buffer, its stack and its malloc arena)";
+                        " does not fit " + l.name + " " + format_bytes(*lim) + "; a thread needs about " +
+                        format_bytes(per_thread) + " of address space for OpenBLAS's buffer, its stack and its malloc arena)";
             p.threads = fit;
         }
     }
