@@ -130,8 +130,10 @@ const FeatureMapEntry* find_feature_map(const std::string& name);
 
 // --- whole matrices -----------------------------------------------------------------------
 
-// phi(x_i) = exp(log_scale[i]) * phi(i, :). The shift is per row for queries and one
-// constant for all keys, so it cancels in D^{-1} and never changes an output.
+// phi(x_i) = exp(log_scale[i]) * phi(i, :). The shift is per row, for queries and keys alike
+// (keys: one constant for all rows only where the map has no blockwise key shift, i.e.
+// epsilon > 0 after a shifted exp); linear attention folds the key log scales back in, so
+// the shifts never change an output beyond rounding (docs/design.md section 2.3).
 template <class T>
 struct Features {
     Mat<T> phi;                    // (L, F)
