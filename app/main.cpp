@@ -292,6 +292,7 @@ int cmd_projection(const ProjectionFlags& p) {
 
 struct ApplyFlags {
     Text q, k, v, out, features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads, max_memory;
+    std::vector<std::string> params;
     bool exact = false, causal = false;
 };
 
@@ -314,6 +315,7 @@ int cmd_apply(const ApplyFlags& a) {
     req.A = a.A.get();
     req.dtype = a.dtype.get();
     req.threads = a.threads.get();
+    req.params = a.params;
     favor::ApplyOptions o = favor::resolve_apply(req);
     const favor::QkvShapes shapes = favor::read_qkv_shapes(*a.q, *a.k, *a.v, o.causal);
     const favor::ThreadPlan clamp = favor::plan_threads(o.threads, 0.0);
@@ -465,15 +467,19 @@ int main(int argc, char** argv) {
     bind(apply, af.v, "--v", "values .npy, same leading shape and length as k");
     apply->add_flag("--exact", af.exact, "exact softmax attention");
     bind(apply, af.features, "--features", "feature map (favor list)");
-    bind(apply, af.projection, "--projection", "projection (default orthogonal)");
-    bind(apply, af.m, "--m", "number of random vectors");
+    bind(apply, af.projection, "--projection",
+         "projection (default orthogonal; not for maps without one: elu, dpfp, nystrom)");
+    bind(apply, af.m, "--m", "number of random vectors (nystrom: landmarks; not for elu, dpfp)");
     bind(apply, af.seed, "--seed", "seed of W (default 0)");
     bind(apply, af.trial, "--trial", "trial of W (default 0)");
     bind(apply, af.epsilon, "--epsilon", "stabiliser added to each feature (default 0)");
     bind(apply, af.epsilon_after, "--epsilon-after",
          "where epsilon is added: max_exponent (after subtracting max(w.x - |x|^2/2), default) or max_wx "
          "(after subtracting max(w.x), the official code's)");
-    bind(apply, af.A, "--A", "oprf parameter: a number < 1/8 or 'optimal' (default)");
+    bind(apply, af.A, "--A", "oprf/gerf parameter: a number < 1/8 or 'optimal' (default)");
+    apply->add_option("--param", af.params,
+                      "a parameter of the feature map as in a config variant, KEY=VALUE (repeatable), e.g. t=0.8 "
+                      "(gerf), nu=2 (dpfp), pinv=exact (nystrom)");
     apply->add_flag("--causal", af.causal, "unidirectional (causal) attention");
     bind(apply, af.dtype, "--dtype", "compute and output precision: float32 or float64 (default)");
     bind(apply, af.threads, "--threads", "threads for exact attention (default all)");

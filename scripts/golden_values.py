@@ -15,7 +15,11 @@ Where the values come from:
     depend on LAPACK and are pinned rather than reimplemented). Before writing, each W is
     compared with a Python implementation: to 1e-15 (the compiler may fuse a*b + c) for iid, hadamard,
     hadamard-fixed and givens, which are written here from lib/src/projections.cpp and
-    lib/src/structured.cpp; to 1e-12 for orthogonal*, simplex (numpy's QR).
+    lib/src/structured.cpp; to 1e-12 for orthogonal*, simplex, simplex-plus (numpy's QR); to
+    4e-15 for qmc (lib/src/qmc.cpp: Sobol points from Joe & Kuo's direction numbers, read from
+    SciPy's copy when SciPy is installed, else from lib/src/sobol_directions.cpp; the inverse
+    normal CDF is Python's statistics.NormalDist.inv_cdf, the same AS241, which differs from
+    the C++ build by FMA contraction only).
 
 The script never overwrites a golden file that differs from what it computes unless given
 --update: a difference beyond the test's tolerances means the streams changed, which breaks
@@ -29,7 +33,10 @@ Usage (from the repository root, after scripts/setup.sh):
 Options: --favor PATH (default build/favor), --out PATH (default tests/data/golden.json).
 """
 import argparse
+import importlib.util
 import json
+import re
+import statistics
 import math
 import os
 import subprocess
@@ -187,6 +194,102 @@ def simplex_block(key, d):
     return [[a * (R[i][c] - mean[c]) for c in range(d)] for i in range(d)]
 
 
+SIMPLEX_PLUS_SWEEPS = 5   # structured.hpp kSimplexPlusSweeps
+
+
+def simplex_plus_directions(S, w, sweeps=SIMPLEX_PLUS_SWEEPS):
+    d, n = len(S), len(S[0])
+    S = [list(r) for r in S]
+    for _ in range(sweeps):
+        T = [0.0] * n
+        for j in range(d):
+            for c in range(n):
+                T[c] += w[j] * S[j][c]
+        for i in range(d):
+            v = [T[c] - w[i] * S[i][c] for c in range(n)]
+            vv = 0.0
+            for c in range(n):
+                vv += v[c] * v[c]
+            if not vv > 0.0:
+                continue
+            inv = 1.0 / math.sqrt(vv)
+            for c in range(n):
+                S[i][c] = -v[c] * inv
+                T[c] = v[c] + w[i] * S[i][c]
+    return S
+
+
+# ---------------------------------------------------------------- qmc (qmc.cpp)
+
+
+def sobol_table(dims):
+    """(poly, [m_1 .. m_s]) for dimensions 2 .. dims: SciPy's copy of Joe & Kuo's table
+    (independent of the C++ one) when SciPy is installed, else lib/src/sobol_directions.cpp."""
+    spec = importlib.util.find_spec("scipy")
+    if spec is not None and spec.submodule_search_locations:
+        z = np.load(os.path.join(list(spec.submodule_search_locations)[0], "stats", "_sobol_direction_numbers.npz"))
+        out = []
+        for j in range(1, dims):
+            p = int(z["poly"][j])
+            out.append((p, [int(v) for v in z["vinit"][j, :p.bit_length() - 1]]))
+        return out
+    text = open(os.path.join(ROOT, "lib", "src", "sobol_directions.cpp")).read()
+    rows = re.findall(r"\{(\d+), \{([\d, ]+)\}\}", text)
+    return [(int(p), [int(v) for v in ms.split(",")]) for p, ms in rows[:dims - 1]]
+
+
+_SOBOL_V = {}
+
+
+def sobol_directions(j):
+    if j not in _SOBOL_V:
+        if j == 0:
+            _SOBOL_V[j] = [1 << (31 - k) for k in range(32)]
+        else:
+            p, ms = sobol_table(j + 1)[j - 1]
+            s = p.bit_length() - 1
+            V = [ms[k] << (31 - k) for k in range(s)]
+            for k in range(s, 32):
+                x = V[k - s] ^ (V[k - s] >> s)
+                for t in range(1, s):
+                    if (p >> (s - t)) & 1:
+                        x ^= V[k - t]
+                V.append(x)
+            _SOBOL_V[j] = V
+    return _SOBOL_V[j]
+
+
+def sobol_int(i, j):
+    g, x, V = i ^ (i >> 1), 0, sobol_directions(j)
+    k = 0
+    while g:
+        if g & 1:
+            x ^= V[k]
+        g >>= 1
+        k += 1
+    return x
+
+
+def owen_uniform(x, key):
+    out = 0
+    for k in range(32):
+        node = (1 << k) | (x >> (32 - k))
+        flip = 1 if uniform_at(key, node) < 0.5 else 0
+        out |= (((x >> (31 - k)) & 1) ^ flip) << (31 - k)
+    tail = math.floor(uniform_at(key, (1 << 32) + x) * 2.0 ** 20)
+    return (float(out) * 2.0 ** 20 + tail + 0.5) * 2.0 ** -52
+
+
+def qmc_gaussian(m, d, key):
+    nd = statistics.NormalDist()
+    W = [[0.0] * d for _ in range(m)]
+    for j in range(d):
+        kj = stream_key([key, j])
+        for i in range(m):
+            W[i][j] = nd.inv_cdf(owen_uniform(sobol_int(i, j), kj))
+    return W
+
+
 def stack_blocks(m, block_rows, make_block, norm):
     W = []
     b = 0
@@ -223,6 +326,15 @@ def draw_projection(p, m, d, seed, trial):
         nk = key("W-simplex-norms")
         return stack_blocks(m, d, lambda b: simplex_block(block_key("W-simplex-block", b), d),
                             lambda r: chi_at(nk, r, d))
+    if p == "simplex-plus":
+        nk = key("W-simplex-norms")
+        blocks = (m + d - 1) // d
+        norms = [chi_at(nk, r, d) for r in range(blocks * d)]
+        return stack_blocks(m, d, lambda b: simplex_plus_directions(simplex_block(block_key("W-simplex-block", b), d),
+                                                                    norms[b * d:(b + 1) * d]),
+                            lambda r: norms[r])
+    if p == "qmc":
+        return qmc_gaussian(m, d, key("W-qmc"))
     if p == "givens":
         nk = key("W-givens-norms")
         return stack_blocks(m, d, lambda b: givens_block(block_key("W-givens-block", b), d),
@@ -243,7 +355,7 @@ STREAM_CASES = [  # (key, first index, d of chi_at)
 ]
 MIX64_INPUTS = [0, 1, 2, GAMMA, 0x0123456789ABCDEF, U64_MAX]
 TAG_INPUTS = ["", "a", "W-iid", "W-chi-norms", "W-orthogonal-block", "W-hadamard-norms",
-              "W-givens-block", "W-simplex-block", "inputs-q", "inputs-k", "inputs-v"]
+              "W-givens-block", "W-simplex-block", "W-qmc", "inputs-q", "inputs-k", "inputs-v"]
 STREAM_KEY_INPUTS = [[], [0], [1, 2, 3], [U64_MAX], [U64_MAX, 0, U64_MAX],
                      [7, tag("W-iid"), 4, 0], [7, tag("W-givens-block"), 8, 2, 1]]
 INPUT_CASES = [  # (seed, L, d, d_v, scale, rows stored)
@@ -271,8 +383,15 @@ W_CASES = [  # (projection, m, d, seed, trial)
     ("givens", 5, 3, 19, 0),
     ("givens", 12, 8, 19, 0),
     ("givens", 8, 4, 23, 5),
+    ("simplex-plus", 5, 3, 29, 0),
+    ("simplex-plus", 6, 4, 29, 1),
+    ("simplex-plus", 12, 8, 31, 2),
+    ("qmc", 8, 4, 37, 0),
+    ("qmc", 12, 16, 37, 1),
+    ("qmc", 5, 3, U64_MAX, 2),
 ]
-PYTHON_TOL = {"iid": 1e-15, "hadamard": 1e-15, "hadamard-fixed": 1e-15, "givens": 1e-15}  # else 1e-12
+PYTHON_TOL = {"iid": 1e-15, "hadamard": 1e-15, "hadamard-fixed": 1e-15, "givens": 1e-15,
+              "qmc": 4e-15}  # else 1e-12
 
 
 def hexu64(x):

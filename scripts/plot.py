@@ -100,10 +100,10 @@ FEATURE_COLOR = {"trig": "C0", "positive": "C1", "hyperbolic": "C2", "relu": "C4
                  "oprf": "C5", "exact": "k"}
 PROJ_MARKER = {"iid": "o", "orthogonal": "s", "orthogonal-fixed": "^",
                "orthogonal-nosignfix": "v", "simplex": "P", "hadamard": "X",
-               "hadamard-fixed": "<", "givens": "*"}
+               "hadamard-fixed": "<", "givens": "*", "simplex-plus": "p", "qmc": "h"}
 PROJ_LINESTYLE = {"iid": "-", "orthogonal": "--", "orthogonal-fixed": ":",
                   "orthogonal-nosignfix": "-.", "simplex": "-.", "hadamard": "-.",
-                  "hadamard-fixed": ":", "givens": "-."}
+                  "hadamard-fixed": ":", "givens": "-.", "simplex-plus": "-.", "qmc": "--"}
 CLIP_FACTOR = 10.0  # log axes: the band's lower edge is clipped at mean / CLIP_FACTOR
 
 

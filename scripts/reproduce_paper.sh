@@ -29,26 +29,35 @@ has_col() {  # has_col RESULT_DIR COLUMN: summary.csv has that column
 
 configs=(configs/fig2_kernel_mse_ratio.json configs/fig4_output_mse_vs_m.json
          configs/scale_sweep.json configs/L_sweep.json
-         configs/beyond_kernel_mse.json configs/beyond_output_mse_vs_m.json)
+         configs/beyond_kernel_mse.json configs/beyond_output_mse_vs_m.json
+         configs/sota_kernel_mse.json configs/sota_output_mse_vs_m.json)
 for c in "${configs[@]}"; do
   [ -f "$c" ] || continue
   name=$(basename "$c" .json)
   dir=results/$name
   start=$(date +%s)
   [ "$run" = 0 ] || "$favor" run "$c" --out "$dir" --quiet
+  # Significance of every pairwise difference and against uniform attention (comparisons.csv).
+  [ "$run" = 0 ] || [ ! -f "$dir/errors.csv" ] || "$favor" compare "$dir" --metric all > /dev/null
   [ -f "$dir/summary.csv" ] || { echo "[reproduce] $name: no $dir/summary.csv, skipped" >&2; continue; }
   "$py" scripts/plot.py "$dir" --out "$dir/$name.png"
   case $name in
-    beyond_kernel_mse)  # many estimators side by side: kernel MSE vs angle, one panel per (m, norm)
+    beyond_kernel_mse|sota_kernel_mse)  # many estimators side by side: kernel MSE vs angle, one panel per (m, norm)
       "$py" scripts/plot.py "$dir" --kind angle --out "$dir/${name}_vs_angle.png" ;;
     fig4_output_mse_vs_m)  # at equal cost (feature columns), and the median with p10-p90
       ! has_col "$dir" num_features ||
         "$py" scripts/plot.py "$dir" --x num_features --out "$dir/${name}_vs_num_features.png"
       ! has_col "$dir" output_mse_median ||
-        "$py" scripts/plot.py "$dir" --stat median --out "$dir/${name}_median.png" ;;
+        "$py" scripts/plot.py "$dir" --stat median --out "$dir/${name}_median.png"
+      ! has_col "$dir" attention_tv_mean ||
+        "$py" scripts/plot.py "$dir" --metric attention_tv --out "$dir/${name}_attention_tv.png" ;;
+    sota_output_mse_vs_m)
+      "$py" scripts/plot.py "$dir" --metric output_rel_error --out "$dir/sota_output_rel_error_vs_m.png" ;;
     L_sweep|scale_sweep)  # relative error ||Out - Out_hat||_F / ||Out||_F
       ! has_col "$dir" output_rel_error_mean ||
-        "$py" scripts/plot.py "$dir" --metric output_rel_error --out "$dir/${name}_output_rel_error.png" ;;
+        "$py" scripts/plot.py "$dir" --metric output_rel_error --out "$dir/${name}_output_rel_error.png"
+      ! has_col "$dir" attention_tv_mean ||
+        "$py" scripts/plot.py "$dir" --metric attention_tv --out "$dir/${name}_attention_tv.png" ;;
   esac
   echo "[reproduce] $name: $(( $(date +%s) - start )) s"
 done

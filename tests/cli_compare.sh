@@ -32,7 +32,11 @@ cols = ["a", "b", "L", "d", "m", "scale", "metric", "mean_a", "mean_b", "n_a", "
         "ratio", "ci_low", "ci_high", "p_value", "p_holm", "verdict"]
 assert list(rows[0].keys()) == cols, list(rows[0].keys())
 by = {(r["a"], r["b"]): r for r in rows}
-assert len(rows) == 3, rows
+pairs = [r for r in rows if r["b"] != "uniform"]
+assert len(pairs) == 3, rows
+# Each variant against uniform attention (summary.csv's baseline_output_mse): one-sample rows.
+base = [r for r in rows if r["b"] == "uniform"]
+assert len(base) == 3 and all(r["paired"] == "one-sample" and r["n_b"] == "" for r in base), base
 same = by[("positive-iid", "positive-copy")]
 assert same["paired"] == "yes" and same["verdict"] == "n.s.", same
 assert float(same["p_value"]) == 1 and float(same["ratio"]) == 1, same

@@ -58,6 +58,19 @@ expect_error apply-A-text "apply: --A: must be a number < 1/8 or \"optimal\", go
 expect_error apply-dtype "apply: --dtype: must be float32 or float64" apply "${qkv[@]}" --exact --dtype half --out "$tmp/out"
 "$favor" apply "${qkv[@]}" --features oprf --m 8 --A -0.05 --out "$tmp/ok.npy" && [ -s "$tmp/ok.npy" ] ||
   { echo "FAIL: apply --features oprf --A -0.05" >&2; failures=$((failures + 1)); }
+expect_error apply-param-form "apply: --param: expected KEY=VALUE (e.g. nu=2), got \"t\"" apply "${qkv[@]}" --features gerf --m 8 --param t --out "$tmp/out"
+expect_error apply-param-t "apply: --param t: must be > 0, got -1" apply "${qkv[@]}" --features gerf --m 8 --param t=-1 --out "$tmp/out"
+expect_error apply-param-map "apply: --param t: applies only to features 'gerf'" apply "${qkv[@]}" --features oprf --m 8 --param t=1 --out "$tmp/out"
+expect_error apply-param-own-flag "apply: --param A: use --A" apply "${qkv[@]}" --features gerf --m 8 --A 0.1 --param A=0.05 --out "$tmp/out"
+expect_error apply-param-twice "apply: --param t: given twice" apply "${qkv[@]}" --features gerf --m 8 --param t=1 --param t=2 --out "$tmp/out"
+expect_error apply-param-features "apply: --param features: use --features" apply "${qkv[@]}" --features gerf --m 8 --param features=oprf --out "$tmp/out"
+for args in "--features gerf --A -0.1 --param t=0.8" "--features gerf --param t=optimal --causal" \
+            "--features sderf --dtype float32" "--features saderf --causal"; do
+  # shellcheck disable=SC2086
+  "$favor" apply "${qkv[@]}" --m 8 $args --out "$tmp/ok2.npy" && [ -s "$tmp/ok2.npy" ] ||
+    { echo "FAIL: apply $args" >&2; failures=$((failures + 1)); }
+  rm -f "$tmp/ok2.npy"
+done
 
 # Existing results stay intact when a later run fails.
 "$favor" run "$(cfg r "$good")" --out "$tmp/keep" --quiet

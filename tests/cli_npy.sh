@@ -54,7 +54,7 @@ assert np.abs(ref - o).max() < 1e-5, np.abs(ref - o).max()"
 cp "$tmp/in/"*.npy "$tmp/run/"
 sed 's/"inputs": {[^}]*}/"inputs": {"source": "npy", "q": "q.npy", "k": "k.npy", "v": "v.npy"}/' "$tmp/c.json" > "$tmp/run/npy.json"
 "$favor" run "$tmp/run/npy.json" --out "$tmp/npyrun" --quiet
-cut -d, -f1-6,8- "$tmp/run/errors.csv" > "$tmp/a.csv"; cut -d, -f1-6,8- "$tmp/npyrun/errors.csv" > "$tmp/b.csv"
+cut -d, -f1-7,9- "$tmp/run/errors.csv" > "$tmp/a.csv"; cut -d, -f1-7,9- "$tmp/npyrun/errors.csv" > "$tmp/b.csv"
 cmp "$tmp/a.csv" "$tmp/b.csv" || fail "npy run differs from random run"
 # Per-head rows.
 "$favor" run "$tmp/run/npy.json" --set inputs.q="\"$tmp/hq.npy\"" --set inputs.k="\"$tmp/hk.npy\"" \

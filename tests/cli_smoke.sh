@@ -16,7 +16,7 @@ cat > "$tmp/tiny.json" <<'JSON'
 JSON
 "$favor" run "$tmp/tiny.json" --out "$tmp/out" --quiet --set inputs.scale=0.5 --m 8,16 --trials 3 --threads 2
 for f in errors.csv summary.csv summary.md run.json; do [ -s "$tmp/out/$f" ] || fail "missing $f"; done
-head -1 "$tmp/out/errors.csv" | grep -qx "variant,features,projection,L,d,m,scale,trial,seed,output_mse,attention_mse,kernel_mse,kernel_mse_theory,negative_fraction,nonfinite,seconds" || fail "errors.csv header: $(head -1 "$tmp/out/errors.csv")"
+head -1 "$tmp/out/errors.csv" | grep -qx "variant,features,projection,L,d,m,num_features,scale,trial,seed,output_mse,attention_mse,kernel_mse,kernel_mse_theory,negative_fraction,nonfinite,seconds" || fail "errors.csv header: $(head -1 "$tmp/out/errors.csv")"
 [ "$(wc -l < "$tmp/out/errors.csv")" -eq $((1 + 2 * 2 * 3)) ] || fail "errors.csv rows"
 grep -q '"scale": \[' "$tmp/out/run.json" || fail "run.json resolved config"
 ls "$tmp/out" | grep -q tmp && fail "temporary file left behind"

@@ -122,7 +122,7 @@ TEST_CASE("the streamed pairwise metrics equal those from full matrices", "[metr
     const Mat<double> X = scale_rows(in.q), Y = scale_rows(in.k);
     PairwiseRequest req;
     req.attention_mse = req.kernel_mse = req.negative_fraction = true;
-    req.theory = kernel_theory(f, m, d);
+    req.theory = kernel_theory(f, X, Y, m);
     req.causal = causal;
     const PairwiseResult p1 = pairwise_metrics(X, Y, a.q, a.k, req, 1);
     const PairwiseResult p2 = pairwise_metrics(X, Y, a.q, a.k, req, 2);
@@ -145,7 +145,7 @@ TEST_CASE("the streamed pairwise metrics equal those from full matrices", "[metr
             zs += s[j];
             zk += kv;
             ker += (s[j] - kv) * (s[j] - kv);
-            th += req.theory(x2[i], y2[j], double(xy));
+            th += *f->pair_mse(x2[i], y2[j], double(xy), m, d);
         }
         for (std::size_t j = 0; j < n; ++j) {
             att += (s[j] / zs - k[j] / zk) * (s[j] / zs - k[j] / zk);

@@ -18,7 +18,7 @@ namespace {
 
 
 // Points with small |x + y|^2 (0.63, 0.25, 0.5), where the sample MSE converges (the
-// positive estimator's error is heavy-tailed at large norms; reference notes section 2).
+// positive estimator's error is heavy-tailed at large norms; docs/estimators.md, positive features).
 std::vector<Pair> points() {
     return {make_pair({.3, -.2, .5, .1}, {.4, .1, -.3, .2}),
             make_pair({.2, .1, 0, -.3}, {-.1, .3, .2, .1}),

@@ -17,7 +17,7 @@ using favor_test::make_pair;
 namespace {
 
 
-// The d = 4 reference point (notes s. 4): |x+y|^2 = 0.63, small enough for the sample MSE
+// The d = 4 reference point of docs/estimators.md (OPRF): |x+y|^2 = 0.63, small enough for the sample MSE
 // to converge.
 Pair reference() { return make_pair({.3, -.2, .5, .1}, {.4, .1, -.3, .2}); }
 
@@ -124,7 +124,7 @@ TEST_CASE("closed-form oprf variance at the reference point", "[oprf][theory]") 
     const Pair p = reference();
     const double A_star = oprf_optimal_A(p.z2() / 4.0);
     CAPTURE(A_star);
-    // Reference values (notes s. 4): 0.8265 at A = 0 (= 4 MSE_pos), about 0.6133 at A*.
+    // Reference values (docs/estimators.md, OPRF): 0.8265 at A = 0 (= 4 MSE_pos), about 0.6133 at A*.
     REQUIRE(oprf_feature_variance(0.0, p.x2, p.y2, p.xy, 4) == Approx(0.8265).margin(5e-5));
     REQUIRE(oprf_feature_variance(A_star, p.x2, p.y2, p.xy, 4) == Approx(0.6133).margin(5e-5));
     REQUIRE(A_star == Approx(-0.065246).margin(1e-6));

@@ -67,7 +67,7 @@ struct Pair {
     double sm;
 };
 
-// Small |x + y|^2 (0.63, 0.25, 0.5), where the sample MSE converges (reference notes s. 2);
+// Small |x + y|^2 (0.63, 0.25, 0.5), where the sample MSE converges (docs/estimators.md: the positive estimator is heavy-tailed);
 // the first is the d = 4 reference point of the SimRF comparison.
 std::vector<Pair> points() {
     auto mk = [](std::vector<double> x, std::vector<double> y) {
@@ -397,7 +397,7 @@ TEST_CASE("simplex and givens need d >= 2", "[structured]") {
 // Estimator statistics
 
 TEST_CASE("SimRF: unbiased, and its MSE is below ORF's at the d = m = 4 reference point", "[structured][stats]") {
-    // Reference (notes s. 4): iid 0.207, ORF about 0.17, SimRF about 0.06. Measured here
+    // Reference (docs/estimators.md, SimRF): iid 0.207, ORF about 0.17, SimRF about 0.06. Measured here
     // (and with numpy, 1e5 trials): ORF 0.186, SimRF 0.078; Theorem 2 bounds ORF by 0.189.
     const std::size_t N = 20000, m = 4;
     const Pair pr = points()[0];

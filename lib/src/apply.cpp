@@ -12,6 +12,38 @@
 
 namespace favor {
 
+namespace {
+// A flag's text as JSON: a number, or else a word (e.g. "optimal") that the map checks.
+nlohmann::json flag_value(const std::string& text) {
+    try {
+        return nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception&) {
+        return nlohmann::json(text);
+    }
+}
+
+// --param KEY=VALUE into the variant object; the keys with flags of their own are refused.
+std::vector<std::string> add_params(nlohmann::json& v, const std::vector<std::string>& params) {
+    std::vector<std::string> keys;
+    for (const std::string& p : params) {
+        const std::size_t eq = p.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw Error("apply: --param: expected KEY=VALUE (e.g. nu=2), got \"" + p + "\"");
+        const std::string key = p.substr(0, eq);
+        for (const char* own : {"features", "projection", "epsilon", "epsilon_after", "A", "name"})
+            if (key == own)
+                throw Error("apply: --param " + key + ": " +
+                            (key == "name"            ? std::string("not a parameter of the map")
+                             : key == "epsilon_after" ? std::string("use --epsilon-after")
+                                                      : "use --" + key));
+        if (v.contains(key)) throw Error("apply: --param " + key + ": given twice");
+        v[key] = flag_value(p.substr(eq + 1));
+        keys.push_back(key);
+    }
+    return keys;
+}
+}  // namespace
+
 ApplyOptions resolve_apply(const ApplyRequest& r) {
     const Field flags{"apply", "", "--"};
     ApplyOptions o;
@@ -27,23 +59,20 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
             throw Error(std::string("apply: --") +
                         (r.m ? "m" : r.projection ? "projection" : r.epsilon ? "epsilon" : r.epsilon_after ? "epsilon-after" : "A") +
                         ": applies to --features only, not to --exact");
+        if (!r.params.empty()) throw Error("apply: --param: applies only with --features");
         return o;
     }
     if (!r.features) throw Error("apply: give --exact or --features F (with --m M)");
-    if (!r.m) throw Error("apply: --m: missing (number of random features, 1 to " + std::to_string(kMaxM) + ")");
-    o.m = parse_uint_text("apply: --m", *r.m, 1, kMaxM);
     // The flags as a config variant, so they are checked exactly as a config's are.
-    nlohmann::json v{{"features", *r.features}, {"projection", r.projection.value_or("orthogonal")}};
-    // A flag's text as JSON: a number, or else a word (e.g. "optimal") that the map checks.
+    nlohmann::json v{{"features", *r.features}};
     auto value = [](const std::string& flag, const std::string& text) {
         if (text.empty()) throw Error("apply: --" + flag + ": empty value");
-        try {
-            return nlohmann::json::parse(text);
-        } catch (const nlohmann::json::exception&) {
-            return nlohmann::json(text);
-        }
+        return flag_value(text);
     };
-    if (r.projection && r.projection->empty()) throw Error("apply: --projection: empty value");
+    if (r.projection) {
+        if (r.projection->empty()) throw Error("apply: --projection: empty value");
+        v["projection"] = *r.projection;
+    }
     if (r.epsilon) v["epsilon"] = value("epsilon", *r.epsilon);
     if (r.epsilon_after) v["epsilon_after"] = value("epsilon-after", *r.epsilon_after);
     if (r.A) v["A"] = value("A", *r.A);
@@ -59,14 +88,33 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
             for (const char* w : {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "nan", "-nan", "+nan"})
                 if (low == w) flags.at(key).fail("must be a finite number, got \"" + t + "\"");
         }
+    const std::vector<std::string> param_keys = add_params(v, r.params);
     try {
         o.variant = parse_variant(v, flags, false, "use --exact for exact attention");
-    } catch (const Error& e) {   // the config key epsilon_after is the flag --epsilon-after
+        if (o.variant->map->uses_projection() && !r.projection) {   // apply's default
+            v["projection"] = "orthogonal";
+            o.variant = parse_variant(v, flags, false, "use --exact for exact attention");
+        }
+    } catch (const Error& e) {
         std::string msg = e.what();
+        // Errors of --param keys name the flag as typed: "apply: --param nu: ...".
+        for (const std::string& k : param_keys)
+            if (msg.rfind("apply: --" + k + ":", 0) == 0) throw Error("apply: --param " + k + msg.substr(9 + k.size()));
+        // The config key epsilon_after is the flag --epsilon-after.
         const std::string key = "--epsilon_after";
         if (const auto at = msg.find(key); at != std::string::npos) msg.replace(at, key.size(), "--epsilon-after");
         throw Error(msg);
     }
+    const FeatureMap& map = *o.variant->map;
+    if (map.uses_m()) {
+        if (!r.m) throw Error("apply: --m: missing (number of random features, 1 to " + std::to_string(kMaxM) + ")");
+        o.m = parse_uint_text("apply: --m", *r.m, 1, kMaxM);
+    } else {
+        if (r.m) throw Error("apply: --m: does not apply to '" + map.name() + "' (its features do not depend on m)");
+        o.m = 1;   // the size of the unused W placeholder
+    }
+    if (o.causal && !map.supports_causal())
+        throw Error("apply: --causal: '" + map.name() + "' has no causal form (its landmarks average over the whole sequence)");
     return o;
 }
 
@@ -96,6 +144,10 @@ double max_norm2(const Mat<double>& a) {
 }  // namespace
 
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
+    if (opt.variant && !in.q.empty())
+        if (const auto p = opt.variant->map->check_sizes(opt.m, in.d(), in.L(), in.k[0].shape(0)))
+            throw Error("apply: --" + (p->key.empty() ? std::string("features") : p->key == "m" ? "m" : "param " + p->key) +
+                        ": " + p->message);
     std::vector<Mat<double>> out;
     for (std::size_t h = 0; h < in.q.size(); ++h)
         out.push_back(with_dtype(opt.dtype, [&](auto t) {

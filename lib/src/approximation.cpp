@@ -1,6 +1,7 @@
 // The "approximation" experiment: attention errors of each estimator against exact
 // attention, per cell (variant, L, d, m, scale) and trial (docs/design.md sections 3 and 6).
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -55,7 +56,10 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
                                         nlohmann::json& info, int threads) {
     const bool npy = cfg.inputs.npy();
     HeadTensors files;
-    if (npy) files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+    if (npy) {
+        files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+        check_map_sizes(cfg, files.d(), files.L(), files.k.empty() ? 0 : files.k[0].shape(0));
+    }
     std::vector<Instance<T>> out(ax.L * ax.d * ax.scale);
     std::vector<bool> needed(out.size(), false);
     for (std::size_t c : cells) needed[ax.instance(ax.grid().at(c))] = true;
@@ -79,6 +83,29 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
     return out;
 }
 
+// The metrics computed from the output alone.
+template <class T>
+void output_values(const Mat<double>& reference, const Mat<T>& out, Values& v) {
+    v["output_mse"] = output_mse(reference, out);
+    v["output_rel_error"] = output_rel_error(reference, out);
+    v["nonfinite"] = double(count_nonfinite(out));
+}
+
+// The metrics of the streamed pass over all pairs (i, j); attention_kl stays blank where it
+// is undefined (some A_hat entry <= 0).
+template <class T>
+void pairwise_values(const Head<T>& h, const Features<double>& fq, const Features<double>& fk,
+                     const PairwiseRequest& req, int threads, Values& v) {
+    if (!req.any()) return;
+    const PairwiseResult p = pairwise_metrics(h.x, h.y, fq, fk, req, threads);
+    if (req.attention_mse) v["attention_mse"] = p.attention_mse;
+    if (req.attention_tv) v["attention_tv"] = p.attention_tv;
+    if (req.attention_kl && !std::isnan(p.attention_kl)) v["attention_kl"] = p.attention_kl;
+    if (req.kernel_mse) v["kernel_mse"] = p.kernel_mse;
+    if (req.negative_fraction) v["negative_fraction"] = p.negative_fraction;
+    if (req.theory) v["kernel_mse_theory"] = p.kernel_mse_theory;
+}
+
 // The metric columns of one head for one estimator.
 template <class T>
 Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std::string>& cols, bool causal,
@@ -87,33 +114,47 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     const auto t0 = std::chrono::steady_clock::now();
     const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
     v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    v["output_mse"] = output_mse(h.reference, a.out);
-    v["nonfinite"] = double(count_nonfinite(a.out));
-    const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.q.shape(1));
-    if (req.any()) {
-        const PairwiseResult p = pairwise_metrics(h.x, h.y, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
-                                                  Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req,
-                                                  inner_threads);
-        if (req.attention_mse) v["attention_mse"] = p.attention_mse;
-        if (req.kernel_mse) v["kernel_mse"] = p.kernel_mse;
-        if (req.negative_fraction) v["negative_fraction"] = p.negative_fraction;
-        if (req.theory) v["kernel_mse_theory"] = p.kernel_mse_theory;
-    }
+    output_values(h.reference, a.out, v);
+    const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
+    pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
+                    Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads, v);
     return v;
 }
 
+// The baseline metrics of one head: uniform attention, i.e. the estimator whose features
+// are the constant 1 (A_hat_ij = 1/n_i, Out_hat = the mean of the visible rows of V).
+template <class T>
+Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, bool causal, int threads) {
+    std::vector<std::string> wanted;
+    for (const auto& c : cols)
+        if (find_metric(c)->has_baseline) wanted.push_back(c);
+    Values v;
+    if (wanted.empty()) return v;
+    Features<double> fq{Mat<double>::from_shape({h.x.shape(0), 1}), std::vector<double>(h.x.shape(0), 0.0)};
+    Features<double> fk{Mat<double>::from_shape({h.y.shape(0), 1}), std::vector<double>(h.y.shape(0), 0.0)};
+    fq.phi.fill(1.0);
+    fk.phi.fill(1.0);
+    output_values(h.reference, linear_attention(fq.phi, fk.phi, cast_mat<double>(h.v), causal, threads), v);
+    pairwise_values(h, fq, fk, PairwiseRequest::of(wanted, causal, nullptr, 0, h.x, h.y), threads, v);
+    Values out;
+    for (const auto& c : wanted) out[c] = v[c];
+    return out;
+}
+
 // One row of values for all heads: averaged over batch x heads, or summed where the metric
-// table says so (nonfinite, seconds).
+// table says so (nonfinite, seconds). Blank if any head's value is blank (attention_kl: a
+// blank is an infinite divergence, so the average is infinite too).
 Values combine_heads(const std::vector<Values>& heads, const std::vector<std::string>& cols) {
     Values out;
     for (const std::string& col : cols) {
         double total = 0;
-        bool any = false;
+        bool all = !heads.empty();
         for (const auto& v : heads) {
             const auto it = v.find(col);
-            if (it != v.end() && it->second) total += *it->second, any = true;
+            if (it != v.end() && it->second) total += *it->second;
+            else all = false;
         }
-        if (any) out[col] = find_metric(col)->summed_over_heads ? total : total / double(heads.size());
+        if (all) out[col] = find_metric(col)->summed_over_heads ? total : total / double(heads.size());
     }
     return out;
 }
@@ -122,6 +163,91 @@ std::string cell_text(const Values& v, const std::string& col) {
     const auto it = v.find(col);
     if (it == v.end() || !it->second) return "";
     return col == "nonfinite" ? format_count(std::size_t(*it->second)) : format_number(it->second);
+}
+
+// errors.csv: one row per (cell, trial), or per (cell, trial, head) with "per_head".
+template <class T>
+Table error_rows(const Config& cfg, const Axes& ax, const Grid& grid, const std::vector<std::size_t>& cells,
+                 const std::vector<Instance<T>>& instances, const std::vector<std::vector<Values>>& values,
+                 const std::vector<std::string>& cols) {
+    const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
+    Table t;
+    t.columns = approximation_key_columns();
+    if (per_head) t.columns.push_back("head");
+    for (const char* c : {"trial", "seed"}) t.columns.push_back(c);
+    for (const auto& col : cols) t.columns.push_back(col);
+    for (std::size_t item = 0; item < values.size(); ++item) {
+        const std::vector<std::size_t> at = grid.at(cells[item / cfg.trials]);
+        const Variant& var = cfg.variants[at[0]];
+        const Instance<T>& in = instances[ax.instance(at)];
+        const std::size_t m = cfg.m[at[3]];
+        const std::vector<Values> rows = per_head ? values[item] : std::vector<Values>{combine_heads(values[item], cols)};
+        for (std::size_t h = 0; h < rows.size(); ++h) {
+            std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(), format_count(in.L),
+                                             format_count(in.d), format_count(m),
+                                             format_count(var.map->num_features(m, in.d)), format_number(in.scale)};
+            if (per_head) row.push_back(format_count(h));
+            row.push_back(format_count(item % cfg.trials));
+            row.push_back(std::to_string(cfg.seed));
+            for (const auto& col : cols) row.push_back(cell_text(rows[h], col));
+            t.rows.push_back(std::move(row));
+        }
+    }
+    return t;
+}
+
+// The columns a baseline row is matched on in summary.csv.
+std::vector<std::string> baseline_keys(const Table& errors) {
+    std::vector<std::string> k = {"L", "d", "scale"};
+    if (errors.has_column("head")) k.push_back("head");
+    return k;
+}
+
+// baseline_<metric> per (L, d, scale[, head]) for the instances in use.
+template <class T>
+Table baseline_rows(const Config& cfg, const std::vector<Instance<T>>& instances, const std::vector<std::string>& cols,
+                    int threads) {
+    const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
+    Table t;
+    t.columns = {"L", "d", "scale"};
+    if (per_head) t.columns.push_back("head");
+    std::vector<std::string> names;
+    for (const auto& c : cols)
+        if (find_metric(c)->has_baseline) names.push_back(c), t.columns.push_back("baseline_" + c);
+    if (names.empty()) return t;
+    for (const Instance<T>& in : instances) {
+        if (in.heads.empty()) continue;
+        std::vector<Values> heads;
+        for (const Head<T>& h : in.heads) heads.push_back(uniform_baseline(h, cols, cfg.causal, threads));
+        const std::vector<Values> rows = per_head ? heads : std::vector<Values>{combine_heads(heads, names)};
+        for (std::size_t h = 0; h < rows.size(); ++h) {
+            std::vector<std::string> row = {format_count(in.L), format_count(in.d), format_number(in.scale)};
+            if (per_head) row.push_back(format_count(h));
+            for (const auto& c : names) row.push_back(cell_text(rows[h], c));
+            t.rows.push_back(std::move(row));
+        }
+    }
+    return t;
+}
+
+// Maps without a projection draw nothing, so every trial gives the same numbers, and maps
+// that ignore m (elu, dpfp) give the same numbers at every m: each such (cell, trial) item
+// is computed once, at its first occurrence (`unique`), and copied (source[item]) to the others.
+void dedupe_items(const Config& cfg, const Axes& ax, const Grid& grid, const std::vector<std::size_t>& cells,
+                  std::vector<std::size_t>& source, std::vector<std::size_t>& unique) {
+    const std::size_t trials = cfg.trials, total = cells.size() * trials;
+    source.assign(total, 0);
+    std::map<std::vector<std::size_t>, std::size_t> first;
+    constexpr std::size_t any = std::size_t(-1);
+    for (std::size_t item = 0; item < total; ++item) {
+        const std::vector<std::size_t> at = grid.at(cells[item / trials]);
+        const Variant& var = cfg.variants[at[0]];
+        const std::vector<std::size_t> key = {at[0], ax.instance(at), var.map->uses_m() ? at[3] : any,
+                                              var.map->uses_projection() ? item % trials : any};
+        const auto [it, fresh] = first.emplace(key, item);
+        if (fresh) unique.push_back(item);
+        source[item] = it->second;
+    }
 }
 
 template <class T>
@@ -136,44 +262,30 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
     const std::size_t trials = cfg.trials, total = cells.size() * trials;
     std::vector<std::vector<Values>> values(total);   // [item][head]
+    std::vector<std::size_t> source, unique;
+    dedupe_items(cfg, ax, grid, cells, source, unique);
     std::atomic<std::size_t> done{0};
     // With fewer (cell, trial) items than threads, the row blocks of the pairwise metrics
     // share the spare threads (their sums do not depend on how blocks are spread).
-    const int inner_threads = total < std::size_t(threads) ? threads : 1;
+    const int inner_threads = unique.size() < std::size_t(threads) ? threads : 1;
     // Each (cell, trial) runs on one thread: its numbers never depend on the thread count.
-    parallel_for(total, threads, [&](std::size_t item) {
+    parallel_for(unique.size(), threads, [&](std::size_t u) {
+        const std::size_t item = unique[u];
         const std::vector<std::size_t> at = grid.at(cells[item / trials]);
         const Instance<T>& in = instances[ax.instance(at)];
         const Estimator<T> base = make_estimator<T>(cfg.variants[at[0]], cfg.m[at[3]], in.d, cfg.seed, item % trials);
         for (const Head<T>& h : in.heads)
             values[item].push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
-        if (opt.progress) opt.progress(done.fetch_add(1) + 1, total);
+        if (opt.progress) opt.progress(done.fetch_add(1) + 1, unique.size());
     });
-
-    // Rows: per head when asked for, otherwise one row per (cell, trial).
-    const bool per_head = npy && cfg.inputs.per_head;
+    for (std::size_t item = 0; item < total; ++item)
+        if (source[item] != item) values[item] = values[source[item]];
     RunResult r;
+    r.errors = error_rows(cfg, ax, grid, cells, instances, values, cols);
     std::vector<std::string> keys = approximation_key_columns();
-    if (per_head) keys.push_back("head");
-    r.errors.columns = keys;
-    for (const char* c : {"trial", "seed"}) r.errors.columns.push_back(c);
-    for (const auto& col : cols) r.errors.columns.push_back(col);
-    for (std::size_t item = 0; item < total; ++item) {
-        const std::vector<std::size_t> at = grid.at(cells[item / trials]);
-        const Variant& var = cfg.variants[at[0]];
-        const Instance<T>& in = instances[ax.instance(at)];
-        const std::vector<Values> rows = per_head ? values[item] : std::vector<Values>{combine_heads(values[item], cols)};
-        for (std::size_t h = 0; h < rows.size(); ++h) {
-            std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(), format_count(in.L),
-                                             format_count(in.d), format_count(cfg.m[at[3]]), format_number(in.scale)};
-            if (per_head) row.push_back(format_count(h));
-            row.push_back(format_count(item % trials));
-            row.push_back(std::to_string(cfg.seed));
-            for (const auto& col : cols) row.push_back(cell_text(rows[h], col));
-            r.errors.rows.push_back(std::move(row));
-        }
-    }
+    if (r.errors.has_column("head")) keys.push_back("head");
     r.summary = summarize(r.errors, keys, stat_columns(cols), value_columns(cols));
+    r.summary = join_columns(r.summary, baseline_rows(cfg, instances, cols, threads), baseline_keys(r.errors));
     r.info = std::move(info);
     return r;
 }

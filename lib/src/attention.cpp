@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "favor/blas.hpp"
+#include "favor/error.hpp"
 #include "favor/estimator.hpp"
 #include "favor/parallel.hpp"
 #include "favor/vmath.hpp"
@@ -130,12 +131,13 @@ double max_log(const double* lk, std::size_t r0, std::size_t rows) {
     return lk && rows ? max_of(lk + r0, rows) : 0.0;
 }
 
-// out rows = num[:, :dv] / num[:, dv] for `rows` rows of num (ld dv + 1).
+// out rows = num[:, :dv] / num[:, dv] for `rows` rows of num (ld dv + 1); without
+// `normalise`, num[:, :dv] as it is (maps that are not row-normalised).
 template <class T>
-void normalise_rows(const T* num, std::size_t rows, std::size_t dv, T* out) {
+void normalise_rows(const T* num, std::size_t rows, std::size_t dv, T* out, bool normalise) {
     const std::size_t e = dv + 1;
     for (std::size_t i = 0; i < rows; ++i) {
-        const T inv = T(1) / num[i * e + dv];
+        const T inv = normalise ? T(1) / num[i * e + dv] : T(1);
         for (std::size_t c = 0; c < dv; ++c) out[i * dv + c] = num[i * e + c] * inv;
     }
 }
@@ -183,7 +185,7 @@ Mat<T> linear_attention_kv(const Mat<T>& phiK, const Mat<T>& V, int threads) {
 }
 
 template <class T>
-Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads) {
+Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads, bool normalise) {
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), e = KV1.shape(1), dv = e - 1;
     Mat<T> out = Mat<T>::from_shape({L, dv});
     const std::size_t rb = 256, nblocks = (L + rb - 1) / rb;
@@ -191,15 +193,16 @@ Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         std::vector<T> num(rows * e);
         gemm<T>(false, false, rows, e, F, T(1), phiQ.data() + r0 * F, F, KV1.data(), e, T(0), num.data(), e);
-        normalise_rows(num.data(), rows, dv, out.data() + r0 * dv);
+        normalise_rows(num.data(), rows, dv, out.data() + r0 * dv, normalise);
     });
     return out;
 }
 
 template <class T>
 Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& key_log_scale,
-                        const Mat<T>& V, bool causal, int threads) {
-    if (!causal) return linear_attention_apply(phiQ, linear_attention_kv(phiK, key_log_scale, V, threads), threads);
+                        const Mat<T>& V, bool causal, int threads, bool normalise) {
+    if (!causal)
+        return linear_attention_apply(phiQ, linear_attention_kv(phiK, key_log_scale, V, threads), threads, normalise);
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1);
     const std::size_t e = dv + 1;
     const double* lk = log_or_null(key_log_scale, L);
@@ -280,15 +283,16 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vecto
                 gemm<T>(true, false, F, e, rows, T(1), phiK.data() + r0 * F, F, V1.data(), e, T(1), g.data(), e);
                 gs = last;
             }
-            normalise_rows(num.data(), rows, dv, out.data() + r0 * dv);
+            normalise_rows(num.data(), rows, dv, out.data() + r0 * dv, normalise);
         }
     });
     return out;
 }
 
 template <class T>
-Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal, int threads) {
-    return linear_attention(phiQ, phiK, {}, V, causal, threads);
+Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal, int threads,
+                        bool normalise) {
+    return linear_attention(phiQ, phiK, {}, V, causal, threads, normalise);
 }
 
 template <class T>
@@ -297,9 +301,19 @@ Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const
     // x = q / d^{1/4}: the scaling is folded into the feature maps' product (no copies).
     const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
     const FeatureMap& map = est.ready_map();
+    if (causal && !map.supports_causal()) throw Error("'" + map.name() + "' has no causal form");
     Features<T> fq = compute_features(map, Q, xs, est.W, Side::query, threads);
     Features<T> fk = compute_features(map, K, xs, est.W, Side::key, threads);
-    Mat<T> out = linear_attention(fq.phi, fk.phi, fk.log_scale, V, causal, threads);
+    Mat<T> out = linear_attention(fq.phi, fk.phi, fk.log_scale, V, causal, threads, map.row_normalised());
+    // Without D^{-1} the shifts do not cancel: undo them. The keys were summed relative to the
+    // largest key log scale (causal is refused above for such maps, so it is one constant).
+    if (!map.row_normalised() && K.shape(0) > 0) {
+        const double lk = fk.log_scale.empty() ? 0.0 : max_of(fk.log_scale.data(), fk.log_scale.size());
+        for (std::size_t i = 0; i < out.shape(0); ++i) {
+            const double ls = fq.log_scale[i] + lk;
+            if (ls != 0.0) scale_in_place(out.data() + i * out.shape(1), out.shape(1), T(std::exp(ls)));
+        }
+    }
     return {std::move(out), std::move(fq), std::move(fk)};
 }
 
@@ -321,7 +335,8 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
                      int threads) {
     const FeatureMap& map = est.ready_map();
     const std::size_t Lk = K.shape(0), L = Q.shape(0), d = Q.shape(1), dv = V.shape(1), e = dv + 1;
-    if (causal || Lk == 0 || !map.blockwise_key_shift()) return favor_attention(est, Q, K, V, causal, threads).out;
+    if (causal || Lk == 0 || !map.blockwise_key_shift() || !map.row_normalised())
+        return favor_attention(est, Q, K, V, causal, threads).out;
     const double xs = 1.0 / std::pow(double(d), 0.25);
     const Mat<T>& W = est.W;
     const std::size_t F = map.num_features(W.shape(0), d);
@@ -376,12 +391,12 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
 
 #define FAVOR_INSTANTIATE(T)                                                                        \
     template Mat<T> exact_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);      \
-    template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);     \
+    template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int, bool); \
     template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const std::vector<double>&,    \
-                                        const Mat<T>&, bool, int);                                   \
+                                        const Mat<T>&, bool, int, bool);                             \
     template Mat<T> linear_attention_kv<T>(const Mat<T>&, const Mat<T>&, int);                       \
     template Mat<T> linear_attention_kv<T>(const Mat<T>&, const std::vector<double>&, const Mat<T>&, int); \
-    template Mat<T> linear_attention_apply<T>(const Mat<T>&, const Mat<T>&, int);                    \
+    template Mat<T> linear_attention_apply<T>(const Mat<T>&, const Mat<T>&, int, bool);              \
     template Approximation<T> favor_attention<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&,  \
                                                  const Mat<T>&, bool, int);                          \
     template Mat<T> favor_forward<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);

@@ -115,16 +115,32 @@ void parse_variants(const json& j, const Field& root, Config& c) {
     }
 }
 
-// The dimensions d a run will draw W for must suit every projection (simplex, givens: d >= 2).
+// The dimensions d a run will draw W for must suit every projection (simplex, simplex-plus,
+// givens: d >= 2; qmc: d <= 1024).
 void check_dimensions(const Config& c, const std::vector<std::size_t>& ds, const Field& root) {
     for (std::size_t i = 0; i < c.variants.size(); ++i) {
         const Variant& v = c.variants[i];
-        if (v.exact) continue;
+        if (v.exact || !v.map->uses_projection()) continue;
         for (std::size_t d : ds)
             if (d < projection_min_d(v.projection))
                 root.at("variants").at(i).at("projection").fail(
                     "'" + projection_name(v.projection) + "' needs d >= " + std::to_string(projection_min_d(v.projection)) +
                     ", the config has d = " + std::to_string(d));
+            else if (d > projection_max_d(v.projection))
+                root.at("variants").at(i).at("projection").fail(
+                    "'" + projection_name(v.projection) + "' needs d <= " + std::to_string(projection_max_d(v.projection)) +
+                    ", the config has d = " + std::to_string(d));
+    }
+}
+
+// Maps that are no causal model (nystrom) in a causal config.
+void check_causal(const Config& c, const Field& root) {
+    if (!c.causal) return;
+    for (std::size_t i = 0; i < c.variants.size(); ++i) {
+        const Variant& v = c.variants[i];
+        if (!v.exact && !v.map->supports_causal())
+            root.at("causal").fail("'" + v.map->name() + "' (variants[" + std::to_string(i) +
+                                   "]) has no causal form: its landmarks average over the whole sequence");
     }
 }
 
@@ -154,14 +170,23 @@ void parse_kind(const json& j, const Field& root, Config& c) {
             root.at("d").fail("must be >= 2 for pairs at an angle, got " + std::to_string(c.kernel.d.front()));
         c.kernel.norm = read_positive_list(j["norm"], root.at("norm"));
         c.kernel.angle = read_number_list(j["angle"], root.at("angle"));
+        for (std::size_t i = 0; i < c.variants.size(); ++i)
+            if (!c.variants[i].map->is_kernel())
+                root.at("variants").at(i).at("features").fail(
+                    "'" + c.variants[i].map->name() +
+                    "' approximates attention over whole sequences, not a kernel of one pair: not in kernel experiments");
         check_dimensions(c, c.kernel.d, root);
+        for (std::size_t d : c.kernel.d) check_map_sizes(c, d, 0, 0);
         return;
     case ExperimentKind::approximation:
     case ExperimentKind::timing:
         if (!j.contains("inputs")) root.at("inputs").fail("missing (e.g. {\"source\": \"random\", \"L\": 1024, \"d\": 16})");
         c.inputs = parse_inputs(j["inputs"], root.at("inputs"));
         if (j.contains("causal")) c.causal = read_bool(j["causal"], root.at("causal"));
+        check_causal(c, root);
         check_dimensions(c, c.inputs.d, root);
+        for (std::size_t d : c.inputs.d)
+            for (std::size_t L : c.inputs.L) check_map_sizes(c, d, L, L);
         break;
     }
     if (c.experiment == ExperimentKind::approximation) {
@@ -177,6 +202,21 @@ void parse_kind(const json& j, const Field& root, Config& c) {
 }
 
 }  // namespace
+
+void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t Lk) {
+    const Field root{c.file, ""};
+    for (std::size_t i = 0; i < c.variants.size(); ++i) {
+        const Variant& v = c.variants[i];
+        if (v.exact) continue;
+        const Field w = root.at("variants").at(i);
+        for (std::size_t m : c.m) {
+            const std::optional<SizeProblem> p = v.map->check_sizes(m, d, L, Lk);
+            if (!p) continue;
+            if (p->key == "m") root.at("m").fail(p->message + " (variants[" + std::to_string(i) + "])");
+            (p->key.empty() ? w : w.at(p->key)).fail(p->message);
+        }
+    }
+}
 
 Config parse_config(const json& j, const std::string& file) {
     const Field root{file, ""};

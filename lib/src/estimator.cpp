@@ -9,7 +9,7 @@ template <class T>
 Estimator<T> Estimator<T>::for_inputs(const Mat<T>& Q, const Mat<T>& K) const {
     Estimator<T> e = *this;
     if (map->data_dependent())
-        e.map = map->resolve(scale_rows(cast_mat<double>(Q)), scale_rows(cast_mat<double>(K)));
+        e.map = map->fit(scale_rows(cast_mat<double>(Q)), scale_rows(cast_mat<double>(K)), W.shape(0));
     e.fitted = true;
     return e;
 }

@@ -18,7 +18,7 @@ namespace favor {
 using nlohmann::json;
 
 const std::vector<std::string>& approximation_key_columns() {
-    static const std::vector<std::string> k = {"variant", "features", "projection", "L", "d", "m", "scale"};
+    static const std::vector<std::string> k = {"variant", "features", "projection", "L", "d", "m", "num_features", "scale"};
     return k;
 }
 

@@ -16,6 +16,12 @@ FeatureMapPtr make_positive(const FieldObject&, double epsilon);
 FeatureMapPtr make_hyperbolic(const FieldObject&, double epsilon);
 FeatureMapPtr make_relu(const FieldObject&, double epsilon);
 FeatureMapPtr make_oprf(const FieldObject&, double epsilon);
+FeatureMapPtr make_elu(const FieldObject&, double epsilon);
+FeatureMapPtr make_dpfp(const FieldObject&, double epsilon);
+FeatureMapPtr make_nystrom(const FieldObject&, double epsilon);
+FeatureMapPtr make_gerf(const FieldObject&, double epsilon);
+FeatureMapPtr make_sderf(const FieldObject&, double epsilon);
+FeatureMapPtr make_saderf(const FieldObject&, double epsilon);
 
 const std::vector<FeatureMapEntry>& feature_map_registry() {
     static const std::vector<FeatureMapEntry> r = {
@@ -24,6 +30,15 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
         {"hyperbolic", "exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]", {"epsilon_after"}, make_hyperbolic},
         {"relu", "relu(Wx)/sqrt(m) (generalized attention; not an estimator of SM)", {}, make_relu},
         {"oprf", "optimal positive features, FAVOR++ (\"A\": number < 1/8 or \"optimal\")", {"A", "epsilon_after"}, make_oprf},
+        {"elu", "elu(x) + 1, F = d, no projection (linear transformer baseline; not an estimator of SM)", {}, make_elu},
+        {"dpfp", "relu([x, -x]) * roll(..., s), s = 1..nu, F = 2 d nu, no projection (\"nu\", default 1; baseline)",
+         {"nu"}, make_dpfp},
+        {"nystrom", "Nystromformer: m segment-mean landmarks, pinv (\"pinv\": iterative|exact, \"iterations\"); "
+                    "no row normalisation, not causal (baseline)",
+         {"pinv", "iterations"}, make_nystrom},
+        {"gerf", "generalized exponential features: oprf on (t x, y/t) (\"A\", \"t\": numbers or \"optimal\")", {"A", "t", "epsilon_after"}, make_gerf},
+        {"sderf", "symmetric dense-exponential features, FAVOR# (matrix A fitted to the data)", {"epsilon_after"}, make_sderf},
+        {"saderf", "simplified asymmetric dense-exponential features, FAVOR#: oprf on (Psi x, Psi^-1 y), fitted", {"epsilon_after"}, make_saderf},
     };
     return r;
 }
@@ -79,8 +94,7 @@ Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double xs, co
     // Pass 1 per block (rows shifted per row finish here).
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, per_row ? Side::query : Side::key, phi + r0 * F, F,
-                                row_log.data() + r0});
+        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log.data() + r0, per_row});
     });
     if (!per_row && L > 0) {
         const double s = max_of(row_log.data(), L);
@@ -112,10 +126,27 @@ double kernel_estimate(const FeatureMap& f, const Mat<double>& W, const Mat<doub
     const FeatureMapPtr map = f.resolve(x, y);
     // Per-row shifts on both sides, undone exactly: phi = exp(log_scale) * phi~.
     const Features<double> fx = compute_features(*map, x, 1.0, W, Side::query);
-    const Features<double> fy = compute_features(*map, y, 1.0, W, Side::query);
+    const Features<double> fy = compute_features(*map, y, 1.0, W, Side::key);
     double dot = 0.0;
     for (std::size_t j = 0; j < fx.phi.shape(1); ++j) dot += fx.phi(0, j) * fy.phi(0, j);
     return dot * std::exp(fx.log_scale[0] + fy.log_scale[0]);
+}
+
+FeatureMap::PairMse FeatureMap::pair_mse_rows(const Mat<double>& X, const Mat<double>& Y, std::size_t m) const {
+    const std::size_t d = X.shape(1);
+    if (!pair_mse(1.0, 1.0, 0.0, m, d)) return {};
+    return [self = shared_from_this(), x2 = row_norms2(X), y2 = row_norms2(Y), m, d](std::size_t i, std::size_t j,
+                                                                                      double xy) {
+        return *self->pair_mse(x2[i], y2[j], xy, m, d);
+    };
+}
+
+std::optional<double> pair_mse_at(const FeatureMap& f, const Mat<double>& x, const Mat<double>& y, std::size_t m) {
+    const FeatureMap::PairMse mse = f.pair_mse_rows(x, y, m);
+    if (!mse) return std::nullopt;
+    double xy = 0.0;
+    for (std::size_t c = 0; c < x.shape(1); ++c) xy += x(0, c) * y(0, c);
+    return mse(0, 0, xy);
 }
 
 #define FAVOR_INSTANTIATE(T)                                                                     \

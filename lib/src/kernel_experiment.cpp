@@ -1,6 +1,7 @@
 // The "kernel" experiment: empirical MSE of SM(x, y) estimators for pairs of common length
 // `norm` at angle `angle`, against Lemma 2 and the Theorem 2 bound (the paper's Fig. 2).
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <xtensor/xview.hpp>
 
@@ -19,18 +20,6 @@ struct KernelCell {
     std::size_t variant, d, m;
     std::vector<std::size_t> points;   // indices into the (norm, angle) list in this shard
 };
-// The map's closed-form MSE (iid W) for the pair at length l and angle a, with
-// data-dependent parameters fitted to that pair, as the estimates were.
-std::optional<double> pair_theory(const FeatureMap& map, double l, double a, std::size_t d, std::size_t m) {
-    Mat<double> x = Mat<double>::from_shape({1, d}), y = Mat<double>::from_shape({1, d});
-    x.fill(0.0);
-    y.fill(0.0);
-    x(0, 0) = l;
-    y(0, 0) = l * std::cos(a);
-    y(0, 1) = l * std::sin(a);
-    return map.resolve(x, y)->pair_mse(l * l, l * l, l * l * std::cos(a), m, d);
-}
-
 }  // namespace
 
 RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
@@ -48,9 +37,14 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
     }
 
     const std::size_t T = cfg.trials;
-    // sq[cell][trial * npoints + point]: squared error of one trial's estimate.
-    std::vector<std::vector<double>> sq(cells.size());
-    for (std::size_t c = 0; c < cells.size(); ++c) sq[c].resize(T * cells[c].points.size());
+    // sq[cell][trial * npoints + point]: squared error of one trial's estimate; th: the map's
+    // closed-form MSE (iid W) at that trial's pair, with the parameters fitted to it (maps
+    // such as saderf are not rotation invariant, so it depends on the trial's frame).
+    std::vector<std::vector<double>> sq(cells.size()), th(cells.size());
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+        sq[c].resize(T * cells[c].points.size());
+        th[c].assign(T * cells[c].points.size(), std::numeric_limits<double>::quiet_NaN());
+    }
 
     parallel_for(cells.size() * T, resolve_threads(opt.threads), [&](std::size_t item) {
         const KernelCell& c = cells[item / T];
@@ -59,7 +53,7 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
         // Rows: x = norm u, y = norm (cos a u + sin a v), with (u, v) an orthonormal pair drawn
         // afresh for each trial (the first two rows of a Haar block). iid and ORF estimators are
         // rotation invariant, so this changes nothing for them; for structured projections
-        // (hadamard, givens) it reports the MSE averaged over pair orientations, not the MSE of
+        // (hadamard, givens, and qmc, whose Sobol points are axis-aligned) it reports the MSE averaged over pair orientations, not the MSE of
         // one axis-aligned pair, which is their worst case.
         const Mat<double> frame = orthogonal_block(stream_key({cfg.seed, tag("kernel-pair-frame"), c.d, trial}), c.d, true);
         Mat<double> X = Mat<double>::from_shape({n, c.d}), Y = Mat<double>::from_shape({n, c.d});
@@ -79,6 +73,8 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
             for (std::size_t c2 = 0; c2 < c.d; ++c2) xy += x(0, c2) * y(0, c2);
             const double e = kernel_estimate(*est.map, est.W, x, y) - std::exp(xy);
             sq[item / T][trial * n + r] = e * e;
+            if (var.projection == Projection::iid)
+                th[item / T][trial * n + r] = pair_mse_at(*est.map->resolve(x, y), x, y, c.m).value_or(th[item / T][trial * n + r]);
         }
     });
 
@@ -94,10 +90,11 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
             const double a = k.angle[c.points[r] % k.angle.size()];
             const double x2 = l * l, y2 = l * l, xy = l * l * std::cos(a);
             std::vector<double> errs(T);
-            for (std::size_t t = 0; t < T; ++t) errs[t] = sq[ci][t * n + r];
+            double theory_sum = 0.0;
+            for (std::size_t t = 0; t < T; ++t) errs[t] = sq[ci][t * n + r], theory_sum += th[ci][t * n + r];
             const Stats s = describe(errs);
             std::optional<double> theory, bound;
-            if (var.projection == Projection::iid) theory = pair_theory(*var.map, l, a, c.d, c.m);
+            if (var.projection == Projection::iid && std::isfinite(theory_sum)) theory = theory_sum / double(T);
             if (var.projection == Projection::orthogonal && var.map->name() == "positive")
                 bound = theorem2_bound(x2, y2, xy, c.m, c.d);
             res.summary.rows.push_back({var.name, var.features_label(), var.projection_label(),

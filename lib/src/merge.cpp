@@ -39,20 +39,38 @@ void merge_list(json& into, const json& from) {
     into = all;
 }
 
-}  // namespace
+// The baseline_<metric> columns of the inputs' summaries, one row per key (`on`): every
+// input computed them from the same inputs, so copies must agree.
+Table merged_baselines(const std::vector<std::string>& dirs, const std::vector<std::string>& on) {
+    Table out;
+    std::map<std::vector<std::string>, std::vector<std::string>> seen;
+    for (const auto& dir : dirs) {
+        const Table t = read_csv(dir + "/summary.csv");
+        std::vector<std::size_t> idx;
+        for (const auto& c : on) idx.push_back(t.column(c));
+        std::vector<std::string> cols = on;
+        for (std::size_t c = 0; c < t.columns.size(); ++c)
+            if (t.columns[c].rfind("baseline_", 0) == 0) idx.push_back(c), cols.push_back(t.columns[c]);
+        if (cols.size() == on.size()) continue;
+        if (out.columns.empty()) out.columns = cols;
+        else if (cols != out.columns) throw Error(dir + "/summary.csv: baseline columns differ from the other inputs'");
+        for (const auto& r : t.rows) {
+            std::vector<std::string> row;
+            for (std::size_t i : idx) row.push_back(r[i]);
+            const std::vector<std::string> key(row.begin(), row.begin() + std::ptrdiff_t(on.size()));
+            const auto [it, fresh] = seen.emplace(key, row);
+            if (fresh) out.rows.push_back(row);
+            else if (it->second != row) throw Error(dir + "/summary.csv: baseline values differ from another input's for the same inputs");
+        }
+    }
+    return out;
+}
 
-RunResult merge_results(const std::vector<std::string>& dirs) {
-    if (dirs.empty()) throw Error("merge: no input directories");
-    std::vector<json> infos;
-    for (const auto& d : dirs) infos.push_back(read_run_json(d));
+// The inputs' configs combined: the same experiment kind and dtype, the union of their
+// variants (in order of first appearance, returned in `variant_order`) and grid lists.
+json merged_config(const std::vector<std::string>& dirs, const std::vector<json>& infos, const std::string& kind,
+                   std::vector<std::string>& variant_order) {
     const json& first = infos[0]["config"];
-    const std::string kind = first.value("experiment", "approximation");
-    if (kind == "timing") throw Error(dirs[0] + ": merge combines approximation and kernel results, not timing");
-    const bool kernel = kind == "kernel";
-    const std::string file = kernel ? "summary.csv" : "errors.csv";
-
-    // Variant order: first appearance in the inputs' configs.
-    std::vector<std::string> variant_order;
     json config = first;
     for (std::size_t i = 0; i < dirs.size(); ++i) {
         const json& c = infos[i]["config"];
@@ -72,6 +90,24 @@ RunResult merge_results(const std::vector<std::string>& dirs) {
             for (const char* k : {"L", "d", "scale"})
                 if (c["inputs"].contains(k)) merge_list(config["inputs"][k], c["inputs"][k]);
     }
+
+    return config;
+}
+
+}  // namespace
+
+RunResult merge_results(const std::vector<std::string>& dirs) {
+    if (dirs.empty()) throw Error("merge: no input directories");
+    std::vector<json> infos;
+    for (const auto& d : dirs) infos.push_back(read_run_json(d));
+    const json& first = infos[0]["config"];
+    const std::string kind = first.value("experiment", "approximation");
+    if (kind == "timing") throw Error(dirs[0] + ": merge combines approximation and kernel results, not timing");
+    const bool kernel = kind == "kernel";
+    const std::string file = kernel ? "summary.csv" : "errors.csv";
+
+    std::vector<std::string> variant_order;
+    const json config = merged_config(dirs, infos, kind, variant_order);
 
     Table all;
     for (std::size_t i = 0; i < dirs.size(); ++i) {
@@ -119,6 +155,10 @@ RunResult merge_results(const std::vector<std::string>& dirs) {
         std::vector<std::string> summary_keys = approximation_key_columns();
         if (per_head) summary_keys.push_back("head");
         res.summary = summarize(res.errors, summary_keys, stat_columns(cols), value_columns(cols));
+        std::vector<std::string> on = {"L", "d", "scale"};
+        if (per_head) on.push_back("head");
+        const Table baselines = merged_baselines(dirs, on);
+        if (!baselines.columns.empty()) res.summary = join_columns(res.summary, baselines, on);
     }
     res.info["config"] = config;
     res.info["merged_from"] = dirs;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "favor/attention.hpp"
@@ -30,21 +31,23 @@ std::size_t count_nonfinite(const Mat<T>& a) {
     return n;
 }
 
-std::function<double(double, double, double)> kernel_theory(const FeatureMapPtr& f, std::size_t m,
-                                                             std::size_t d) {
-    if (!f->pair_mse(1.0, 1.0, 0.0, m, d)) return {};
-    return [f, m, d](double x2, double y2, double xy) { return *f->pair_mse(x2, y2, xy, m, d); };
+FeatureMap::PairMse kernel_theory(const FeatureMapPtr& f, const Mat<double>& X, const Mat<double>& Y,
+                                  std::size_t m) {
+    return f->pair_mse_rows(X, Y, m);
 }
 
 PairwiseRequest PairwiseRequest::of(const std::vector<std::string>& columns, bool causal, const FeatureMapPtr& map,
-                                    std::size_t m, std::size_t d) {
+                                    std::size_t m, const Mat<double>& X, const Mat<double>& Y) {
     auto has = [&](const char* c) { return std::find(columns.begin(), columns.end(), c) != columns.end(); };
     PairwiseRequest req;
     req.attention_mse = has("attention_mse");
-    req.kernel_mse = has("kernel_mse");
+    req.attention_tv = has("attention_tv");
+    req.attention_kl = has("attention_kl");
+    req.kernel_mse = has("kernel_mse") && (!map || map->is_kernel());
     req.negative_fraction = has("negative_fraction");
     req.causal = causal;
-    if (has("kernel_mse_theory")) req.theory = kernel_theory(map, m, d);
+    req.row_normalised = !map || map->row_normalised();
+    if (map && has("kernel_mse_theory")) req.theory = kernel_theory(map, X, Y, m);
     return req;
 }
 
@@ -52,13 +55,16 @@ const std::vector<MetricInfo>& metric_table() {
     using S = MetricInfo::Source;
     using Sum = MetricInfo::Summary;
     static const std::vector<MetricInfo> t = {
-        {"output_mse", "", "mean over i, c of (Out - Out_hat)^2 (Performer Fig. 4)", S::output, false, Sum::stats, false, ""},
-        {"attention_mse", "", "mean over i, j of (A - A_hat)^2", S::pairwise, false, Sum::stats, false, ""},
-        {"kernel_mse", "", "mean over i, j of (SM(x_i, y_j) - phi(x_i).phi(y_j))^2", S::pairwise, false, Sum::stats, false, ""},
-        {"kernel_mse_theory", "", "mean over i, j of the map's closed-form MSE with iid W", S::theory, false, Sum::value, false, "kernel_mse"},
-        {"negative_fraction", "", "share of A_hat entries < 0", S::pairwise, false, Sum::stats, false, ""},
-        {"nonfinite", "count", "NaN or Inf entries of Out_hat (summed over heads)", S::output, true, Sum::stats, true, ""},
-        {"seconds", "s", "wall time of the estimator (not deterministic; summed over heads)", S::clock, true, Sum::stats, false, ""},
+        {"output_mse", "", "mean over i, c of (Out - Out_hat)^2 (Performer Fig. 4)", S::output, false, Sum::stats, false, "", true},
+        {"output_rel_error", "", "||Out - Out_hat||_F / ||Out||_F", S::output, false, Sum::stats, false, "", true},
+        {"attention_mse", "", "mean over i, j of (A - A_hat)^2", S::pairwise, false, Sum::stats, false, "", true},
+        {"attention_tv", "", "mean over rows of the total variation (1/2) sum_j |A_ij - A_hat_ij|", S::pairwise, false, Sum::stats, false, "", true},
+        {"attention_kl", "nats", "mean over rows of KL(A_i || A_hat_i); blank where some A_hat_ij <= 0", S::pairwise, false, Sum::stats, false, "", true},
+        {"kernel_mse", "", "mean over i, j of (SM(x_i, y_j) - phi(x_i).phi(y_j))^2", S::pairwise, false, Sum::stats, false, "", false},
+        {"kernel_mse_theory", "", "mean over i, j of the map's closed-form MSE with iid W", S::theory, false, Sum::value, false, "kernel_mse", false},
+        {"negative_fraction", "", "share of A_hat entries < 0 (or NaN)", S::pairwise, false, Sum::stats, false, "", false},
+        {"nonfinite", "count", "NaN or Inf entries of Out_hat (summed over heads)", S::output, true, Sum::stats, true, "", false},
+        {"seconds", "s", "wall time of the estimator (not deterministic; summed over heads)", S::clock, true, Sum::stats, false, "", false},
     };
     return t;
 }
@@ -103,21 +109,73 @@ std::vector<std::string> value_columns(const std::vector<std::string>& columns) 
 
 namespace {
 struct BlockSums {
-    double attention = 0, kernel = 0, theory = 0, negative = 0, pairs = 0;
+    double attention = 0, tv = 0, kl = 0, kernel = 0, theory = 0, negative = 0, pairs = 0, rows = 0;
+    bool kl_undefined = false;   // some A_hat entry <= 0 (or NaN): KL(A || A_hat) is infinite
+    void add(const BlockSums& o) {
+        attention += o.attention, tv += o.tv, kl += o.kl, kernel += o.kernel, theory += o.theory;
+        negative += o.negative, pairs += o.pairs, rows += o.rows;
+        kl_undefined = kl_undefined || o.kl_undefined;
+    }
 };
+
+// The attention metrics of one row: the exact softmax row A (from the scores s, max
+// subtracted, in log space for the KL) against A_hat_j = k_j w_j / sum_j k_j w_j, with
+// w_j = exp(lk_j - P_i) the key log scales relative to the largest one row i sees (keys are
+// shifted per row: docs/design.md section 2.3; w null: all equal, w_j = 1), or, for maps
+// that are not row-normalised (nystrom), the row k itself with the shifts lq + lk_j undone.
+// `a`, `kw` are scratch.
+void attention_row(const double* s, const double* k, std::size_t n, const PairwiseRequest& req, double lq,
+                   const double* lk, const double* w, std::vector<double>& a, std::vector<double>& kw,
+                   BlockSums& acc) {
+    a.assign(s, s + n);
+    const double mx = max_of(a.data(), n);
+    exp_shifted(a.data(), n, mx);
+    const double z = sum_of(a.data(), n), inv_z = 1.0 / z, log_z = std::log(z);
+    const double* kr = k;
+    if (req.row_normalised && w) {
+        kw.resize(n);
+        for (std::size_t j = 0; j < n; ++j) kw[j] = k[j] * w[j];
+        kr = kw.data();
+    }
+    const double inv_d = req.row_normalised ? 1.0 / sum_of(kr, n) : 1.0;
+    double tv = 0, kl = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+        const double ah = req.row_normalised ? kr[j] * inv_d : k[j] * std::exp(lq + lk[j]), aj = a[j] * inv_z;
+        const double e = aj - ah;
+        acc.attention += e * e;
+        tv += std::fabs(e);
+        // NaN counts as negative: not >= 0, not a valid weight (docs/design.md section 3).
+        acc.negative += ah >= 0.0 ? 0.0 : 1.0;
+        if (!req.attention_kl) continue;
+        if (!(ah > 0.0)) acc.kl_undefined = true;
+        else if (aj > 0.0) kl += aj * ((s[j] - mx - log_z) - std::log(ah));
+    }
+    acc.tv += 0.5 * tv;
+    acc.kl += kl;
+    acc.rows += 1.0;
+}
+
+// phi(x).phi(y) = exp(lq + lk_j) K_ij against SM = exp(s_ij), undone in log space so it
+// cannot overflow.
+void kernel_row(const double* s, const double* k, std::size_t n, double lq, const double* lk, BlockSums& acc) {
+    for (std::size_t j = 0; j < n; ++j) {
+        const double kv = k[j];
+        const double est = kv == 0.0 ? 0.0 : std::copysign(std::exp(lq + lk[j] + std::log(std::fabs(kv))), kv);
+        const double e = std::exp(s[j]) - est;
+        acc.kernel += e * e;
+    }
+}
 }  // namespace
 
-PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y,
-                                const Features<double>& fq, const Features<double>& fk,
-                                const PairwiseRequest& req, int threads) {
+PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, const Features<double>& fq,
+                                const Features<double>& fk, const PairwiseRequest& req, int threads) {
     PairwiseResult res;
     if (!req.any()) return res;
     const std::size_t L = X.shape(0), Lk = Y.shape(0), d = X.shape(1), F = fq.phi.shape(1);
-    const std::vector<double> x2 = row_norms2(X), y2 = row_norms2(Y);
     const std::size_t b = block_rows(Lk);
     const std::size_t nblocks = (L + b - 1) / b;
     std::vector<BlockSums> sums(nblocks);
-    const bool need_attention = req.attention_mse || req.negative_fraction;
+    const bool need_attention = req.attention_mse || req.attention_tv || req.attention_kl || req.negative_fraction;
     // A_hat_ij = K_ij w_j / sum_j K_ij w_j with w_j = exp(lk_j - P_i), P_i the largest key log
     // scale row i sees (keys are shifted per row: docs/design.md section 2.3). pmax: P_i.
     const std::vector<double>& lk = fk.log_scale;
@@ -132,7 +190,7 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y,
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * b, rows = std::min(b, L - r0);
         const std::size_t cols = req.causal ? std::min(Lk, r0 + rows) : Lk;
-        std::vector<double> S(rows * cols), K(rows * cols);
+        std::vector<double> S(rows * cols), K(rows * cols), scratch, kw_scratch;
         gemm<double>(false, true, rows, cols, d, 1.0, X.data() + r0 * d, d, Y.data(), d, 0.0, S.data(), cols);
         gemm<double>(false, true, rows, cols, F, 1.0, fq.phi.data() + r0 * F, F, fk.phi.data(), F, 0.0, K.data(), cols);
         BlockSums& acc = sums[blk];
@@ -145,61 +203,44 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y,
             const double* k = K.data() + i * cols;
             acc.pairs += double(n);
             if (need_attention) {
-                // A: exact softmax row (max subtracted); A_hat: K row over its sum D_i.
-                std::vector<double> a(s, s + n);
-                exp_shifted(a.data(), n, max_of(a.data(), n));
-                const double inv_z = 1.0 / sum_of(a.data(), n);
-                std::vector<double> kw;
-                if (key_scales) {
-                    if (!(pmax[gi] == wp)) {
-                        wp = pmax[gi];
-                        w.resize(cols);
-                        for (std::size_t j = 0; j < cols; ++j) w[j] = std::exp(lk[j] - wp);
-                    }
-                    kw.resize(n);
-                    for (std::size_t j = 0; j < n; ++j) kw[j] = k[j] * w[j];
+                if (key_scales && !(pmax[gi] == wp)) {   // w_j = exp(lk_j - P_i), kept while P_i is
+                    wp = pmax[gi];
+                    w.resize(cols);
+                    for (std::size_t j = 0; j < cols; ++j) w[j] = std::exp(lk[j] - wp);
                 }
-                const double* kr = key_scales ? kw.data() : k;
-                const double inv_d = 1.0 / sum_of(kr, n);
-                for (std::size_t j = 0; j < n; ++j) {
-                    const double ah = kr[j] * inv_d;
-                    const double e = a[j] * inv_z - ah;
-                    acc.attention += e * e;
-                    // NaN counts as negative: not >= 0 (docs/design.md section 3).
-                    acc.negative += ah >= 0.0 ? 0.0 : 1.0;
-                }
+                attention_row(s, k, n, req, fq.log_scale[gi], lk.data(), key_scales ? w.data() : nullptr, scratch,
+                              kw_scratch, acc);
             }
-            if (req.kernel_mse) {
-                // phi(x).phi(y) = exp(lq_i + lk_j) K_ij, undone in log space so it cannot overflow.
-                const double lq = fq.log_scale[gi];
-                for (std::size_t j = 0; j < n; ++j) {
-                    const double kv = k[j];
-                    const double est = kv == 0.0 ? 0.0
-                                                 : std::copysign(std::exp(lq + fk.log_scale[j] + std::log(std::fabs(kv))), kv);
-                    const double e = std::exp(s[j]) - est;
-                    acc.kernel += e * e;
-                }
-            }
+            if (req.kernel_mse) kernel_row(s, k, n, fq.log_scale[gi], fk.log_scale.data(), acc);
             if (req.theory)
-                for (std::size_t j = 0; j < n; ++j) acc.theory += req.theory(x2[gi], y2[j], s[j]);
+                for (std::size_t j = 0; j < n; ++j) acc.theory += req.theory(gi, j, s[j]);
         }
     });
 
     BlockSums total;
-    for (const BlockSums& s : sums) {
-        total.attention += s.attention;
-        total.kernel += s.kernel;
-        total.theory += s.theory;
-        total.negative += s.negative;
-        total.pairs += s.pairs;
-    }
+    for (const BlockSums& s : sums) total.add(s);   // in block order
     if (req.attention_mse) res.attention_mse = total.attention / total.pairs;
+    if (req.attention_tv) res.attention_tv = total.tv / total.rows;
+    if (req.attention_kl && !total.kl_undefined) res.attention_kl = total.kl / total.rows;
     if (req.negative_fraction) res.negative_fraction = total.negative / total.pairs;
     if (req.kernel_mse) res.kernel_mse = total.kernel / total.pairs;
     if (req.theory) res.kernel_mse_theory = total.theory / total.pairs;
     return res;
 }
 
+template <class T>
+double output_rel_error(const Mat<double>& exact, const Mat<T>& approx) {
+    double num = 0.0, den = 0.0;
+    for (std::size_t k = 0, n = exact.size(); k < n; ++k) {
+        const double e = exact.data()[k] - double(approx.data()[k]);
+        num += e * e;
+        den += exact.data()[k] * exact.data()[k];
+    }
+    return std::sqrt(num / den);
+}
+
+template double output_rel_error<float>(const Mat<double>&, const Mat<float>&);
+template double output_rel_error<double>(const Mat<double>&, const Mat<double>&);
 template double output_mse<float>(const Mat<double>&, const Mat<float>&);
 template double output_mse<double>(const Mat<double>&, const Mat<double>&);
 template std::size_t count_nonfinite<float>(const Mat<float>&);

@@ -1,9 +1,11 @@
 #include "favor/projections.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "favor/error.hpp"
 #include "favor/names.hpp"
+#include "favor/qmc.hpp"
 #include "favor/rng.hpp"
 #include "favor/structured.hpp"
 
@@ -20,6 +22,8 @@ const std::vector<std::pair<Projection, std::string>>& table() {
         {Projection::hadamard, "hadamard"},
         {Projection::hadamard_fixed, "hadamard-fixed"},
         {Projection::givens, "givens"},
+        {Projection::simplex_plus, "simplex-plus"},
+        {Projection::qmc, "qmc"},
     };
     return t;
 }
@@ -37,7 +41,11 @@ Projection parse_projection(const std::string& name) {
 std::string projection_name(Projection p) { return name_of(table(), p); }
 
 std::size_t projection_min_d(Projection p) {
-    return (p == Projection::simplex || p == Projection::givens) ? 2 : 1;
+    return (p == Projection::simplex || p == Projection::simplex_plus || p == Projection::givens) ? 2 : 1;
+}
+
+std::size_t projection_max_d(Projection p) {
+    return p == Projection::qmc ? kSobolMaxDim : std::numeric_limits<std::size_t>::max();
 }
 
 namespace {
@@ -112,6 +120,27 @@ Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uin
             },
             [&](std::size_t r) { return chi_at(norm_key, r, d); });
     }
+    case Projection::simplex_plus: {
+        if (d < projection_min_d(p))
+            throw Error("projection 'simplex-plus' needs d >= 2, got d = " + std::to_string(d));
+        // SimRF+ (Reid et al. 2023): the SimRF block and norms, drawn from simplex's streams
+        // (as orthogonal-fixed shares orthogonal's), so simplex and simplex-plus at the same
+        // (seed, trial) differ only by the sweeps. The directions of a block depend on all d
+        // of its norms, also those of rows past m: W stays nested in m.
+        const std::uint64_t norm_key = key("W-simplex-norms");
+        const std::size_t blocks = (m + d - 1) / d;
+        std::vector<double> norms(blocks * d);
+        for (std::size_t r = 0; r < norms.size(); ++r) norms[r] = chi_at(norm_key, r, d);
+        return stack_blocks(
+            m, d, d,
+            [&](std::size_t b) {
+                return simplex_plus_directions(simplex_block(block_key("W-simplex-block", b), d), &norms[b * d]);
+            },
+            [&](std::size_t r) { return norms[r]; });
+    }
+    case Projection::qmc:
+        // Row i: Phi^{-1} of Sobol point i, Owen-scrambled per (seed, d, trial) (qmc.hpp).
+        return qmc_gaussian(m, d, key("W-qmc"));
     }
     throw Error("draw_projection: unknown projection");
 }

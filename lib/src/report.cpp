@@ -1,5 +1,6 @@
 #include "favor/report.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -110,10 +111,22 @@ Table read_csv(const std::string& path) {
     return parse_csv(buf.str(), path);
 }
 
+double quantile(std::vector<double> xs, double p) {
+    if (xs.empty()) return std::nan("");
+    std::sort(xs.begin(), xs.end());
+    const double h = p * double(xs.size() - 1);
+    const std::size_t lo = std::size_t(std::floor(h));
+    if (lo + 1 >= xs.size()) return xs.back();
+    return xs[lo] + (h - double(lo)) * (xs[lo + 1] - xs[lo]);
+}
+
 Stats describe(const std::vector<double>& xs) {
     Stats s;
     s.n = xs.size();
     if (xs.empty()) return s;
+    s.median = quantile(xs, 0.5);
+    s.p10 = quantile(xs, 0.1);
+    s.p90 = quantile(xs, 0.9);
     for (double x : xs) s.mean += x;
     s.mean /= double(xs.size());
     if (xs.size() < 2) {
@@ -139,7 +152,7 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
     out.columns = key_columns;
     out.columns.push_back("trials");
     for (const auto& c : metric_columns)
-        for (const char* s : {"_mean", "_std", "_sem"}) out.columns.push_back(c + s);
+        for (const char* s : {"_mean", "_std", "_sem", "_median", "_p10", "_p90"}) out.columns.push_back(c + s);
     for (const auto& c : plain_columns) out.columns.push_back(c);
 
     // Groups in order of first appearance.
@@ -156,13 +169,17 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
         }
         groups[it->second].push_back(&r);
     }
+    // A group's values of column i; `all` is false if any row's cell is blank (not applicable,
+    // or attention_kl's infinite divergence), and then the statistics are blank too.
     auto column_values = [](const std::vector<const std::vector<std::string>*>& g, std::size_t i,
-                            bool& any) {
+                            bool& all) {
         std::vector<double> xs;
-        any = false;
+        all = !g.empty();
         for (const auto* r : g) {
-            if ((*r)[i].empty()) continue;
-            any = true;
+            if ((*r)[i].empty()) {
+                all = false;
+                continue;
+            }
             xs.push_back(std::strtod((*r)[i].c_str(), nullptr));
         }
         return xs;
@@ -171,16 +188,38 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
         std::vector<std::string> row = keys[g];
         row.push_back(std::to_string(groups[g].size()));
         for (std::size_t i : metric_idx) {
-            bool any;
-            const Stats s = describe(column_values(groups[g], i, any));
-            for (double v : {s.mean, s.std, s.sem}) row.push_back(any ? format_number(v) : "");
+            bool all;
+            const Stats s = describe(column_values(groups[g], i, all));
+            for (double v : {s.mean, s.std, s.sem, s.median, s.p10, s.p90}) row.push_back(all ? format_number(v) : "");
         }
         for (std::size_t i : plain_idx) {
-            bool any;
-            const Stats s = describe(column_values(groups[g], i, any));
-            row.push_back(any ? format_number(s.mean) : "");
+            bool all;
+            const Stats s = describe(column_values(groups[g], i, all));
+            row.push_back(all ? format_number(s.mean) : "");
         }
         out.rows.push_back(std::move(row));
+    }
+    return out;
+}
+
+Table join_columns(const Table& left, const Table& right, const std::vector<std::string>& on) {
+    std::vector<std::size_t> li, ri, extra;
+    for (const auto& c : on) li.push_back(left.column(c)), ri.push_back(right.column(c));
+    for (std::size_t c = 0; c < right.columns.size(); ++c)
+        if (std::find(on.begin(), on.end(), right.columns[c]) == on.end()) extra.push_back(c);
+    std::map<std::vector<std::string>, const std::vector<std::string>*> index;
+    for (const auto& r : right.rows) {
+        std::vector<std::string> k;
+        for (std::size_t i : ri) k.push_back(r[i]);
+        index.emplace(std::move(k), &r);
+    }
+    Table out = left;
+    for (std::size_t c : extra) out.columns.push_back(right.columns[c]);
+    for (auto& r : out.rows) {
+        std::vector<std::string> k;
+        for (std::size_t i : li) k.push_back(r[i]);
+        const auto it = index.find(k);
+        for (std::size_t c : extra) r.push_back(it == index.end() ? "" : (*it->second)[c]);
     }
     return out;
 }

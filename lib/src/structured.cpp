@@ -138,4 +138,29 @@ Mat<double> simplex_block(std::uint64_t key, std::size_t d) {
     return B;
 }
 
+Mat<double> simplex_plus_directions(Mat<double> S, const double* w, std::size_t sweeps) {
+    const std::size_t d = S.shape(0), n = S.shape(1);
+    std::vector<double> T(n), v(n);
+    for (std::size_t sweep = 0; sweep < sweeps; ++sweep) {
+        // T = sum_j w_j s_j, recomputed per sweep (the in-sweep updates keep it current).
+        std::fill(T.begin(), T.end(), 0.0);
+        for (std::size_t j = 0; j < d; ++j)
+            for (std::size_t c = 0; c < n; ++c) T[c] += w[j] * S(j, c);
+        for (std::size_t i = 0; i < d; ++i) {
+            double vv = 0.0;
+            for (std::size_t c = 0; c < n; ++c) {
+                v[c] = T[c] - w[i] * S(i, c);
+                vv += v[c] * v[c];
+            }
+            if (!(vv > 0.0)) continue;
+            const double inv = 1.0 / std::sqrt(vv);
+            for (std::size_t c = 0; c < n; ++c) {
+                S(i, c) = -v[c] * inv;
+                T[c] = v[c] + w[i] * S(i, c);
+            }
+        }
+    }
+    return S;
+}
+
 }  // namespace favor

@@ -1,4 +1,4 @@
-// The "timing" experiment (design.md section 5): per variant (exact, or a feature map with a
+// The "timing" experiment (docs/design.md section 5): per variant (exact, or a feature map with a
 // projection) and each L, d and m: warm-up runs, then repeated timed runs of the one
 // operation on all threads (row blocks split over threads; numbers never depend on them).
 #include "favor/timing.hpp"
@@ -29,8 +29,7 @@ double exact_attention_flops(std::size_t L, std::size_t Lk, std::size_t d, std::
 double favor_attention_flops(const FeatureMap& f, std::size_t L, std::size_t Lk, std::size_t d,
                              std::size_t dv, std::size_t m) {
     const double F = double(f.num_features(m, d));
-    return 2.0 * double(L + Lk) * double(m) * double(d) + 2.0 * double(Lk) * F * double(dv + 1) +
-           2.0 * double(L) * F * double(dv + 1);
+    return f.feature_flops(L, Lk, m, d) + 2.0 * double(Lk) * F * double(dv + 1) + 2.0 * double(L) * F * double(dv + 1);
 }
 
 std::optional<std::size_t> crossover_L(const std::vector<std::size_t>& Ls,
@@ -100,7 +99,7 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     p.features = since(t);
     t = Clock::now();
     if (cfg.causal) {   // prefix sums: one phase
-        const Mat<T> out = linear_attention(fq.phi, fk.phi, fk.log_scale, in.v, true, threads);
+        const Mat<T> out = linear_attention(fq.phi, fk.phi, fk.log_scale, in.v, true, threads, est.map->row_normalised());
         p.kv = since(t);
         p.total = p.features + p.kv;
         return p;
@@ -108,7 +107,7 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     const Mat<T> KV = linear_attention_kv(fk.phi, fk.log_scale, in.v, threads);
     p.kv = since(t);
     t = Clock::now();
-    const Mat<T> out = linear_attention_apply(fq.phi, KV, threads);
+    const Mat<T> out = linear_attention_apply(fq.phi, KV, threads, est.map->row_normalised());
     p.normalise = since(t);
     p.total = p.features + p.kv + p.normalise;
     return p;
@@ -134,19 +133,103 @@ std::string fmt_seconds(double s) {
     return o.str();
 }
 
+// Rows per (d, variant, m) series, one cell per L; the series in config order.
+struct Series {
+    std::size_t d, variant, m;   // m = 0 for exact
+    std::vector<CellResult> cells;
+};
+
+// Time budget: predict this cell's warm-up + repeats from the last measured L of the series
+// (exact grows as L^2, FAVOR as L); once over, the larger L are skipped too.
+void apply_budget(const Config& cfg, const Series& s, CellResult& c) {
+    if (cfg.timing.time_budget_s <= 0 || s.cells.empty()) return;
+    const CellResult& prev = s.cells.back();
+    if (prev.skipped) {
+        c.skipped = true;
+        c.status = prev.status;
+        return;
+    }
+    const double predicted = prev.median * (c.flops / prev.flops) * double(cfg.timing.warmup + cfg.timing.repeats);
+    if (predicted > cfg.timing.time_budget_s) {
+        c.skipped = true;
+        c.status = "skipped: over time budget (predicted " + fmt_seconds(predicted) + " s > " +
+                   fmt_seconds(cfg.timing.time_budget_s) + " s)";
+    }
+}
+
+// Warm-up runs, then the timed repeats of one cell: medians of the total and the phases.
+template <class T>
+void measure(const Config& cfg, const Variant& var, const Inputs<T>& in, std::size_t m, int threads, CellResult& c) {
+    reset_peak_rss();
+    for (std::size_t w = 0; w < cfg.timing.warmup; ++w) run_once(cfg, var, in, m, threads);
+    std::vector<Phases> ps;
+    for (std::size_t r = 0; r < cfg.timing.repeats; ++r) ps.push_back(run_once(cfg, var, in, m, threads));
+    c.peak = peak_rss_bytes();
+    auto med = [&](double Phases::*f) {
+        std::vector<double> v;
+        for (const Phases& p : ps) v.push_back(p.*f);
+        return std::isnan(v[0]) ? Phases::none : median(v);
+    };
+    std::vector<double> tot;
+    for (const Phases& p : ps) tot.push_back(p.total);
+    c.median = median(tot);
+    c.min = *std::min_element(tot.begin(), tot.end());
+    c.max = *std::max_element(tot.begin(), tot.end());
+    c.phases = {med(&Phases::projection), med(&Phases::features), med(&Phases::kv), med(&Phases::normalise), c.median};
+}
+
+// timing.csv rows of one series (`ex`: the exact series at its d, for speedups); returns
+// the medians of both, for the crossover.
+void series_rows(const Config& cfg, const Series& s, const Series* ex, const std::vector<std::size_t>& Ls, int threads,
+                 Table& t, std::vector<std::optional<double>>& mine, std::vector<std::optional<double>>& theirs) {
+    const Variant& var = cfg.variants[s.variant];
+    for (std::size_t li = 0; li < Ls.size(); ++li) {
+        const CellResult& c = s.cells[li];
+        std::vector<std::string> row = {var.name, format_count(Ls[li]), format_count(s.d), var.exact ? "" : format_count(s.m),
+                                        dtype_name(cfg.dtype), std::to_string(threads), format_count(cfg.timing.repeats)};
+        const CellResult* e = ex ? &ex->cells[li] : nullptr;
+        std::optional<double> speedup;
+        if (!c.skipped && e && !e->skipped) speedup = e->median / c.median;
+        mine.push_back(c.skipped ? std::nullopt : std::optional<double>(c.median));
+        theirs.push_back(e && !e->skipped ? std::optional<double>(e->median) : std::nullopt);
+        if (c.skipped) {
+            for (int k = 0; k < 10; ++k) row.push_back("");
+        } else {
+            for (double v : {c.median, c.min, c.max, c.flops / c.median / 1e9}) row.push_back(format_number(v));
+            row.push_back(format_number(speedup));
+            row.push_back(format_count(c.peak));
+            for (double v : {c.phases.projection, c.phases.features, c.phases.kv, c.phases.normalise})
+                row.push_back(format_number(opt_num(v)));
+        }
+        row.push_back(c.status);
+        t.rows.push_back(std::move(row));
+    }
+}
+
+// The Markdown note on where a FAVOR series overtakes exact attention.
+std::string crossover_note(const Config& cfg, const Series& s, const Series& ex, const std::vector<std::size_t>& Ls,
+                           const std::vector<std::optional<double>>& mine, const std::vector<std::optional<double>>& theirs) {
+    std::ostringstream notes;
+    const auto x = crossover_L(Ls, mine, theirs);
+    notes << "- **" << cfg.variants[s.variant].name << "**, m = " << s.m << ", d = " << s.d
+          << " (dv = " << cfg.inputs.d_v.value_or(s.d) << "): ";
+    if (x) notes << "faster than exact from L = " << *x << " on (every larger L measured)";
+    else notes << "not faster than exact at every L from some point on, among the L where both were measured";
+    std::size_t skipped_from = 0;
+    for (std::size_t li = Ls.size(); li-- > 0;)
+        if (ex.cells[li].skipped) skipped_from = Ls[li];
+    if (skipped_from)
+        notes << "; exact skipped from L = " << skipped_from << " (over the time budget of "
+              << fmt_seconds(cfg.timing.time_budget_s) << " s)";
+    notes << ".\n";
+    return notes.str();
+}
+
 template <class T>
 RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
     const int threads = resolve_threads(opt.threads);
     const double scale = cfg.inputs.scale.front();
-    std::vector<std::size_t> Ls = cfg.inputs.L;
-    std::sort(Ls.begin(), Ls.end());
-    Ls.erase(std::unique(Ls.begin(), Ls.end()), Ls.end());
-
-    // Rows per (d, variant, m) series, one per L; the series keys in config order.
-    struct Series {
-        std::size_t d, variant, m;   // m = 0 for exact
-        std::vector<CellResult> cells;
-    };
+    const std::vector<std::size_t>& Ls = cfg.inputs.L;   // sorted and unique (config.cpp)
     std::vector<Series> series;
     for (std::size_t d : cfg.inputs.d)
         for (std::size_t v = 0; v < cfg.variants.size(); ++v) {
@@ -157,67 +240,23 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
     const std::size_t total = series.size() * Ls.size();
     std::size_t done = 0;
     const bool reset_ok = reset_peak_rss();
-
-    for (std::size_t li = 0; li < Ls.size(); ++li) {
-        const std::size_t L = Ls[li];
+    for (std::size_t L : Ls)
         for (std::size_t d : cfg.inputs.d) {
             const std::size_t dv = cfg.inputs.d_v.value_or(d);
-            Inputs<T> in;
-            {
-                QKV qkv = random_inputs(cfg.seed, L, d, dv, scale);
-                in.q = cast_mat<T>(qkv.q);
-                in.k = cast_mat<T>(qkv.k);
-                in.v = cast_mat<T>(qkv.v);
-            }
+            QKV qkv = random_inputs(cfg.seed, L, d, dv, scale);
+            const Inputs<T> in{cast_mat<T>(qkv.q), cast_mat<T>(qkv.k), cast_mat<T>(qkv.v)};
             for (Series& s : series) {
                 if (s.d != d) continue;
                 const Variant& var = cfg.variants[s.variant];
                 CellResult c;
                 c.flops = var.exact ? exact_attention_flops(L, L, d, dv, cfg.causal)
                                     : favor_attention_flops(*var.map, L, L, d, dv, s.m);
-                // Time budget: predict this cell's warm-up + repeats from the last measured L
-                // of the series (exact grows as L^2, FAVOR as L); once over, the larger L are too.
-                const std::size_t runs = cfg.timing.warmup + cfg.timing.repeats;
-                if (cfg.timing.time_budget_s > 0 && !s.cells.empty()) {
-                    const CellResult& prev = s.cells.back();
-                    if (prev.skipped) {
-                        c.skipped = true;
-                        c.status = prev.status;
-                    } else {
-                        const double predicted = prev.median * (c.flops / prev.flops) * double(runs);
-                        if (predicted > cfg.timing.time_budget_s) {
-                            c.skipped = true;
-                            c.status = "skipped: over time budget (predicted " + fmt_seconds(predicted) +
-                                       " s > " + fmt_seconds(cfg.timing.time_budget_s) + " s)";
-                        }
-                    }
-                }
-                if (!c.skipped) {
-                    reset_peak_rss();
-                    for (std::size_t w = 0; w < cfg.timing.warmup; ++w) run_once(cfg, var, in, s.m, threads);
-                    std::vector<Phases> ps;
-                    for (std::size_t r = 0; r < cfg.timing.repeats; ++r) ps.push_back(run_once(cfg, var, in, s.m, threads));
-                    c.peak = peak_rss_bytes();
-                    auto med = [&](double Phases::*f) {
-                        std::vector<double> v;
-                        for (const Phases& p : ps) v.push_back(p.*f);
-                        return std::isnan(v[0]) ? Phases::none : median(v);
-                    };
-                    std::vector<double> tot;
-                    for (const Phases& p : ps) tot.push_back(p.total);
-                    c.median = median(tot);
-                    c.min = *std::min_element(tot.begin(), tot.end());
-                    c.max = *std::max_element(tot.begin(), tot.end());
-                    c.phases.projection = med(&Phases::projection);
-                    c.phases.features = med(&Phases::features);
-                    c.phases.kv = med(&Phases::kv);
-                    c.phases.normalise = med(&Phases::normalise);
-                }
+                apply_budget(cfg, s, c);
+                if (!c.skipped) measure(cfg, var, in, s.m, threads, c);
                 s.cells.push_back(c);
                 if (opt.progress) opt.progress(++done, total);
             }
         }
-    }
 
     RunResult r;
     r.timing.columns = timing_columns();
@@ -230,56 +269,12 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
           << (reset_ok ? "" : "; the peak could not be reset between cells, so it is the peak since start")
           << ". normalise_s includes the product phiQ (phiK^T [V, 1]).\n\n";
     for (const Series& s : series) {
-        const Variant& var = cfg.variants[s.variant];
-        const std::size_t dv = cfg.inputs.d_v.value_or(s.d);
-        // The exact series at this d, for speedups.
-        const Series* ex = nullptr;
+        const Series* ex = nullptr;   // the exact series at this d, for speedups
         for (const Series& e : series)
-            if (e.d == s.d && cfg.variants[e.variant].exact) {
-                ex = &e;
-                break;
-            }
+            if (e.d == s.d && cfg.variants[e.variant].exact && !ex) ex = &e;
         std::vector<std::optional<double>> mine, theirs;
-        for (std::size_t li = 0; li < Ls.size(); ++li) {
-            const CellResult& c = s.cells[li];
-            std::vector<std::string> row = {var.name, format_count(Ls[li]), format_count(s.d),
-                                            var.exact ? "" : format_count(s.m), dtype_name(cfg.dtype),
-                                            std::to_string(threads), format_count(cfg.timing.repeats)};
-            std::optional<double> speedup;
-            const CellResult* e = ex ? &ex->cells[li] : nullptr;
-            if (!c.skipped && e && !e->skipped) speedup = e->median / c.median;
-            mine.push_back(c.skipped ? std::nullopt : std::optional<double>(c.median));
-            theirs.push_back(e && !e->skipped ? std::optional<double>(e->median) : std::nullopt);
-            if (c.skipped) {
-                for (int k = 0; k < 10; ++k) row.push_back("");
-            } else {
-                row.push_back(format_number(c.median));
-                row.push_back(format_number(c.min));
-                row.push_back(format_number(c.max));
-                row.push_back(format_number(c.flops / c.median / 1e9));
-                row.push_back(format_number(speedup));
-                row.push_back(format_count(c.peak));
-                row.push_back(format_number(opt_num(c.phases.projection)));
-                row.push_back(format_number(opt_num(c.phases.features)));
-                row.push_back(format_number(opt_num(c.phases.kv)));
-                row.push_back(format_number(opt_num(c.phases.normalise)));
-            }
-            row.push_back(c.status);
-            r.timing.rows.push_back(std::move(row));
-        }
-        if (var.exact || !ex) continue;
-        const auto x = crossover_L(Ls, mine, theirs);
-        notes << "- **" << var.name << "**, m = " << s.m << ", d = " << s.d << " (dv = " << dv << "): ";
-        if (x) {
-            notes << "faster than exact from L = " << *x << " on (every larger L measured)";
-        } else {
-            notes << "not faster than exact at every L from some point on, among the L where both were measured";
-        }
-        std::size_t skipped_from = 0;
-        for (std::size_t li = Ls.size(); li-- > 0;)
-            if (ex->cells[li].skipped) skipped_from = Ls[li];
-        if (skipped_from) notes << "; exact skipped from L = " << skipped_from << " (over the time budget of " << fmt_seconds(cfg.timing.time_budget_s) << " s)";
-        notes << ".\n";
+        series_rows(cfg, s, ex, Ls, threads, r.timing, mine, theirs);
+        if (!cfg.variants[s.variant].exact && ex) notes << crossover_note(cfg, s, *ex, Ls, mine, theirs);
     }
     r.notes_md = notes.str();
     info["timing"] = {{"threads", threads}, {"peak_rss_reset", reset_ok}, {"scale", scale}};

@@ -10,7 +10,7 @@ using nlohmann::json;
 json Variant::resolved() const {
     json o{{"name", name}, {"features", features_label()}};
     if (!exact) {
-        o["projection"] = projection_label();
+        if (map->uses_projection()) o["projection"] = projection_label();
         o.update(map->params());
     }
     return o;
@@ -55,7 +55,13 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
             if (!owners.empty()) w.at(key).fail("applies only to features " + owners);
             w.at(key).fail("unknown key" + suggestion(key, keys));
         }
+    const FieldObject fields{v, w};
+    const double epsilon = fields.number("epsilon", 0.0);
+    if (epsilon < 0) w.at("epsilon").fail("must be >= 0, got " + v["epsilon"].dump());
+    out.map = entry->make(fields, epsilon);
     if (v.contains("projection")) {
+        if (!out.map->uses_projection())
+            w.at("projection").fail("does not apply to '" + features + "' (it uses no random projection)");
         const std::string p = read_string(v["projection"], w.at("projection"));
         try {
             out.projection = parse_projection(p);
@@ -63,11 +69,7 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
             w.at("projection").fail(e.what());
         }
     }
-    const FieldObject fields{v, w};
-    const double epsilon = fields.number("epsilon", 0.0);
-    if (epsilon < 0) w.at("epsilon").fail("must be >= 0, got " + v["epsilon"].dump());
-    out.map = entry->make(fields, epsilon);
-    out.name = fields.string("name", features + "-" + projection_name(out.projection));
+    out.name = fields.string("name", out.map->uses_projection() ? features + "-" + projection_name(out.projection) : features);
     if (out.name.empty()) w.at("name").fail("must not be empty");
     return out;
 }

@@ -16,6 +16,7 @@ namespace favor {
 struct ApplyRequest {
     bool exact = false, causal = false;
     std::optional<std::string> features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads;
+    std::vector<std::string> params;   // --param KEY=VALUE: the map's own keys (dpfp's nu, ...)
 };
 
 struct ApplyOptions {
@@ -28,11 +29,14 @@ struct ApplyOptions {
 };
 
 // Checks a request and resolves its names: either --exact or --features with --m in
-// 1..kMaxM; --seed, --trial unsigned 64-bit; --threads >= 0; the variant's keys (--epsilon,
-// --epsilon-after, --A) through parse_variant. Throws Error "apply: --FLAG: ..." naming the flag.
+// 1..kMaxM (--m only for maps that use m); --seed, --trial unsigned 64-bit; --threads >= 0;
+// the variant's keys (--projection, default orthogonal for maps that use one, --epsilon,
+// --epsilon-after, --A, --param KEY=VALUE) through parse_variant; --causal only with maps
+// that have a causal form. Throws Error "apply: --FLAG: ..." naming the flag.
 ApplyOptions resolve_apply(const ApplyRequest& r);
 
-// Exact or approximate attention output of every head (W drawn as a run draws it).
+// Exact or approximate attention output of every head (W drawn as a run draws it). Throws
+// Error "apply: --m: ..." when the map cannot run at these sizes (nystrom: m <= L).
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt);
 
 // Where an output is not finite, and the likely reason.

@@ -1,5 +1,5 @@
 #pragma once
-// Exact softmax attention and linear (random-feature) attention, design.md section 2.
+// Exact softmax attention and linear (random-feature) attention, docs/design.md section 2.
 #include <vector>
 
 #include "favor/feature_maps.hpp"
@@ -21,6 +21,7 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
                        int threads = 1);
 
 // Out_hat = D^{-1} phiQ (phiK^T V), D = diag(phiQ (phiK^T 1)): O(L F dv), no L x L matrix.
+// Without `normalise`, phiQ (phiK^T V) (maps that are not row-normalised: nystrom).
 // Causal: prefix sums G_i = sum_{j<=i} phiK_j [v_j, 1]^T, in blocks of rows.
 // phiQ: (L, F), phiK: (Lk, F), V: (Lk, dv); returns (L, dv).
 // key_log_scale (Lk, or empty for all 0): key row j stands for exp(key_log_scale[j]) phiK_j
@@ -32,10 +33,10 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
 // the numbers do not depend on `threads`.
 template <class T>
 Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& key_log_scale,
-                        const Mat<T>& V, bool causal = false, int threads = 1);
+                        const Mat<T>& V, bool causal = false, int threads = 1, bool normalise = true);
 template <class T>
 Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal = false,
-                        int threads = 1);
+                        int threads = 1, bool normalise = true);
 
 // The two halves of non-causal linear attention (the timing experiment times them apart).
 // KV1 = phiK^T [V, 1] (relative to the largest key log scale): phiK: (Lk, F), V: (Lk, dv);
@@ -45,12 +46,14 @@ Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_lo
                            int threads = 1);
 template <class T>
 Mat<T> linear_attention_kv(const Mat<T>& phiK, const Mat<T>& V, int threads = 1);
-// Out = D^{-1} phiQ KV1[:, :dv] with D = phiQ KV1[:, dv]. phiQ: (L, F), KV1: (F, dv + 1);
-// returns (L, dv).
+// Out = D^{-1} phiQ KV1[:, :dv] with D = phiQ KV1[:, dv] (without `normalise`: phiQ KV1[:, :dv]).
+// phiQ: (L, F), KV1: (F, dv + 1); returns (L, dv).
 template <class T>
-Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads = 1);
+Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads = 1, bool normalise = true);
 
-// The whole estimator: scale, feature maps with the shared W (m, d), linear attention.
+// The whole estimator: scale, feature maps with the shared W (m, d), linear attention,
+// row-normalised or not as the map says (FeatureMap::row_normalised). Causal with a map that
+// has no causal form (nystrom) throws Error.
 template <class T>
 struct Approximation {
     Mat<T> out;        // (L, dv)
@@ -68,8 +71,8 @@ Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const
 // at once; the partials are rescaled to a common shift and added in block order; then the
 // queries per block of rows: features -> times KV1 -> normalise. Block boundaries depend on
 // the sizes only, so the numbers do not depend on `threads`; they equal favor_attention's
-// up to rounding. Causal inputs, and maps whose keys cannot be shifted per block
-// (FeatureMap::blockwise_key_shift), use favor_attention.
+// up to rounding. Causal inputs, maps whose keys cannot be shifted per block
+// (FeatureMap::blockwise_key_shift) and maps that are not row-normalised use favor_attention.
 template <class T>
 Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                      bool causal = false, int threads = 1);

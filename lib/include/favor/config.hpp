@@ -82,6 +82,11 @@ void set_path(nlohmann::json& j, const std::string& path, const nlohmann::json& 
 Config load_config(const std::string& path, const std::vector<std::string>& sets = {});
 Config parse_config(const nlohmann::json& j, const std::string& file);
 
+// Fails (Error naming the config field) unless every variant's map can run with every m of
+// the grid in dimension d for L queries and Lk keys (FeatureMap::check_sizes; 0: not known).
+// The config checks random inputs; runs on .npy inputs call it once the shapes are known.
+void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t Lk);
+
 // Expands comma lists "16,32,64" for --m / --L: every item an integer in [lo, hi], digits
 // only (no sign, no exponent, no empty item); one item gives a number, several a list.
 nlohmann::json parse_list_flag(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi);

@@ -1,6 +1,7 @@
 #pragma once
 // Feature maps phi with E[phi(x) . phi(y)] = SM(x, y) = exp(x . y), and maps that are not
-// estimators of SM (relu). docs/estimators.md has each one's formula, source and variance.
+// estimators of SM (relu and the linear-attention baselines elu, dpfp, nystrom).
+// docs/estimators.md has each one's formula, source and variance.
 //
 // One class per map, each in lib/src/maps/<name>.cpp, listed by one line in the registry
 // (lib/src/feature_maps.cpp). A map owns its config keys and their validation, its number of
@@ -8,6 +9,7 @@
 // whether the fused forward may shift its keys per block.
 //
 // x, y are the scaled rows q / d^{1/4}, k / d^{1/4}; W (m x d) is shared by both sides.
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,7 +26,7 @@ enum class Side { query, key };
 // One block of rows for a map's kernel. Inputs X (rows x d, leading dimension d) are scaled
 // by xs on the fly (x = xs * X row). The kernel writes `out` (rows x F, leading dimension F)
 // and row_log (rows):
-//   Side::query: the finished features with a per-row shift, phi(x_i) = exp(row_log[i]) out_i;
+//   Side::query (or per_row): the finished features with a per-row shift, phi(x_i) = exp(row_log[i]) out_i;
 //   Side::key:   an intermediate (e.g. exponents) and row_log[i], a bound on the row's log
 //                scale; finish_key_block then makes phi(y_i) = exp(shift) out_i for a shift
 //                common to the rows it is given (design: docs/design.md section 2).
@@ -38,10 +40,22 @@ struct FeatureBlock {
     T* out;
     std::size_t F;
     double* row_log;
+    // Finish every row here with its own shift, as for queries, whatever the side (keys
+    // shifted per row where the map allows it: compute_features). `side` still says which
+    // side's formula applies (asymmetric maps: gerf, saderf, nystrom).
+    bool per_row = false;
+    bool finish_rows() const { return side == Side::query || per_row; }
 };
 
 class FeatureMap;
 using FeatureMapPtr = std::shared_ptr<const FeatureMap>;
+
+// Why a map cannot run at some sizes (FeatureMap::check_sizes): `key` is "m" (the grid's m),
+// one of the map's own config keys ("nu"), or "" (the variant as a whole).
+struct SizeProblem {
+    std::string key;
+    std::string message;
+};
 
 class FeatureMap : public std::enable_shared_from_this<FeatureMap> {
 public:
@@ -55,22 +69,54 @@ public:
     // Whether phi is built from the random matrix W (false: W is a zero (m, d) placeholder,
     // and a variant of this map may not name a projection).
     virtual bool uses_projection() const { return true; }
-    // Whether Out_hat = D^{-1} phi(Q) (phi(K)^T V) (true) or phi(Q) (phi(K)^T V) as it is.
+    // Whether Out_hat = D^{-1} phi(Q) (phi(K)^T V) (true) or phi(Q) (phi(K)^T V) as it is
+    // (false: phi(x_i).phi(y_j) is already an attention weight, A_hat_ij; nystrom).
     virtual bool row_normalised() const { return true; }
     // Whether E[phi(x) . phi(y)] = SM(x, y).
     virtual bool estimates_softmax() const { return true; }
+    // Whether m matters (false: num_features and phi ignore it, and the rows of a run repeat
+    // across the grid's m values: elu, dpfp).
+    virtual bool uses_m() const { return true; }
+    // Whether phi(x).phi(y) is a kernel value of the pair, which kernel_mse and the kernel
+    // experiment compare with SM (false: an attention weight fitted to whole sequences,
+    // nystrom; no kernel_mse, no kernel experiment).
+    virtual bool is_kernel() const { return true; }
+    // Whether causal (prefix-sum) attention with this map is a causal model (false: nystrom,
+    // whose landmarks average over the whole sequence).
+    virtual bool supports_causal() const { return true; }
+    // Whether the map can run with m random vectors or landmarks in dimension d, for L queries
+    // and Lk keys (0: not known yet); the problem otherwise.
+    virtual std::optional<SizeProblem> check_sizes(std::size_t m, std::size_t d, std::size_t L,
+                                                   std::size_t Lk) const {
+        return std::nullopt;
+    }
+    // Matrix-product flops of both feature maps for L queries and Lk keys (the timing
+    // experiment's count): the products X W^T, or the map's own.
+    virtual double feature_flops(std::size_t L, std::size_t Lk, std::size_t m, std::size_t d) const {
+        return uses_projection() ? 2.0 * double(L + Lk) * double(m) * double(d) : 0.0;
+    }
     // The parameters as run.json records them (epsilon, and the map's own).
     virtual nlohmann::json params() const { return {{"epsilon", epsilon_}}; }
-    // Whether resolve() depends on the inputs (oprf's A*).
+    // Whether resolve() / fit() depend on the inputs (oprf's A*, nystrom's landmarks).
     virtual bool data_dependent() const { return false; }
     // The map with its data-dependent parameters fixed for the scaled queries X (L, d) and
     // keys Y (Lk, d); itself where it has none.
     virtual FeatureMapPtr resolve(const Mat<double>& X, const Mat<double>& Y) const { return shared_from_this(); }
+    // resolve() for a run with m random vectors or landmarks (Estimator::for_inputs calls
+    // this one); maps whose fit depends on m (nystrom) override it.
+    virtual FeatureMapPtr fit(const Mat<double>& X, const Mat<double>& Y, std::size_t m) const { return resolve(X, Y); }
     // Closed-form MSE of phi(x) . phi(y) as an estimate of SM(x, y) with m iid random
-    // vectors, from x2 = |x|^2, y2 = |y|^2, xy = x . y; nullopt where none is known.
+    // vectors, from x2 = |x|^2, y2 = |y|^2, xy = x . y; nullopt where none is known or where
+    // it depends on more than these three numbers (then see pair_mse_rows).
     virtual std::optional<double> pair_mse(double x2, double y2, double xy, std::size_t m, std::size_t d) const {
         return std::nullopt;
     }
+    // The same closed form for every pair (x_i, y_j) of the scaled rows X (L, d) and Y (Lk, d),
+    // as a function of (i, j, x_i . y_j), prepared once for these rows (per-row terms); an
+    // empty function where the map has none. The default calls pair_mse with the row norms;
+    // maps whose MSE depends on the vectors themselves (sderf, saderf) override it.
+    using PairMse = std::function<double(std::size_t i, std::size_t j, double xy)>;
+    virtual PairMse pair_mse_rows(const Mat<double>& X, const Mat<double>& Y, std::size_t m) const;
     // Whether keys may be finished with one shift per block of rows, the blocks rescaled to a
     // common shift afterwards (favor_forward). False where the result is not linear in the
     // shifted values (epsilon added after a shifted exp).
@@ -150,12 +196,17 @@ Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double input_
                              Side side, int threads = 1);
 
 // phi(x) . phi(y) for one pair, with the shifts undone: the kernel estimate of SM(x, y).
-// x, y: (1, d); data-dependent parameters (oprf's A*) are resolved for this pair.
+// x, y: (1, d); x goes through the query side of the map, y through the key side;
+// data-dependent parameters (oprf's A*) are resolved for this pair.
 double kernel_estimate(const FeatureMap& f, const Mat<double>& W, const Mat<double>& x, const Mat<double>& y);
 
 // mean over all pairs (i, j) of |x_i + y_j|^2, in O(L d):
 //   mean|x|^2 + mean|y|^2 + 2 (mean x).(mean y)   (oprf's rho times d).
 double mean_pair_sum_norm2(const Mat<double>& X, const Mat<double>& Y);
+
+// The map's closed-form MSE for the pair (x, y) ((1, d) each) with m iid random vectors,
+// parameters as they are (not resolved); nullopt where it has none.
+std::optional<double> pair_mse_at(const FeatureMap& f, const Mat<double>& x, const Mat<double>& y, std::size_t m);
 
 // Squared row norms |x_i|^2 in double.
 template <class T>

@@ -1,5 +1,5 @@
 #pragma once
-// Random Q, K, V (design.md section 7): a pure function of (seed, L, d, d_v, scale).
+// Random Q, K, V (docs/design.md section 7): a pure function of (seed, L, d, d_v, scale).
 // Entry (i, c) of Q is normal number i*d + c of the stream (seed, "inputs-q", d), times
 // scale, so inputs for a smaller L are the first rows of those for a larger one, and inputs
 // at two scales differ only by the factor.

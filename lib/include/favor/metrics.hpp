@@ -1,5 +1,5 @@
 #pragma once
-// The error metrics of design.md section 3. Pairwise ones stream over row blocks: memory
+// The error metrics of docs/design.md section 3. Pairwise ones stream over row blocks: memory
 // O(block x L), never an L x L matrix.
 #include <cstddef>
 #include <functional>
@@ -28,6 +28,8 @@ struct MetricInfo {
     Summary summary;
     bool always;            // in every approximation table, asked for or not
     const char* implied_by; // also present whenever this metric is asked for ("" if none)
+    bool has_baseline;      // summary.csv also gives baseline_<name>: its value for uniform
+                            // attention (every A_hat row 1/n: Out_hat = mean of V) on the inputs
 };
 const std::vector<MetricInfo>& metric_table();
 const MetricInfo* find_metric(const std::string& name);   // nullptr if unknown
@@ -42,31 +44,43 @@ std::vector<std::string> value_columns(const std::vector<std::string>& columns);
 template <class T>
 double output_mse(const Mat<double>& exact, const Mat<T>& approx);
 
+// output_rel_error: ||Out - Out_hat||_F / ||Out||_F.
+template <class T>
+double output_rel_error(const Mat<double>& exact, const Mat<T>& approx);
+
 // nonfinite: number of NaN / Inf entries.
 template <class T>
 std::size_t count_nonfinite(const Mat<T>& a);
 
-// The closed-form MSE of one pair for this (resolved) map with m iid random vectors
-// (FeatureMap::pair_mse), or an empty function where the map has none (relu).
-std::function<double(double x2, double y2, double xy)> kernel_theory(const FeatureMapPtr& f,
-                                                                      std::size_t m, std::size_t d);
+// The closed-form MSE of pair (i, j) of the scaled rows X, Y for this (resolved) map with m
+// iid random vectors (FeatureMap::pair_mse_rows), or an empty function where the map has
+// none (relu).
+FeatureMap::PairMse kernel_theory(const FeatureMapPtr& f, const Mat<double>& X, const Mat<double>& Y,
+                                  std::size_t m);
 
 struct PairwiseRequest {
     bool attention_mse = false;      // mean (A - A_hat)^2
+    bool attention_tv = false;       // mean over rows of (1/2) sum_j |A_ij - A_hat_ij|
+    bool attention_kl = false;       // mean over rows of KL(A_i || A_hat_i), NaN if some A_hat <= 0
     bool kernel_mse = false;         // mean (SM - phi(x).phi(y))^2, with the shifts undone
     bool negative_fraction = false;  // share of A_hat entries < 0
-    std::function<double(double, double, double)> theory;  // kernel_mse_theory, if set
+    FeatureMap::PairMse theory;      // kernel_mse_theory (i, j, x_i.y_j), if set
     bool causal = false;             // only pairs j <= i
-    bool any() const { return attention_mse || kernel_mse || negative_fraction || bool(theory); }
+    bool row_normalised = true;      // A_hat = K row / D_i; otherwise the K row itself
+    bool any() const {
+        return attention_mse || attention_tv || attention_kl || kernel_mse || negative_fraction || bool(theory);
+    }
     // The request for these metric columns; the theory comes from `map` (resolved) with m
-    // random vectors, where it has one.
+    // random vectors for the scaled rows X, Y, where it has one; kernel_mse only for maps
+    // that are kernels (FeatureMap::is_kernel); row_normalised as the map is.
     static PairwiseRequest of(const std::vector<std::string>& columns, bool causal, const FeatureMapPtr& map,
-                              std::size_t m, std::size_t d);
+                              std::size_t m, const Mat<double>& X, const Mat<double>& Y);
 };
 
 struct PairwiseResult {
     static constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-    double attention_mse = nan, kernel_mse = nan, kernel_mse_theory = nan, negative_fraction = nan;
+    double attention_mse = nan, attention_tv = nan, attention_kl = nan, kernel_mse = nan, kernel_mse_theory = nan,
+           negative_fraction = nan;
 };
 
 // X: (L, d), Y: (Lk, d) scaled inputs; fq, fk: their features (float64).

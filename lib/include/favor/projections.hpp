@@ -1,5 +1,5 @@
 #pragma once
-// Random projections W (m x d, rows w_i), shared by queries and keys (design.md section 2).
+// Random projections W (m x d, rows w_i), shared by queries and keys (docs/design.md section 2).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,18 +22,26 @@ enum class Projection {
                      // like orthogonal-fixed)
     givens,    // per d x d block a product of d ceil(log2 d) random Givens rotations,
                // chi(d) row norms as for ORF; needs d >= 2
+    simplex_plus,  // SimRF+ (Reid et al. 2023): the simplex block and chi(d) norms (same
+                   // streams as simplex), directions then adjusted to the norms by
+                   // kSimplexPlusSweeps sweeps of s_i <- -sum_{j!=i} w_j s_j / |.|; d >= 2
+    qmc,       // randomised QMC: row i = Phi^{-1} of Sobol point i (Joe & Kuo directions),
+               // Owen-scrambled per (seed, trial); d <= kSobolMaxDim (1024)
 };
 
 Projection parse_projection(const std::string& name);   // throws Error naming the value
 std::string projection_name(Projection p);
 const std::vector<std::string>& projection_names();
-// The smallest dimension d the projection is defined for (simplex and givens: 2).
+// The smallest dimension d the projection is defined for (simplex, simplex-plus, givens: 2).
 std::size_t projection_min_d(Projection p);
+// The largest (qmc: kSobolMaxDim, the embedded Sobol dimensions; others: SIZE_MAX).
+std::size_t projection_max_d(Projection p);
 
-// W for (seed, projection, m, d, trial): a pure function of those values (design.md s. 7).
+// W for (seed, projection, m, d, trial): a pure function of those values (docs/design.md s. 7).
 // Rows are nested in m: the first m rows of W(m') for m' > m are W(m). Returns (m, d).
 // Blocks have d rows (p = next_pow2(d) for hadamard); block b and row norms come from
-// streams keyed by (seed, projection tag, d, trial[, b]); the last block is truncated.
+// streams keyed by (seed, projection tag, d, trial[, b]); the last block is truncated (a
+// simplex-plus block still uses all d of its norms). qmc has no blocks: row i is point i.
 Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
                             std::uint64_t trial);
 

@@ -29,18 +29,25 @@ Table parse_csv(const std::string& text, const std::string& file);
 Table read_csv(const std::string& path);
 
 struct Stats {
-    double mean = 0, std = 0, sem = 0;
+    double mean = 0, std = 0, sem = 0, median = 0, p10 = 0, p90 = 0;
     std::size_t n = 0;
 };
-// Mean, sample standard deviation (n - 1) and standard error of the mean; std and sem are
-// NaN for n < 2.
+// The p-quantile with linear interpolation between order statistics (numpy's default,
+// Hyndman & Fan type 7); NaN for no values.
+double quantile(std::vector<double> xs, double p);
+// Mean, sample standard deviation (n - 1), standard error of the mean, median, 10th and 90th
+// percentiles; std and sem are NaN for n < 2.
 Stats describe(const std::vector<double>& xs);
 
 // One summary row per group of errors.csv rows that agree on `key_columns`: the keys,
-// `trials`, then <metric>_mean, _std, _sem for each metric column, and single-valued
+// `trials`, then <metric>_mean, _std, _sem, _median, _p10, _p90 for each metric column, and single-valued
 // columns (`plain_columns`, e.g. kernel_mse_theory) as their mean.
 Table summarize(const Table& errors, const std::vector<std::string>& key_columns,
                 const std::vector<std::string>& metric_columns,
                 const std::vector<std::string>& plain_columns);
+
+// `left` with the other columns of `right` appended, matched on the columns `on` (a left
+// row without a match gets empty cells).
+Table join_columns(const Table& left, const Table& right, const std::vector<std::string>& on);
 
 }  // namespace favor

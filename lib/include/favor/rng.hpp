@@ -1,5 +1,5 @@
 #pragma once
-// Counter-based random numbers whose values are specified by this file alone (design.md
+// Counter-based random numbers whose values are specified by this file alone (docs/design.md
 // section 7): the same seed gives the same numbers with any compiler, library, thread count
 // or order of work. A stream is a 64-bit key; element i of a stream is a pure function of
 // (key, i), so any part of a tensor can be drawn independently.

@@ -16,9 +16,10 @@ namespace favor {
 // exact: Q K^T and A V over the visible pairs: 2 (d + dv) pairs, pairs = L Lk, or
 //        sum_i min(i + 1, Lk) when causal.
 double exact_attention_flops(std::size_t L, std::size_t Lk, std::size_t d, std::size_t dv, bool causal);
-// FAVOR: X W^T and Y W^T (2 (L + Lk) m d), phiK^T [V, 1] (2 Lk F (dv + 1)) and
-// phiQ (phiK^T [V, 1]) (2 L F (dv + 1)), F = f.num_features(m, d). Causal runs are counted the
-// same (the nominal work of the estimator, not of the prefix-sum schedule).
+// FAVOR: the feature maps' products f.feature_flops (X W^T and Y W^T, 2 (L + Lk) m d, for
+// maps with a projection; 0 for elu and dpfp; nystrom's own), phiK^T [V, 1] (2 Lk F (dv + 1))
+// and phiQ (phiK^T [V, 1]) (2 L F (dv + 1)), F = f.num_features(m, d). Causal runs are counted
+// the same (the nominal work of the estimator, not of the prefix-sum schedule).
 double favor_attention_flops(const FeatureMap& f, std::size_t L, std::size_t Lk, std::size_t d,
                              std::size_t dv, std::size_t m);
 
@@ -28,7 +29,7 @@ std::optional<std::size_t> crossover_L(const std::vector<std::size_t>& Ls,
                                        const std::vector<std::optional<double>>& fast,
                                        const std::vector<std::optional<double>>& slow);
 
-// Columns of timing.csv, in order (design.md section 6, then phases and status).
+// Columns of timing.csv, in order (docs/design.md section 6, then phases and status).
 const std::vector<std::string>& timing_columns();
 
 }  // namespace favor

@@ -11,12 +11,16 @@
 namespace favor {
 
 struct Variant {
-    std::string name;          // unique; defaults to <features>-<projection>, or "exact"
+    std::string name;          // unique; defaults to <features>-<projection>, <features> for a
+                               // map without a projection, or "exact"
     bool exact = false;        // exact softmax attention (timing experiments)
     FeatureMapPtr map;         // null for exact
     Projection projection = Projection::iid;
     std::string features_label() const { return exact ? "exact" : map->name(); }
-    std::string projection_label() const { return exact ? "" : projection_name(projection); }
+    // Empty for exact and for maps that use no projection (elu, dpfp, nystrom).
+    std::string projection_label() const {
+        return exact || !map->uses_projection() ? "" : projection_name(projection);
+    }
     // The variant with every default filled in, as run.json records it.
     nlohmann::json resolved() const;
 };

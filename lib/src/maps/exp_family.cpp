@@ -1,7 +1,11 @@
 #include "favor/exp_family.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <xtensor-blas/xlinalg.hpp>
 
+#include "favor/blas.hpp"
 #include "favor/names.hpp"
 #include "favor/vmath.hpp"
 
@@ -18,42 +22,104 @@ EpsilonAfter read_epsilon_after(const FieldObject& v) {
                                suggestion(s, {"max_exponent", "max_wx"}));
 }
 
+ExpFamilyMap::ExpFamilyMap(double epsilon, double A, bool mirrored, EpsilonAfter after)
+    : FeatureMapKernels(epsilon), mirrored_(mirrored), after_(after) {
+    shape_.A = A;
+}
+
+ExpFamilyMap::ExpFamilyMap(double epsilon, ExpShape shape, EpsilonAfter after)
+    : FeatureMapKernels(epsilon), shape_(std::move(shape)), after_(after) {
+    const std::size_t d = shape_.a.size();
+    if (d == 0) return;
+    if (shape_.U.size() != d * d) throw std::logic_error("ExpFamilyMap: eigenvectors of A must be d x d");
+    // A = U diag(a) U^T, B = (I - 4A)^{1/2} = U diag(sqrt(1 - 4a)) U^T.
+    A_mat_.assign(d * d, 0.0);
+    B_.assign(d * d, 0.0);
+    for (std::size_t l = 0; l < d; ++l) {
+        const double al = shape_.a[l], bl = std::sqrt(1.0 - 4.0 * al);
+        log_det_quarter_ += 0.25 * std::log1p(-4.0 * al);
+        for (std::size_t r = 0; r < d; ++r)
+            for (std::size_t c = 0; c < d; ++c) {
+                const double uu = shape_.U[r * d + l] * shape_.U[c * d + l];
+                A_mat_[r * d + c] += al * uu;
+                B_[r * d + c] += bl * uu;
+            }
+    }
+}
+
 template <class T>
 void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
-    const std::size_t m = b.W.shape(0), d = b.d, F = b.F;
-    // e_ij = sqrt(1-4A) w_j.x_i + A |w_j|^2 - |x_i|^2/2 + (d/4) log(1-4A)
-    const T a = T(std::sqrt(1.0 - 4.0 * A_));
-    const double log_c = 0.25 * double(d) * std::log1p(-4.0 * A_);
+    const std::size_t m = b.W.shape(0), d = b.d, F = b.F, rows = b.rows;
+    const int s = b.side == Side::query ? 0 : 1;
+    const std::vector<double>& diag = shape_.diag[s];
+    const bool dense = !B_.empty();
+    if ((dense && A_mat_.size() != d * d) || (!diag.empty() && diag.size() != d))
+        throw std::logic_error("ExpFamilyMap: parameters fitted for another dimension");
+    const double A = shape_.A;
+    // e_ij = w_j^T A w_j + w_j^T B u_i - |u_i|^2/2 + (1/4) log det(I - 4A), u_i = G_s x_i.
+    // Scalar A: w_j^T B u_i = sqrt(1-4A) w_j.u_i (a multiply after the product).
+    const T a = T(std::sqrt(1.0 - 4.0 * A));
+    const double log_c = dense ? log_det_quarter_ : 0.25 * double(d) * std::log1p(-4.0 * A);
     const double norm = 1.0 / std::sqrt(double(F));
     const T eps = T(epsilon());
-    const double xs2 = b.xs * b.xs;
-    // "max_wx": the shift leaves out the -|x|^2/2 term, so epsilon lands where the official
+    // "max_wx": the shift leaves out the -|u|^2/2 term, so epsilon lands where the official
     // code puts it; with epsilon = 0 it would only lose range, so then it is not used.
     const bool wx = after_ == EpsilonAfter::max_wx && epsilon() != 0.0;
-    // P = X W^T straight into the feature rows, then the exponents and their row maxima;
+    // u_i = us * U_i: the input row with G_s = scale_s diag_s applied (the scalar folded into
+    // the products), then B u_i for a matrix A.
+    double us = b.xs * shape_.scale[s];
+    const T* U = b.X;
+    std::vector<T> ubuf, vbuf;
+    if (!diag.empty()) {
+        ubuf.resize(rows * d);
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t c = 0; c < d; ++c) ubuf[i * d + c] = T(us * diag[c] * double(b.X[i * d + c]));
+        U = ubuf.data();
+        us = 1.0;
+    }
+    const double us2 = us * us;
+    const T* P = U;   // the rows multiplied by W^T
+    if (dense) {
+        std::vector<T> Bt(B_.begin(), B_.end());
+        vbuf.resize(rows * d);
+        gemm<T>(false, true, rows, d, d, T(us), U, d, Bt.data(), d, T(0), vbuf.data(), d);   // B symmetric
+        P = vbuf.data();
+    }
+    // P W^T straight into the feature rows, then the exponents and their row maxima;
     // queries (per-row shift) finish here, while the block is in cache.
-    project_block(b);
+    project_block(FeatureBlock<T>{P, rows, d, dense ? 1.0 : us, b.W, b.side, b.out, F, b.row_log});
     std::vector<T> wterm;
-    if (A_ != 0.0) {
+    if (dense) {   // w_j^T A w_j = row j of (W A) . row j of W, in double
+        wterm.assign(m, T(0));
+        std::vector<double> Wd(b.W.begin(), b.W.end()), WA(m * d);
+        gemm<double>(false, false, m, d, d, 1.0, Wd.data(), d, A_mat_.data(), d, 0.0, WA.data(), d);
+        for (std::size_t j = 0; j < m; ++j) {
+            double q = 0.0;
+            for (std::size_t c = 0; c < d; ++c) q += WA[j * d + c] * Wd[j * d + c];
+            wterm[j] = T(q);
+        }
+    } else if (A != 0.0) {
         wterm.assign(m, T(0));
         for (std::size_t j = 0; j < m; ++j) {
             double w2 = 0.0;
             for (std::size_t c = 0; c < d; ++c) w2 += double(b.W(j, c)) * double(b.W(j, c));
-            wterm[j] = T(A_ * w2);
+            wterm[j] = T(A * w2);
         }
     }
-    for (std::size_t i = 0; i < b.rows; ++i) {
-        const double x2 = sum_squares(b.X + i * d, d) * xs2;
+    for (std::size_t i = 0; i < rows; ++i) {
+        const double u2 = sum_squares(U + i * d, d) * us2;
         T* e = b.out + i * F;
-        const T base = T(log_c - 0.5 * x2);
+        const T base = T(log_c - 0.5 * u2);
         if (mirrored_)   // [exp(Wx), exp(-Wx)]
             for (std::size_t j = 0; j < m; ++j) e[m + j] = -e[j] + base;
-        if (A_ != 0.0)
+        if (dense)
+            for (std::size_t j = 0; j < m; ++j) e[j] = e[j] + wterm[j] + base;
+        else if (A != 0.0)
             for (std::size_t j = 0; j < m; ++j) e[j] = a * e[j] + wterm[j] + base;
         else
             for (std::size_t j = 0; j < m; ++j) e[j] = e[j] + base;
-        b.row_log[i] = double(max_of(e, F)) + (wx ? 0.5 * x2 : 0.0);
-        if (b.side == Side::query) exp_shift_scale(e, F, T(b.row_log[i]), eps, T(norm));
+        b.row_log[i] = double(max_of(e, F)) + (wx ? 0.5 * u2 : 0.0);
+        if (b.finish_rows()) exp_shift_scale(e, F, T(b.row_log[i]), eps, T(norm));
     }
 }
 
@@ -67,5 +133,50 @@ template void ExpFamilyMap::block_impl<float>(const FeatureBlock<float>&) const;
 template void ExpFamilyMap::block_impl<double>(const FeatureBlock<double>&) const;
 template void ExpFamilyMap::finish_impl<float>(float*, std::size_t, std::size_t, const double*, double) const;
 template void ExpFamilyMap::finish_impl<double>(double*, std::size_t, std::size_t, const double*, double) const;
+
+std::vector<double> column_means(const Mat<double>& X) {
+    const std::size_t L = X.shape(0), d = X.shape(1);
+    std::vector<double> m(d, 0.0);
+    for (std::size_t i = 0; i < L; ++i)
+        for (std::size_t c = 0; c < d; ++c) m[c] += X(i, c) / double(L);
+    return m;
+}
+
+std::vector<double> column_mean_squares(const Mat<double>& X) {
+    const std::size_t L = X.shape(0), d = X.shape(1);
+    std::vector<double> m(d, 0.0);
+    for (std::size_t i = 0; i < L; ++i)
+        for (std::size_t c = 0; c < d; ++c) m[c] += X(i, c) * X(i, c) / double(L);
+    return m;
+}
+
+std::vector<double> second_moment(const Mat<double>& X) {
+    const std::size_t L = X.shape(0), d = X.shape(1);
+    std::vector<double> S(d * d, 0.0);
+    if (L > 0) gemm<double>(true, false, d, d, L, 1.0 / double(L), X.data(), d, X.data(), d, 0.0, S.data(), d);
+    // Exactly symmetric (the eigensolver reads one triangle).
+    for (std::size_t r = 0; r < d; ++r)
+        for (std::size_t c = 0; c < r; ++c) S[c * d + r] = S[r * d + c] = 0.5 * (S[r * d + c] + S[c * d + r]);
+    return S;
+}
+
+void symmetric_eigen(const std::vector<double>& S, std::size_t d, std::vector<double>& values,
+                     std::vector<double>& vectors) {
+    xt::xtensor<double, 2> a = xt::xtensor<double, 2>::from_shape({d, d});
+    std::copy(S.begin(), S.end(), a.begin());
+    const auto eig = xt::linalg::eigh(a);
+    const auto& w = std::get<0>(eig);
+    const auto& v = std::get<1>(eig);
+    values.assign(w.begin(), w.end());
+    vectors.assign(d * d, 0.0);
+    for (std::size_t r = 0; r < d; ++r)
+        for (std::size_t c = 0; c < d; ++c) vectors[r * d + c] = v(r, c);
+}
+
+double quartic_root_ratio(double num, double den) {
+    if (!(num > 0.0) && !(den > 0.0)) return 1.0;
+    const double r = den > 0.0 ? num / den : 1e8;
+    return std::pow(std::clamp(r, 1e-8, 1e8), 0.25);
+}
 
 }  // namespace favor
