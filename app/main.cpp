@@ -1,11 +1,15 @@
 // favor: the command-line driver. It only parses flags, dispatches to the library and
-// prints; the math lives in lib/. Exit codes: 0 success, 2 bad input, 1 internal failure.
+// prints; the math lives in lib/. Exit codes: 0 success, 2 bad input, 1 internal failure,
+// 3 `apply` wrote an output with non-finite entries, 130/143 a run stopped by SIGINT/SIGTERM.
 #include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <limits>
+#include <optional>
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
@@ -26,6 +30,8 @@
 #include "favor/feature_maps.hpp"
 #include "favor/metrics.hpp"
 #include "favor/inputs.hpp"
+#include "favor/limits.hpp"
+#include "favor/names.hpp"
 #include "favor/merge.hpp"
 #include "favor/npy.hpp"
 #include "favor/tensor_io.hpp"
@@ -160,37 +166,108 @@ favor::Table means_only(const favor::Table& t) {
     return out;
 }
 
+// A value flag as typed: nullopt when absent, the text (possibly empty) when given.
+struct Text {
+    std::string value;
+    CLI::Option* opt = nullptr;
+    std::optional<std::string> get() const {
+        return opt && opt->count() > 0 ? std::optional<std::string>(value) : std::nullopt;
+    }
+    explicit operator bool() const { return opt && opt->count() > 0; }
+    const std::string& operator*() const { return value; }
+    const std::string* operator->() const { return &value; }
+};
+void bind(CLI::App* app, Text& t, const std::string& name, const std::string& help) {
+    t.opt = app->add_option(name, t.value, help);
+}
+
+void warn(const std::string& msg) { std::cerr << "favor: warning: " << favor::one_line(msg) << "\n"; }
+
+// What main says when an allocation fails after the estimate let the request through.
+std::string g_estimate;
+
+// The memory budget: --max-memory SIZE or what the system offers.
+favor::MemoryBudget budget_of(const std::string& cmd, const Text& max_memory) {
+    if (max_memory) return favor::memory_budget(favor::parse_size_text(cmd + ": --max-memory", *max_memory));
+    return favor::memory_budget();
+}
+
+// --threads N: 0..10^6 as typed (0: all hardware threads), clamped by plan_threads.
+int threads_of(const std::string& cmd, const Text& t) {
+    return t ? int(favor::parse_uint_text(cmd + ": --threads", *t, 0, 1000000)) : 0;
+}
+
 struct RunFlags {
-    std::string config, out, m, L, dtype, shard;
+    std::string config;
+    Text out, m, L, trials, seed, dtype, shard, threads, max_memory;
     std::vector<std::string> sets;
-    long long trials = -1;
-    std::string seed;
-    int threads = 0;
     bool quiet = false, resume = false;
     double progress_every = 10.0;
     std::vector<std::string> argv;   // the whole command line, for the resume hint
 };
 
-// The flag overrides, as --set assignments applied after the user's own --set.
+// The flag overrides, as --set assignments applied after the user's own --set; each flag's
+// value is checked whole here, so errors name the flag.
 std::vector<std::string> overrides(const RunFlags& f) {
+    constexpr std::uint64_t u64 = std::numeric_limits<std::uint64_t>::max();
     std::vector<std::string> sets = f.sets;
-    if (!f.m.empty()) sets.push_back("m=" + favor::parse_list_flag("--m", f.m).dump());
-    if (!f.L.empty()) sets.push_back("inputs.L=" + favor::parse_list_flag("--L", f.L).dump());
-    if (f.trials >= 0) sets.push_back("trials=" + std::to_string(f.trials));
-    if (!f.seed.empty()) sets.push_back("seed=" + f.seed);
-    if (!f.dtype.empty()) sets.push_back("dtype=\"" + f.dtype + "\"");
+    if (f.m) sets.push_back("m=" + favor::parse_list_flag("run: --m", *f.m, 1, favor::kMaxM).dump());
+    if (f.L) sets.push_back("inputs.L=" + favor::parse_list_flag("run: --L", *f.L, 1, favor::kMaxL).dump());
+    if (f.trials) sets.push_back("trials=" + std::to_string(favor::parse_uint_text("run: --trials", *f.trials, 1, favor::kMaxTrials)));
+    if (f.seed) sets.push_back("seed=" + std::to_string(favor::parse_uint_text("run: --seed", *f.seed, 0, u64)));
+    if (f.dtype) sets.push_back("dtype=\"" + favor::dtype_name(favor::parse_dtype(*f.dtype, favor::Field{"run", "", "--"}.at("dtype"))) + "\"");
     return sets;
+}
+
+// The npy shapes of an approximation config (headers, existence, shapes), when it has npy inputs.
+std::optional<favor::QkvShapes> npy_shapes(const favor::Config& cfg) {
+    if (cfg.experiment != favor::ExperimentKind::approximation || !cfg.inputs.npy()) return std::nullopt;
+    return favor::read_qkv_shapes(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+}
+
+// Threads for a run: the request clamped to the sane maximum, then to what the memory budget
+// and the address-space limit hold. Warnings for every lowering.
+int plan_run(const favor::Config& cfg, int requested, const favor::Shard& shard, const favor::QkvShapes* npy,
+             const favor::MemoryBudget& budget, favor::Cost& cost, std::vector<std::string>& warnings) {
+    const favor::ThreadPlan clamp = favor::plan_threads(requested, 0.0);
+    if (!clamp.warning.empty()) warnings.push_back(clamp.warning);
+    const favor::ThreadPlan fit = favor::fit_threads(cfg, clamp.threads, shard, npy, budget, cost);
+    if (!fit.warning.empty()) warnings.push_back(fit.warning);
+    const favor::ThreadPlan room = favor::plan_threads(fit.threads, cost.peak);
+    if (room.threads < fit.threads) {
+        warnings.push_back(room.warning);
+        cost = favor::estimate_run(cfg, room.threads, shard, npy);
+    }
+    return room.threads;
+}
+
+std::string seconds_text(double s) {
+    char b[32];
+    if (s < 1) return "under a second";
+    if (s < 120) std::snprintf(b, sizeof b, "about %.2g s", s);
+    else if (s < 7200) std::snprintf(b, sizeof b, "about %.2g min", s / 60);
+    else std::snprintf(b, sizeof b, "about %.2g h", s / 3600);
+    return b;
 }
 
 int cmd_run(const RunFlags& f) {
     if (!(f.progress_every > 0) || !std::isfinite(f.progress_every))
         throw Error("--progress-every: must be a number of seconds > 0");
+    if (f.out && f.out->empty()) throw favor::Error("run: --out: empty value (expected a directory)");
     const favor::Config cfg = favor::load_config(f.config, overrides(f));
-    const std::string out = f.out.empty() ? cfg.output_dir : f.out;
-    favor::OutputDir dir(out);   // before any work: a bad or busy --out fails at once
+    const std::string out = f.out ? *f.out : cfg.output_dir;
     favor::RunOptions opt;
-    opt.threads = f.threads;
-    if (!f.shard.empty()) opt.shard = favor::parse_shard(f.shard);
+    if (f.shard) opt.shard = favor::parse_shard(*f.shard);
+    const int requested = threads_of("run", f.threads);
+    const favor::MemoryBudget budget = budget_of("run", f.max_memory);
+    const std::optional<favor::QkvShapes> shapes = npy_shapes(cfg);
+    favor::Cost cost;
+    std::vector<std::string> warnings;
+    opt.threads = plan_run(cfg, requested, opt.shard, shapes ? &*shapes : nullptr, budget, cost, warnings);
+    favor::OutputDir dir(out);   // before any work: a bad or busy --out fails at once
+    for (const auto& w : warnings) warn(w);
+    g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + " on " + std::to_string(opt.threads) +
+                 " threads, budget " + favor::format_bytes(double(budget.bytes)) + " (" + budget.source + ")";
     std::unique_ptr<favor::Journal> journal;
     if (cfg.experiment != favor::ExperimentKind::timing) {
         journal = std::make_unique<favor::Journal>(dir.file("journal.jsonl"), favor::run_identity(cfg, opt.shard),
@@ -231,19 +308,41 @@ int cmd_run(const RunFlags& f) {
     return 0;
 }
 
-int cmd_validate(const std::string& path, const std::vector<std::string>& sets) {
-    const favor::Config cfg = favor::load_config(path, sets);
+struct ValidateFlags {
+    std::string config;
+    std::vector<std::string> sets;
+    Text threads, max_memory, shard;
+};
+
+int cmd_validate(const ValidateFlags& f) {
+    const favor::Config cfg = favor::load_config(f.config, f.sets);
+    favor::Shard shard;
+    if (f.shard) shard = favor::parse_shard(*f.shard);
+    const std::optional<favor::QkvShapes> shapes = npy_shapes(cfg);   // the files exist, headers and shapes fit
     std::size_t cells = cfg.variants.size() * std::max<std::size_t>(cfg.m.size(), 1);
     if (cfg.experiment == favor::ExperimentKind::kernel)
         cells *= cfg.kernel.d.size() * cfg.kernel.norm.size() * cfg.kernel.angle.size();
     else if (!cfg.inputs.npy())
         cells *= cfg.inputs.L.size() * cfg.inputs.d.size() * cfg.inputs.scale.size();
+    const favor::MemoryBudget budget = budget_of("validate", f.max_memory);
+    favor::Cost cost;
+    std::vector<std::string> warnings;
+    const int threads = plan_run(cfg, threads_of("validate", f.threads), shard, shapes ? &*shapes : nullptr, budget, cost, warnings);
+    for (const auto& w : warnings) warn(w);
     std::cout << cfg.resolved().dump(2) << "\n";
-    std::cout << path << ": ok, " << cells << " cells x " << cfg.trials << " trials\n";
+    if (shapes)
+        std::cout << "inputs: " << shapes->heads << " head(s) of L = " << shapes->L << ", Lk = " << shapes->Lk
+                  << ", d = " << shapes->d << ", d_v = " << shapes->dv << "\n";
+    std::cout << "estimate: peak memory " << cost.summary() << ", " << seconds_text(cost.seconds) << " on " << threads
+              << " thread(s); budget " << favor::format_bytes(double(budget.bytes)) << " (" << budget.source << ")\n";
+    std::cout << f.config << ": ok, " << cells << " cells x " << cfg.trials << " trials\n";
     return 0;
 }
 
 int cmd_merge(const std::string& out, const std::vector<std::string>& dirs, const favor::MergeOptions& opt, bool quiet) {
+    if (out.empty()) throw favor::Error("merge: OUT_DIR: empty path");
+    for (const auto& d : dirs)
+        if (d.empty()) throw favor::Error("merge: DIR: empty path");
     favor::OutputDir dir(out);
     const favor::RunResult r = favor::merge_results(dirs, opt);
     favor::write_results(r, dir);
@@ -257,51 +356,110 @@ int cmd_merge(const std::string& out, const std::vector<std::string>& dirs, cons
 }
 
 struct GenFlags {
-    std::size_t L = 0, d = 0, dv = 0;
-    double scale = 1.0;
-    std::uint64_t seed = 0;
-    std::string dtype = "float64", out;
+    Text L, d, dv, scale, seed, dtype, out, max_memory;
 };
 
 // Writes q.npy, k.npy, v.npy: exactly the random inputs a run with these values uses.
 int cmd_gen(const GenFlags& g) {
-    if (g.L == 0 || g.d == 0) throw Error("gen: --L and --d must be >= 1");
-    if (!(g.scale > 0) || !std::isfinite(g.scale)) throw Error("gen: --scale must be > 0");
-    const bool f32 = favor::parse_dtype(g.dtype, favor::Field{"gen", "", "--"}.at("dtype")) == favor::DType::float32;
-    favor::check_output_dir(g.out);
-    const favor::QKV in = favor::random_inputs(g.seed, g.L, g.d, g.dv ? g.dv : g.d, g.scale);
-    favor::make_output_dir(g.out);
-    favor::save_heads(g.out + "/q.npy", {}, {in.q}, f32);
-    favor::save_heads(g.out + "/k.npy", {}, {in.k}, f32);
-    favor::save_heads(g.out + "/v.npy", {}, {in.v}, f32);
+    const std::size_t L = favor::parse_uint_text("gen: --L", *g.L, 1, favor::kMaxL);
+    const std::size_t d = favor::parse_uint_text("gen: --d", *g.d, 1, favor::kMaxD);
+    const std::size_t dv = g.dv ? favor::parse_uint_text("gen: --dv", *g.dv, 1, favor::kMaxD) : d;
+    const double scale = g.scale ? favor::parse_number_text("gen: --scale", *g.scale) : 1.0;
+    if (!(scale > 0)) throw favor::Error("gen: --scale: must be > 0, got " + *g.scale);
+    const std::uint64_t seed =
+        g.seed ? favor::parse_uint_text("gen: --seed", *g.seed, 0, std::numeric_limits<std::uint64_t>::max()) : 0;
+    const bool f32 = g.dtype && favor::parse_dtype(*g.dtype, favor::Field{"gen", "", "--"}.at("dtype")) == favor::DType::float32;
+    if (g.out->empty()) throw favor::Error("gen: --out: empty value (expected a directory)");
+    const favor::Cost cost = favor::estimate_gen(L, d, dv);
+    const favor::MemoryBudget budget = budget_of("gen", g.max_memory);
+    favor::check_memory(cost, budget, "gen");
+    g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + ", budget " + favor::format_bytes(double(budget.bytes)) +
+                 " (" + budget.source + ")";
+    favor::check_output_dir(*g.out);
+    const favor::QKV in = favor::random_inputs(seed, L, d, dv, scale);
+    favor::make_output_dir(*g.out);
+    favor::save_heads(*g.out + "/q.npy", {}, {in.q}, f32);
+    favor::save_heads(*g.out + "/k.npy", {}, {in.k}, f32);
+    favor::save_heads(*g.out + "/v.npy", {}, {in.v}, f32);
     return 0;
 }
 
 struct ProjectionFlags {
-    std::string projection, out;
-    std::size_t m = 0, d = 0;
-    std::uint64_t seed = 0, trial = 0;
+    Text projection, m, d, seed, trial, out, max_memory;
 };
 
 // Writes W (m, d): exactly the matrix a run draws for (seed, projection, m, d, trial).
 int cmd_projection(const ProjectionFlags& p) {
-    if (p.m == 0 || p.d == 0) throw Error("projection: --m and --d must be >= 1");
-    const favor::Mat<double> W =
-        favor::draw_projection(favor::parse_projection(p.projection), p.m, p.d, p.seed, p.trial);
-    favor::write_npy(p.out, {p.m, p.d}, W.data(), false);
+    constexpr std::uint64_t u64 = std::numeric_limits<std::uint64_t>::max();
+    if (p.projection->empty()) throw favor::Error("projection: --projection: empty value");
+    const favor::Projection proj = favor::parse_projection(*p.projection);
+    const std::size_t m = favor::parse_uint_text("projection: --m", *p.m, 1, favor::kMaxM);
+    const std::size_t d = favor::parse_uint_text("projection: --d", *p.d, 1, favor::kMaxD);
+    if (d < favor::projection_min_d(proj))
+        throw favor::Error("projection: --d: '" + *p.projection + "' needs d >= " +
+                           std::to_string(favor::projection_min_d(proj)) + ", got " + std::to_string(d));
+    const std::uint64_t seed = favor::parse_uint_text("projection: --seed", *p.seed, 0, u64);
+    const std::uint64_t trial = p.trial ? favor::parse_uint_text("projection: --trial", *p.trial, 0, u64) : 0;
+    if (p.out->empty()) throw favor::Error("projection: --out: empty value (expected a .npy file)");
+    const favor::Cost cost = favor::estimate_projection(m, d);
+    const favor::MemoryBudget budget = budget_of("projection", p.max_memory);
+    favor::check_memory(cost, budget, "projection");
+    g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + ", budget " + favor::format_bytes(double(budget.bytes)) +
+                 " (" + budget.source + ")";
+    favor::check_output_file(*p.out);
+    const favor::Mat<double> W = favor::draw_projection(proj, m, d, seed, trial);
+    favor::write_npy(*p.out, {m, d}, W.data(), false);
     return 0;
 }
 
 struct ApplyFlags {
-    std::string q, k, v, out;
-    favor::ApplyRequest req;
+    Text q, k, v, out, features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads, max_memory;
+    std::vector<std::string> params;
+    bool exact = false, causal = false;
 };
 
 // Writes the exact or approximate attention output of given tensors (shape lead + (L, d_v)).
+// Exit 3 (after writing) when some output entry is not finite.
 int cmd_apply(const ApplyFlags& a) {
-    const favor::ApplyOptions o = favor::resolve_apply(a.req);
-    const favor::HeadTensors in = favor::load_qkv(a.q, a.k, a.v, o.causal);
-    favor::save_heads(a.out, in.lead, favor::apply_attention(in, o), o.dtype == favor::DType::float32);
+    for (const Text* t : {&a.q, &a.k, &a.v, &a.out})
+        if (t->value.empty())
+            throw favor::Error("apply: " + t->opt->get_name() + ": empty value (expected a .npy file)");
+    favor::ApplyRequest req;
+    req.exact = a.exact;
+    req.causal = a.causal;
+    req.features = a.features.get();
+    req.projection = a.projection.get();
+    req.m = a.m.get();
+    req.seed = a.seed.get();
+    req.trial = a.trial.get();
+    req.epsilon = a.epsilon.get();
+    req.epsilon_after = a.epsilon_after.get();
+    req.A = a.A.get();
+    req.dtype = a.dtype.get();
+    req.threads = a.threads.get();
+    req.params = a.params;
+    favor::ApplyOptions o = favor::resolve_apply(req);
+    const favor::QkvShapes shapes = favor::read_qkv_shapes(*a.q, *a.k, *a.v, o.causal);
+    const favor::ThreadPlan clamp = favor::plan_threads(o.threads, 0.0);
+    const favor::Cost cost = favor::estimate_apply(shapes, o, clamp.threads);
+    const favor::MemoryBudget budget = budget_of("apply", a.max_memory);
+    favor::check_memory(cost, budget, "apply");
+    const favor::ThreadPlan room = favor::plan_threads(clamp.threads, cost.peak);
+    favor::check_output_file(*a.out);
+    if (!clamp.warning.empty()) warn(clamp.warning);
+    if (room.threads < clamp.threads) warn(room.warning);
+    o.threads = room.threads;
+    g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + ", budget " +
+                 favor::format_bytes(double(budget.bytes)) + " (" + budget.source + ")";
+    const favor::HeadTensors in = favor::load_qkv(*a.q, *a.k, *a.v, o.causal);
+    const std::vector<favor::Mat<double>> out = favor::apply_attention(in, o);
+    favor::save_heads(*a.out, in.lead, out, o.dtype == favor::DType::float32);
+    if (const auto bad = favor::find_nonfinite(in, out, o)) {
+        std::size_t total = 0;
+        for (const auto& h : out) total += h.size();
+        std::cerr << "favor: " << favor::one_line(bad->message(total) + " (written to " + *a.out + ")") << "\n";
+        return 3;
+    }
     return 0;
 }
 
@@ -330,33 +488,71 @@ int cmd_list() {
 
 }  // namespace
 
+namespace {
+
+const std::vector<std::string>& command_names() {
+    static const std::vector<std::string> n = {"run", "validate", "gen", "projection", "apply", "merge", "compare", "list"};
+    return n;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
     RunFlags rf;
     rf.argv.assign(argv, argv + argc);
+    favor::use_predictable_allocator();
+    // The command first: a missing or misspelt one gets a "did you mean"; --version.
+    if (argc < 2) {
+        std::cerr << "favor: missing command (one of " << joined(command_names()) << "; favor --help)\n";
+        return 2;
+    }
+    const std::string first = argv[1];
+    if (first == "--version" || first == "-V") {
+        std::cout << favor::version_text() << "\n";
+        return 0;
+    }
+    if (first.empty() || (first[0] != '-' && std::find(command_names().begin(), command_names().end(), first) == command_names().end())) {
+        const std::string guess = favor::closest_name(first, command_names());
+        std::cerr << "favor: " << favor::one_line("unknown command '" + first + "'") 
+                  << (guess.empty() ? "; commands: " + joined(command_names()) : ", did you mean '" + guess + "'?")
+                  << "\n";
+        return 2;
+    }
+
     CLI::App app{"favor: random-feature approximations of softmax attention (Performer, FAVOR+)"};
     app.require_subcommand(1);
+    app.set_version_flag("--version", favor::version_text());
 
     CLI::App* run = app.add_subcommand("run", "run an experiment config and write its tables");
     run->add_option("config", rf.config, "experiment config (JSON)")->required();
-    run->add_option("--out", rf.out, "output directory (default: the config's output_dir)");
+    bind(run, rf.out, "--out", "output directory (default: the config's output_dir)");
     run->add_option("--set", rf.sets, "override a config value: PATH=VALUE, e.g. inputs.scale=0.5 (repeatable)");
-    run->add_option("--m", rf.m, "numbers of random features, e.g. 16,32,64");
-    run->add_option("--L", rf.L, "sequence lengths, e.g. 1024,4096");
-    run->add_option("--trials", rf.trials, "trials per cell");
-    run->add_option("--seed", rf.seed, "master seed");
-    run->add_option("--dtype", rf.dtype, "compute precision: float32 or float64");
-    run->add_option("--shard", rf.shard, "run share K of N of the cells (0 <= K < N), e.g. 0/4");
-    run->add_option("--threads", rf.threads, "threads (default: all cores); results do not depend on it");
+    bind(run, rf.m, "--m", "numbers of random features, e.g. 16,32,64");
+    bind(run, rf.L, "--L", "sequence lengths, e.g. 1024,4096");
+    bind(run, rf.trials, "--trials", "trials per cell");
+    bind(run, rf.seed, "--seed", "master seed");
+    bind(run, rf.dtype, "--dtype", "compute precision: float32 or float64");
+    bind(run, rf.shard, "--shard", "run share K of N of the cells (0 <= K < N), e.g. 0/4");
+    bind(run, rf.threads, "--threads", "threads (default: all cores); results do not depend on it");
+    bind(run, rf.max_memory, "--max-memory", "memory the run may use, e.g. 8G (default: what the system has available)");
     run->add_flag("--quiet", rf.quiet, "print nothing but errors (no progress)");
     run->add_flag("--resume", rf.resume, "continue an interrupted run from OUT/journal.jsonl (same config and shard)");
     run->add_option("--progress-every", rf.progress_every,
                     "seconds between progress lines when stderr is not a terminal (default 10)");
 
-    std::string vpath;
-    std::vector<std::string> vsets;
-    CLI::App* validate = app.add_subcommand("validate", "check a config and print the resolved experiment grid");
-    validate->add_option("config", vpath, "experiment config (JSON)")->required();
-    validate->add_option("--set", vsets, "override a config value: PATH=VALUE");
+    ValidateFlags vf;
+    CLI::App* validate = app.add_subcommand("validate", "check a config (and its .npy inputs), print the resolved grid and the cost estimate");
+    validate->add_option("config", vf.config, "experiment config (JSON)")->required();
+    validate->add_option("--set", vf.sets, "override a config value: PATH=VALUE");
+    bind(validate, vf.threads, "--threads", "threads the estimate assumes (default: all cores)");
+    bind(validate, vf.max_memory, "--max-memory", "memory budget for the check, e.g. 8G");
+    bind(validate, vf.shard, "--shard", "estimate for share K of N of the cells");
 
     std::string merge_out;
     std::vector<std::string> merge_dirs;
@@ -371,46 +567,60 @@ int main(int argc, char** argv) {
 
     GenFlags gf;
     CLI::App* gen = app.add_subcommand("gen", "write the random q.npy, k.npy, v.npy a run uses");
-    gen->add_option("--L", gf.L, "sequence length")->required();
-    gen->add_option("--d", gf.d, "head dimension")->required();
-    gen->add_option("--dv", gf.dv, "value dimension (default d)");
-    gen->add_option("--scale", gf.scale, "entries N(0, scale^2) (default 1)");
-    gen->add_option("--seed", gf.seed, "seed (default 0)");
-    gen->add_option("--dtype", gf.dtype, "float32 or float64 (default)");
-    gen->add_option("--out", gf.out, "output directory")->required();
+    bind(gen, gf.L, "--L", "sequence length");
+    gf.L.opt->required();
+    bind(gen, gf.d, "--d", "head dimension");
+    gf.d.opt->required();
+    bind(gen, gf.dv, "--dv", "value dimension (default d)");
+    bind(gen, gf.scale, "--scale", "entries N(0, scale^2) (default 1)");
+    bind(gen, gf.seed, "--seed", "seed (default 0)");
+    bind(gen, gf.dtype, "--dtype", "float32 or float64 (default)");
+    bind(gen, gf.out, "--out", "output directory");
+    gf.out.opt->required();
+    bind(gen, gf.max_memory, "--max-memory", "memory budget, e.g. 8G");
 
     ProjectionFlags pf;
     CLI::App* proj = app.add_subcommand("projection", "write the random matrix W (m, d) a run draws");
-    proj->add_option("--projection", pf.projection, "iid, orthogonal, ... (favor list)")->required();
-    proj->add_option("--m", pf.m, "number of random vectors")->required();
-    proj->add_option("--d", pf.d, "dimension")->required();
-    proj->add_option("--seed", pf.seed, "seed")->required();
-    proj->add_option("--trial", pf.trial, "trial (default 0)");
-    proj->add_option("--out", pf.out, "output .npy file")->required();
+    bind(proj, pf.projection, "--projection", "iid, orthogonal, ... (favor list)");
+    bind(proj, pf.m, "--m", "number of random vectors");
+    bind(proj, pf.d, "--d", "dimension");
+    bind(proj, pf.seed, "--seed", "seed");
+    bind(proj, pf.trial, "--trial", "trial (default 0)");
+    bind(proj, pf.out, "--out", "output .npy file");
+    bind(proj, pf.max_memory, "--max-memory", "memory budget, e.g. 8G");
+    for (Text* t : {&pf.projection, &pf.m, &pf.d, &pf.seed, &pf.out}) t->opt->required();
 
     ApplyFlags af;
     CLI::App* apply = app.add_subcommand("apply", "exact or approximate attention of given .npy tensors");
-    apply->add_option("--q", af.q, "queries .npy: (L, d), (H, L, d) or (B, H, L, d)")->required();
-    apply->add_option("--k", af.k, "keys .npy, same leading shape and d")->required();
-    apply->add_option("--v", af.v, "values .npy, same leading shape and length as k")->required();
-    apply->add_flag("--exact", af.req.exact, "exact softmax attention");
-    apply->add_option("--features", af.req.features, "feature map (favor list)");
-    apply->add_option("--projection", af.req.projection,
-                      "projection (default orthogonal; not for maps without one: elu, dpfp, nystrom)");
-    apply->add_option("--m", af.req.m, "number of random vectors (nystrom: landmarks; not for elu, dpfp)");
-    apply->add_option("--seed", af.req.seed, "seed of W (default 0)");
-    apply->add_option("--trial", af.req.trial, "trial of W (default 0)");
-    apply->add_option("--epsilon", af.req.epsilon, "stabiliser added to each feature (default 0)");
-    apply->add_option("--A", af.req.A, "oprf/gerf parameter: a number < 1/8 or 'optimal' (default)");
-    apply->add_option("--param", af.req.params,
+    bind(apply, af.q, "--q", "queries .npy: (L, d), (H, L, d) or (B, H, L, d)");
+    bind(apply, af.k, "--k", "keys .npy, same leading shape and d");
+    bind(apply, af.v, "--v", "values .npy, same leading shape and length as k");
+    apply->add_flag("--exact", af.exact, "exact softmax attention");
+    bind(apply, af.features, "--features", "feature map (favor list)");
+    bind(apply, af.projection, "--projection",
+         "projection (default orthogonal; not for maps without one: elu, dpfp, nystrom)");
+    bind(apply, af.m, "--m", "number of random vectors (nystrom: landmarks; not for elu, dpfp)");
+    bind(apply, af.seed, "--seed", "seed of W (default 0)");
+    bind(apply, af.trial, "--trial", "trial of W (default 0)");
+    bind(apply, af.epsilon, "--epsilon", "stabiliser added to each feature (default 0)");
+    bind(apply, af.epsilon_after, "--epsilon-after",
+         "where epsilon is added: max_exponent (after subtracting max(w.x - |x|^2/2), default) or max_wx "
+         "(after subtracting max(w.x), the official code's)");
+    bind(apply, af.A, "--A", "oprf/gerf parameter: a number < 1/8 or 'optimal' (default)");
+    apply->add_option("--param", af.params,
                       "a parameter of the feature map as in a config variant, KEY=VALUE (repeatable), e.g. t=0.8 "
                       "(gerf), nu=2 (dpfp), pinv=exact (nystrom)");
-    apply->add_flag("--causal", af.req.causal, "unidirectional (causal) attention");
-    apply->add_option("--dtype", af.req.dtype, "compute and output precision: float32 or float64 (default)");
-    apply->add_option("--threads", af.req.threads, "threads for exact attention (default all)");
-    apply->add_option("--out", af.out, "output .npy file")->required();
+    apply->add_flag("--causal", af.causal, "unidirectional (causal) attention");
+    bind(apply, af.dtype, "--dtype", "compute and output precision: float32 or float64 (default)");
+    bind(apply, af.threads, "--threads", "threads for exact attention (default all)");
+    bind(apply, af.out, "--out", "output .npy file");
+    bind(apply, af.max_memory, "--max-memory", "memory budget, e.g. 8G");
+    for (Text* t : {&af.q, &af.k, &af.v, &af.out}) t->opt->required();
+    apply->footer("Exit code 3: the output was written but some entries are not finite (one line says how many, "
+                  "the first row and the likely cause).");
 
     std::string compare_dir;
+    Text compare_alpha;
     favor::CompareOptions cf;
     CLI::App* compare = app.add_subcommand(
         "compare", "per cell, test every pair of variants of an approximation result; writes DIR/comparisons.csv");
@@ -418,7 +628,7 @@ int main(int argc, char** argv) {
     compare->add_option("--metric", cf.metrics,
                         "metric column (default output_mse; repeatable; 'all': every metric present "
                         "except nonfinite, seconds, kernel_mse_theory)");
-    compare->add_option("--alpha", cf.alpha, "level for the verdict, in (0, 1) (default 0.05)");
+    bind(compare, compare_alpha, "--alpha", "level for the verdict, in (0, 1) (default 0.05)");
     compare->footer(
         "Tests (two-sided, valid for heavy-tailed samples with unequal variances): when both variants\n"
         "have the same projection, seed and trials (trial t used the same W on the same inputs), a\n"
@@ -436,17 +646,23 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return app.exit(e);
-        std::cerr << "favor: " << e.what() << "\n";
+        std::cerr << "favor: " << favor::one_line(e.what()) << "\n";
         return 2;
     }
     try {
         if (*run) return cmd_run(rf);
-        if (*validate) return cmd_validate(vpath, vsets);
+        if (*validate) return cmd_validate(vf);
         if (*gen) return cmd_gen(gf);
         if (*proj) return cmd_projection(pf);
         if (*apply) return cmd_apply(af);
         if (*merge) return cmd_merge(merge_out, merge_dirs, merge_opt, merge_quiet);
-        if (*compare) return cmd_compare(compare_dir, cf);
+        if (*compare) {
+            if (compare_dir.empty()) throw favor::Error("compare: DIR: empty path");
+            for (const auto& m : cf.metrics)
+                if (m.empty()) throw favor::Error("compare: --metric: empty value");
+            if (compare_alpha) cf.alpha = favor::parse_number_text("compare: --alpha", *compare_alpha);
+            return cmd_compare(compare_dir, cf);
+        }
         if (*list) return cmd_list();
     } catch (const Error& e) {
         // One line, whatever a message quotes (a name from a file may hold a newline).
@@ -456,10 +672,15 @@ int main(int argc, char** argv) {
         std::cerr << "favor: " << msg << "\n";
         return 2;
     } catch (const std::bad_alloc&) {
-        std::cerr << "favor: out of memory (reduce L, m or the number of threads)\n";
+        std::cerr << "favor: out of memory" << (g_estimate.empty() ? "" : " (" + g_estimate + ")")
+                  << "; lower L, m or --threads, or give --max-memory below what this machine has\n";
+        return 1;
+    } catch (const std::length_error&) {
+        std::cerr << "favor: out of memory: a buffer larger than the address space was requested"
+                  << (g_estimate.empty() ? "" : " (" + g_estimate + ")") << "\n";
         return 1;
     } catch (const std::exception& e) {
-        std::cerr << "favor: internal error: " << e.what() << "\n";
+        std::cerr << "favor: internal error: " << favor::one_line(e.what()) << "\n";
         return 1;
     }
     return 1;

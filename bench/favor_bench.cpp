@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
             fk = compute_features(map, K, xs, W, Side::key, threads);
         });
         report("feature maps (Q and K)", t_feat, gf_features, srate, "sgemm");
-        const double t_lin = median_time(repeats, [&] { linear_attention(fq.phi, fk.phi, V, false, threads); });
+        const double t_lin = median_time(repeats, [&] { linear_attention(fq.phi, fk.phi, fk.log_scale, V, false, threads); });
         report("linear attention (K'^T V, Q'(K'^T V), normalise)", t_lin, gf_linear, srate, "sgemm");
         const double t_fwd = median_time(repeats, [&] { favor_attention(est, Q, K, V, false, threads); });
         report("forward (favor_attention)", t_fwd, gf_features + gf_linear, srate, "sgemm");

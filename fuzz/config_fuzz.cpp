@@ -1,5 +1,5 @@
 // libFuzzer target for the config parser: any bytes either parse into a valid Config or
-// raise favor::Error (or a JSON syntax error); anything else — a crash, a sanitizer report,
+// raise favor::Error (JSON syntax errors, NULs and repeated keys included); anything else — a crash, a sanitizer report,
 // another exception — is a bug. Build with -DFAVOR_FUZZ=ON (clang), run via scripts/fuzz.sh.
 #include <cstddef>
 #include <cstdint>
@@ -12,8 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string text(reinterpret_cast<const char*>(data), size);
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(text, nullptr, true, /*ignore_comments=*/true);
-    } catch (const nlohmann::json::exception&) {   // syntax errors, numbers out of range
+        j = favor::parse_json_text(text, "fuzz.json");   // NULs, repeated keys, syntax: Error
+    } catch (const favor::Error&) {
         return 0;
     }
     try {

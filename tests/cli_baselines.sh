@@ -121,7 +121,7 @@ expect_error() {
 expect_error elu-projection "apply: --projection: does not apply to 'elu' (it uses no random projection)" \
   apply "${qkv[@]}" --features elu --projection iid --out "$tmp/x.npy"
 expect_error elu-m "apply: --m: does not apply to 'elu'" apply "${qkv[@]}" --features elu --m 16 --out "$tmp/x.npy"
-expect_error nystrom-m "apply: --m must be >= 1" apply "${qkv[@]}" --features nystrom --out "$tmp/x.npy"
+expect_error nystrom-m "apply: --m: missing" apply "${qkv[@]}" --features nystrom --out "$tmp/x.npy"
 expect_error nystrom-causal "apply: --causal: 'nystrom' has no causal form" \
   apply "${qkv[@]}" --features nystrom --m 8 --causal --out "$tmp/x.npy"
 expect_error nystrom-big-m "apply: --m: 'nystrom' takes m landmarks" \

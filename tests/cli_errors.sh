@@ -31,25 +31,25 @@ expect_error huge-number "invalid JSON" run "$(cfg g2 '{"name": "g", "m": 1.3E57
 expect_error not-object "must be a JSON object" run "$(cfg h '[1, 2]')" --out "$tmp/out"
 expect_error missing-file "nope.json: cannot open config file" run "$tmp/nope.json" --out "$tmp/out"
 expect_error bad-set "--set noequals: expected PATH=VALUE" run "$(cfg i "$good")" --out "$tmp/out" --set noequals
-expect_error bad-m-flag "--m: 'x' is not a number" run "$(cfg j "$good")" --out "$tmp/out" --m 8,x
+expect_error bad-m-flag "run: --m: 'x' is not an integer between 1 and 65536" run "$(cfg j "$good")" --out "$tmp/out" --m 8,x
 expect_error bad-shard "--shard: expected K/N" run "$(cfg k "$good")" --out "$tmp/out" --shard 4/4
 expect_error bad-dtype "dtype: must be float32 or float64, got \"float16\"" run "$(cfg l "$good")" --out "$tmp/out" --dtype float16
-expect_error bad-seed "seed: must be >= 0" run "$(cfg n "$good")" --out "$tmp/out" --seed -3
+expect_error bad-seed "run: --seed: '-3' is not an integer between 0 and" run "$(cfg n "$good")" --out "$tmp/out" --seed -3
 expect_error bad-flag "favor:" run "$(cfg o "$good")" --out "$tmp/out" --bogus
-expect_error no-subcommand "favor:"
+expect_error no-subcommand "favor: missing command"
 touch "$tmp/afile"
 expect_error out-is-file "afile: --out is not a directory" run "$(cfg p "$good")" --out "$tmp/afile"
 expect_error validate-bad "trails: unknown key" validate "$(cfg q '{"name": "g", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive"}], "m": 8, "trails": 1}')"
 
 # gen, projection and apply flags (apply checks its flags before reading any tensor).
-expect_error gen-zero "gen: --L and --d must be >= 1" gen --L 0 --d 4 --out "$tmp/out"
+expect_error gen-zero "gen: --L: must be an integer between 1 and" gen --L 0 --d 4 --out "$tmp/out"
 expect_error gen-dtype "gen: --dtype: must be float32 or float64" gen --L 4 --d 4 --dtype half --out "$tmp/out"
 expect_error proj-unknown "unknown projection 'hadamardd'" projection --projection hadamardd --m 4 --d 4 --seed 0 --out "$tmp/out"
 "$favor" gen --L 16 --d 4 --out "$tmp/in"
 qkv=(--q "$tmp/in/q.npy" --k "$tmp/in/k.npy" --v "$tmp/in/v.npy")
 expect_error apply-none "apply: give --exact or --features" apply "${qkv[@]}" --out "$tmp/out"
 expect_error apply-both "apply: give either --exact or --features" apply "${qkv[@]}" --exact --features positive --out "$tmp/out"
-expect_error apply-m "apply: --m must be >= 1" apply "${qkv[@]}" --features positive --out "$tmp/out"
+expect_error apply-m "apply: --m: missing" apply "${qkv[@]}" --features positive --out "$tmp/out"
 expect_error apply-map "unknown feature map 'postive'" apply "${qkv[@]}" --features postive --m 8 --out "$tmp/out"
 expect_error apply-eps "apply: --epsilon: must be >= 0" apply "${qkv[@]}" --features positive --m 8 --epsilon -1 --out "$tmp/out"
 expect_error apply-A-map "apply: --A: applies only to features 'oprf'" apply "${qkv[@]}" --features positive --m 8 --A 0.1 --out "$tmp/out"

@@ -79,5 +79,5 @@ done
 set +e
 err=$("$favor" apply --q "$tmp/hq.npy" --k "$tmp/in/k.npy" --v "$tmp/in/v.npy" --exact --out "$tmp/x.npy" 2>&1); rc=$?
 set -e
-[ $rc -eq 2 ] && grep -q "does not match q's" <<<"$err" && [ ! -e "$tmp/x.npy" ] || fail "shape mismatch: rc=$rc [$err]"
+[ $rc -eq 2 ] && grep -q "does not match the shape" <<<"$err" && [ ! -e "$tmp/x.npy" ] || fail "shape mismatch: rc=$rc [$err]"
 echo "cli_npy: ok ($n malformed inputs)"

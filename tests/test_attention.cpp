@@ -91,12 +91,15 @@ TEST_CASE("linear attention equals the explicit A_hat V", "[attention]") {
     const Mat<double> W = draw_projection(Projection::orthogonal, 16, 8, 4, 0);
     const Approximation<double> a = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal);
     const std::size_t F = a.q.phi.shape(1);
-    // Explicit: A_hat = rownormalize(phiQ phiK^T) (masked), then A_hat V.
+    // Explicit: A_hat = rownormalize(phiQ diag(exp(lk)) phiK^T) (masked), then A_hat V; the
+    // keys carry per-row log scales lk (shifted here by their max, which cancels).
+    const double lmax = *std::max_element(a.k.log_scale.begin(), a.k.log_scale.end());
     for (std::size_t i = 0; i < L; ++i) {
         std::vector<double> row(L, 0.0);
         double z = 0;
         for (std::size_t j = 0; j < L && (!causal || j <= i); ++j) {
             for (std::size_t c = 0; c < F; ++c) row[j] += a.q.phi(i, c) * a.k.phi(j, c);
+            row[j] *= std::exp(a.k.log_scale[j] - lmax);
             z += row[j];
         }
         for (std::size_t c = 0; c < in.v.shape(1); ++c) {

@@ -513,12 +513,14 @@ TEST_CASE("attention with gerf, sderf, saderf: fused = favor_attention, threads,
             REQUIRE(same_causal);
             if (L < 100) {
                 const std::size_t F = c2.q.phi.shape(1), dv = in.v.shape(1);
+                const double lk_max = *std::max_element(c2.k.log_scale.begin(), c2.k.log_scale.end());
                 for (std::size_t i = 0; i < L; ++i) {
                     std::vector<long double> num(dv, 0.0L);
                     long double den = 0;
                     for (std::size_t j = 0; j <= i; ++j) {
                         long double kij = 0;
                         for (std::size_t c = 0; c < F; ++c) kij += (long double)c2.q.phi(i, c) * c2.k.phi(j, c);
+                        kij *= std::exp((long double)(c2.k.log_scale[j] - lk_max));   // keys shifted per row
                         den += kij;
                         for (std::size_t c = 0; c < dv; ++c) num[c] += kij * in.v(j, c);
                     }

@@ -1,5 +1,7 @@
 // The .npy reader and writer: round trips, the malformed corpus (tests/data/npy_bad, made by
 // scripts/make_npy_corpus.py), unusual valid files, and interop with numpy both ways.
+#include <sys/stat.h>
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -205,8 +207,14 @@ TEST_CASE("write_npy failures name the path and leave no temporary file", "[npy]
 TEST_CASE("read_npy file errors", "[npy]") {
     TempDir dir("readfail");
     const std::string missing = (dir.path / "nope.npy").string();
-    CHECK(error_of([&] { read_npy(missing); }) == missing + ": cannot open (No such file or directory)");
+    CHECK(error_of([&] { read_npy(missing); }) == missing + ": cannot open .npy file (No such file or directory)");
     CHECK(error_of([&] { read_npy(dir.path.string()); }).rfind(dir.path.string() + ": is a directory", 0) == 0);
+    // Special files are refused before they are opened: a FIFO would block, /dev/zero never end.
+    const std::string fifo = (dir.path / "fifo.npy").string();
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK(error_of([&] { read_npy(fifo); }) == fifo + ": is a FIFO, not a regular file (expected a .npy file)");
+    CHECK(error_of([&] { read_npy_header(fifo); }).find("is a FIFO") != std::string::npos);
+    CHECK(error_of([&] { read_npy("/dev/zero"); }).rfind("/dev/zero: is a character device", 0) == 0);
 }
 
 TEST_CASE("every malformed file throws a one-line error naming the file", "[npy]") {

@@ -1,5 +1,10 @@
 #include "favor/apply.hpp"
 
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
 #include "favor/attention.hpp"
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
@@ -25,10 +30,12 @@ std::vector<std::string> add_params(nlohmann::json& v, const std::vector<std::st
         if (eq == std::string::npos || eq == 0)
             throw Error("apply: --param: expected KEY=VALUE (e.g. nu=2), got \"" + p + "\"");
         const std::string key = p.substr(0, eq);
-        for (const char* own : {"features", "projection", "epsilon", "A", "name"})
+        for (const char* own : {"features", "projection", "epsilon", "epsilon_after", "A", "name"})
             if (key == own)
                 throw Error("apply: --param " + key + ": " +
-                            (key == "name" ? std::string("not a parameter of the map") : "use --" + key));
+                            (key == "name"            ? std::string("not a parameter of the map")
+                             : key == "epsilon_after" ? std::string("use --epsilon-after")
+                                                      : "use --" + key));
         if (v.contains(key)) throw Error("apply: --param " + key + ": given twice");
         v[key] = flag_value(p.substr(eq + 1));
         keys.push_back(key);
@@ -41,41 +48,69 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
     const Field flags{"apply", "", "--"};
     ApplyOptions o;
     o.causal = r.causal;
-    o.seed = r.seed;
-    o.trial = r.trial;
-    o.threads = r.threads;
-    o.dtype = parse_dtype(r.dtype, flags.at("dtype"));
+    if (r.seed) o.seed = parse_uint_text("apply: --seed", *r.seed, 0, std::numeric_limits<std::uint64_t>::max());
+    if (r.trial) o.trial = parse_uint_text("apply: --trial", *r.trial, 0, std::numeric_limits<std::uint64_t>::max());
+    if (r.threads) o.threads = int(parse_uint_text("apply: --threads", *r.threads, 0, 1000000));
+    if (r.dtype) o.dtype = parse_dtype(*r.dtype, flags.at("dtype"));
+    const bool any_variant_flag = r.projection || r.m || r.epsilon || r.epsilon_after || r.A;
     if (r.exact) {
-        if (!r.features.empty()) throw Error("apply: give either --exact or --features, not both");
+        if (r.features) throw Error("apply: give either --exact or --features, not both");
+        if (any_variant_flag)
+            throw Error(std::string("apply: --") +
+                        (r.m ? "m" : r.projection ? "projection" : r.epsilon ? "epsilon" : r.epsilon_after ? "epsilon-after" : "A") +
+                        ": applies to --features only, not to --exact");
         if (!r.params.empty()) throw Error("apply: --param: applies only with --features");
         return o;
     }
-    if (r.features.empty()) throw Error("apply: give --exact or --features F (with --m M)");
+    if (!r.features) throw Error("apply: give --exact or --features F (with --m M)");
     // The flags as a config variant, so they are checked exactly as a config's are.
-    nlohmann::json v{{"features", r.features}};
-    if (!r.projection.empty()) v["projection"] = r.projection;
-    if (!r.epsilon.empty()) v["epsilon"] = flag_value(r.epsilon);
-    if (!r.A.empty()) v["A"] = flag_value(r.A);
+    nlohmann::json v{{"features", *r.features}};
+    auto value = [](const std::string& flag, const std::string& text) {
+        if (text.empty()) throw Error("apply: --" + flag + ": empty value");
+        return flag_value(text);
+    };
+    if (r.projection) {
+        if (r.projection->empty()) throw Error("apply: --projection: empty value");
+        v["projection"] = *r.projection;
+    }
+    if (r.epsilon) v["epsilon"] = value("epsilon", *r.epsilon);
+    if (r.epsilon_after) v["epsilon_after"] = value("epsilon-after", *r.epsilon_after);
+    if (r.A) v["A"] = value("A", *r.A);
+    // Words a number parser would take: say they must be finite numbers.
+    for (const char* key : {"epsilon", "A"})
+        if (v.contains(key) && v[key].is_string()) {
+            const std::string t = v[key].get<std::string>();
+            const std::string low = [&] {
+                std::string s;
+                for (char c : t) s += char(std::tolower(static_cast<unsigned char>(c)));
+                return s;
+            }();
+            for (const char* w : {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "nan", "-nan", "+nan"})
+                if (low == w) flags.at(key).fail("must be a finite number, got \"" + t + "\"");
+        }
     const std::vector<std::string> param_keys = add_params(v, r.params);
     try {
         o.variant = parse_variant(v, flags, false, "use --exact for exact attention");
-        if (o.variant->map->uses_projection() && r.projection.empty()) {   // apply's default
+        if (o.variant->map->uses_projection() && !r.projection) {   // apply's default
             v["projection"] = "orthogonal";
             o.variant = parse_variant(v, flags, false, "use --exact for exact attention");
         }
     } catch (const Error& e) {
+        std::string msg = e.what();
         // Errors of --param keys name the flag as typed: "apply: --param nu: ...".
-        const std::string msg = e.what();
         for (const std::string& k : param_keys)
             if (msg.rfind("apply: --" + k + ":", 0) == 0) throw Error("apply: --param " + k + msg.substr(9 + k.size()));
-        throw;
+        // The config key epsilon_after is the flag --epsilon-after.
+        const std::string key = "--epsilon_after";
+        if (const auto at = msg.find(key); at != std::string::npos) msg.replace(at, key.size(), "--epsilon-after");
+        throw Error(msg);
     }
     const FeatureMap& map = *o.variant->map;
     if (map.uses_m()) {
-        if (r.m == 0) throw Error("apply: --m must be >= 1");
-        o.m = r.m;
+        if (!r.m) throw Error("apply: --m: missing (number of random features, 1 to " + std::to_string(kMaxM) + ")");
+        o.m = parse_uint_text("apply: --m", *r.m, 1, kMaxM);
     } else {
-        if (r.m != 0) throw Error("apply: --m: does not apply to '" + map.name() + "' (its features do not depend on m)");
+        if (r.m) throw Error("apply: --m: does not apply to '" + map.name() + "' (its features do not depend on m)");
         o.m = 1;   // the size of the unused W placeholder
     }
     if (o.causal && !map.supports_causal())
@@ -91,6 +126,21 @@ Mat<double> apply_one(const Mat<double>& q, const Mat<double>& k, const Mat<doub
     const Estimator<T> est = make_estimator<T>(*o.variant, o.m, q.shape(1), o.seed, o.trial).for_inputs(Q, K);
     return cast_mat<double>(favor_attention(est, Q, K, V, o.causal).out);
 }
+
+double max_abs(const Mat<double>& a) {
+    double m = 0;
+    for (double x : a) m = std::max(m, std::fabs(x));
+    return m;
+}
+double max_norm2(const Mat<double>& a) {
+    double m = 0;
+    for (std::size_t i = 0; i < a.shape(0); ++i) {
+        double s = 0;
+        for (std::size_t c = 0; c < a.shape(1); ++c) s += a(i, c) * a(i, c);
+        m = std::max(m, s);
+    }
+    return m;
+}
 }  // namespace
 
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
@@ -104,6 +154,60 @@ std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptio
             return apply_one<decltype(t)>(in.q[h], in.k[h], in.v[h], opt);
         }));
     return out;
+}
+
+std::string NonfiniteReport::message(std::size_t total) const {
+    return "apply: " + std::to_string(count) + " of " + std::to_string(total) +
+           " output entries are not finite (first: head " + std::to_string(head) + ", row " + std::to_string(row) +
+           "); likely cause: " + cause;
+}
+
+std::optional<NonfiniteReport> find_nonfinite(const HeadTensors& in, const std::vector<Mat<double>>& out,
+                                              const ApplyOptions& opt) {
+    NonfiniteReport r;
+    bool first = true;
+    for (std::size_t h = 0; h < out.size(); ++h)
+        for (std::size_t i = 0; i < out[h].shape(0); ++i)
+            for (std::size_t c = 0; c < out[h].shape(1); ++c)
+                if (!std::isfinite(out[h](i, c))) {
+                    ++r.count;
+                    if (first) r.head = h, r.row = i, first = false;
+                }
+    if (r.count == 0) return std::nullopt;
+    const bool f32 = opt.dtype == DType::float32;
+    const double big = f32 ? double(std::numeric_limits<float>::max()) : std::numeric_limits<double>::max();
+    const char* type = f32 ? "float32" : "float64";
+    const Mat<double>&q = in.q[r.head], &k = in.k[r.head], &v = in.v[r.head];
+    const double d = double(q.shape(1));
+    const double mq = max_abs(q), mk = max_abs(k), mv = max_abs(v);
+    auto fmt = [](double x) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%.3g", x);
+        return std::string(b);
+    };
+    if (std::max({mq, mk, mv}) > big) {
+        r.cause = std::string("input entries up to ") + fmt(std::max({mq, mk, mv})) + " do not fit " + type +
+                  (f32 ? " (use --dtype float64)" : "");
+    } else if (opt.variant && (max_norm2(q) / std::sqrt(d) > big || max_norm2(k) / std::sqrt(d) > big)) {
+        r.cause = std::string("|q|^2 / sqrt(d) or |k|^2 / sqrt(d) overflows ") + type + " (inputs too large)" +
+                  (f32 ? "; use --dtype float64" : "");
+    } else if (!opt.variant && mq * mk * d / std::sqrt(d) > big) {
+        r.cause = std::string("the scores q.k / sqrt(d) can overflow ") + type + " (inputs too large)" +
+                  (f32 ? "; use --dtype float64" : "");
+    } else if (opt.variant && opt.variant->map->name() == "relu") {
+        r.cause = "the row's relu features are all 0 (w.x <= 0 for every w), so its denominator D is 0; "
+                  "relu attention is undefined there";
+    } else if (opt.variant && opt.variant->map->epsilon() * opt.variant->map->epsilon() * double(k.shape(0)) > big / 1e6) {
+        r.cause = "--epsilon " + fmt(opt.variant->map->epsilon()) + " makes the features' sums overflow " + type;
+    } else if (opt.variant && opt.variant->map->name() == "oprf" && opt.variant->map->params()["A"].is_number() &&
+               std::fabs(opt.variant->map->params()["A"].get<double>()) > 1e3) {
+        r.cause = "--A " + fmt(opt.variant->map->params()["A"].get<double>()) + " makes the features overflow " + type;
+    } else if (opt.variant && opt.variant->map->name() == "trig") {
+        r.cause = "trig's denominator D of the row is 0 (its features change sign)";
+    } else {
+        r.cause = std::string("the row's denominator D underflowed to 0 or overflowed in ") + type;
+    }
+    return r;
 }
 
 }  // namespace favor

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -85,18 +86,49 @@ constexpr std::size_t kFusedKeyRows = 1024;
 constexpr std::size_t kFusedQueryRows = 256;
 
 // acc (F x (dv+1)) = phiK_b^T [V_b, 1] for the `rows` rows at phiK (ld F) and V (ld dv),
-// ld of acc: dv + 1.
+// ld of acc: dv + 1. With `c` (one factor per row, or null for all 1), row j counts c[j] times:
+// phiK_b^T diag(c) [V_b, 1], the factors folded into a scaled copy of V_b.
 template <class T>
-void kv_block(const T* phiK, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T beta, T* acc) {
+void kv_block(const T* phiK, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T beta, T* acc,
+              const T* c = nullptr) {
     const std::size_t e = dv + 1;
+    std::vector<T> Vc;
+    if (c) {
+        Vc.resize(rows * dv);
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t k = 0; k < dv; ++k) Vc[i * dv + k] = c[i] * V[i * dv + k];
+        V = Vc.data();
+    }
     gemm<T>(true, false, F, dv, rows, T(1), phiK, F, V, dv, beta, acc, e);
     // Column dv: the column sums of phiK_b (row by row, so in a fixed order, vectorised over F).
     std::vector<T> z(F, T(0));
     for (std::size_t i = 0; i < rows; ++i) {
         const T* p = phiK + i * F;
-        for (std::size_t f = 0; f < F; ++f) z[f] += p[f];
+        const T ci = c ? c[i] : T(1);
+        if (c)
+            for (std::size_t f = 0; f < F; ++f) z[f] += ci * p[f];
+        else
+            for (std::size_t f = 0; f < F; ++f) z[f] += p[f];
     }
     for (std::size_t f = 0; f < F; ++f) acc[f * e + dv] = beta * acc[f * e + dv] + z[f];
+}
+
+// The factors exp(lk[j] - shift) of rows [r0, r0 + rows) into c, or false (c unused) when
+// every one is 1 (no key log scales, or all equal to the shift).
+template <class T>
+bool row_factors(const double* lk, std::size_t r0, std::size_t rows, double shift, std::vector<T>& c) {
+    if (!lk) return false;
+    bool any = false;
+    for (std::size_t j = 0; j < rows; ++j) any |= lk[r0 + j] != shift;
+    if (!any) return false;
+    c.resize(rows);
+    for (std::size_t j = 0; j < rows; ++j) c[j] = T(std::exp(lk[r0 + j] - shift));
+    return true;
+}
+
+// Largest of lk[r0 .. r0 + rows), 0 without log scales.
+double max_log(const double* lk, std::size_t r0, std::size_t rows) {
+    return lk && rows ? max_of(lk + r0, rows) : 0.0;
 }
 
 // out rows = num[:, :dv] / num[:, dv] for `rows` rows of num (ld dv + 1); without
@@ -109,23 +141,47 @@ void normalise_rows(const T* num, std::size_t rows, std::size_t dv, T* out, bool
         for (std::size_t c = 0; c < dv; ++c) out[i * dv + c] = num[i * e + c] * inv;
     }
 }
+
+const double* log_or_null(const std::vector<double>& lk, std::size_t rows) {
+    return lk.empty() ? nullptr : (assert(lk.size() == rows), lk.data());
+}
 }  // namespace
 
 template <class T>
-Mat<T> linear_attention_kv(const Mat<T>& phiK, const Mat<T>& V, int threads) {
+Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_log_scale, const Mat<T>& V, int threads) {
     const std::size_t Lk = phiK.shape(0), F = phiK.shape(1), dv = V.shape(1), e = dv + 1;
+    const double* lk = log_or_null(key_log_scale, Lk);
     const std::size_t nblocks = std::max<std::size_t>((Lk + kLinearRows - 1) / kLinearRows, 1);
+    // Block b with its own shift M_b (the largest key log scale in it; rows scaled by
+    // exp(lk_j - M_b) <= 1), then the blocks rescaled by exp(M_b - M) <= 1 to the largest.
     std::vector<std::vector<T>> part(nblocks);
+    std::vector<double> shift(nblocks, 0.0);
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * kLinearRows, rows = std::min(kLinearRows, Lk - std::min(Lk, r0));
         part[blk].assign(F * e, T(0));
-        kv_block(phiK.data() + r0 * F, V.data() + r0 * dv, rows, F, dv, T(0), part[blk].data());
+        shift[blk] = max_log(lk, r0, rows);
+        std::vector<T> c;
+        const bool scaled = row_factors(lk, r0, rows, shift[blk], c);
+        kv_block(phiK.data() + r0 * F, V.data() + r0 * dv, rows, F, dv, T(0), part[blk].data(), scaled ? c.data() : nullptr);
     });
+    const double smax = max_of(shift.data(), nblocks);
     Mat<T> KV = Mat<T>::from_shape({F, e});
     std::copy(part[0].begin(), part[0].end(), KV.data());
-    for (std::size_t b = 1; b < nblocks; ++b)   // in block order
-        for (std::size_t k = 0; k < F * e; ++k) KV.data()[k] += part[b][k];
+    if (shift[0] != smax) scale_in_place(KV.data(), F * e, T(std::exp(shift[0] - smax)));
+    for (std::size_t b = 1; b < nblocks; ++b) {   // in block order
+        if (shift[b] == smax) {
+            for (std::size_t k = 0; k < F * e; ++k) KV.data()[k] += part[b][k];
+        } else {
+            const T cb = T(std::exp(shift[b] - smax));
+            for (std::size_t k = 0; k < F * e; ++k) KV.data()[k] += cb * part[b][k];
+        }
+    }
     return KV;
+}
+
+template <class T>
+Mat<T> linear_attention_kv(const Mat<T>& phiK, const Mat<T>& V, int threads) {
+    return linear_attention_kv(phiK, {}, V, threads);
 }
 
 template <class T>
@@ -143,53 +199,100 @@ Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads
 }
 
 template <class T>
-Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal, int threads,
-                        bool normalise) {
-    if (!causal) return linear_attention_apply(phiQ, linear_attention_kv(phiK, V, threads), threads, normalise);
+Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& key_log_scale,
+                        const Mat<T>& V, bool causal, int threads, bool normalise) {
+    if (!causal)
+        return linear_attention_apply(phiQ, linear_attention_kv(phiK, key_log_scale, V, threads), threads, normalise);
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1);
     const std::size_t e = dv + 1;
+    const double* lk = log_or_null(key_log_scale, L);
+    constexpr double none = -std::numeric_limits<double>::infinity();
     // Prefix sums G_i = sum_{j <= i} phiK_j [v_j, 1]^T over chunks of kLinearRows rows:
     // (1) each chunk's own sum, in parallel; (2) the sums before each chunk, in chunk order;
     // (3) each chunk in steps of c rows from its starting G, in parallel: inside a step the
     // lower triangle of phiQ_b phiK_b^T, before it the running G.
+    // With key log scales, every sum carries the shift it is relative to, as online softmax
+    // does: a chunk's own sum its largest lk; the running sums the running max P_i of lk_j,
+    // j <= i, rescaling what was accumulated by exp(P_old - P_new) <= 1 when the max grows.
+    // Row i thus sees each key j <= i with the factor exp(lk_j - P_i) <= 1 and the largest of
+    // them exactly 1, however much larger a later key's scale is.
     const std::size_t nchunks = (L + kLinearRows - 1) / kLinearRows;
     std::vector<std::vector<T>> G(nchunks, std::vector<T>(F * e, T(0)));
+    std::vector<double> own_shift(nchunks, 0.0), before(nchunks, none);
     parallel_for(nchunks, threads, [&](std::size_t ch) {
         if (ch + 1 == nchunks) return;   // the last chunk's own sum is never used
         const std::size_t r0 = ch * kLinearRows, rows = std::min(kLinearRows, L - r0);
-        kv_block(phiK.data() + r0 * F, V.data() + r0 * dv, rows, F, dv, T(0), G[ch].data());
+        own_shift[ch] = max_log(lk, r0, rows);
+        std::vector<T> c;
+        const bool scaled = row_factors(lk, r0, rows, own_shift[ch], c);
+        kv_block(phiK.data() + r0 * F, V.data() + r0 * dv, rows, F, dv, T(0), G[ch].data(), scaled ? c.data() : nullptr);
     });
-    // G[ch] becomes the sum over chunks before ch.
+    // G[ch] becomes the sum over chunks before ch, relative to before[ch].
     std::vector<T> run(F * e, T(0)), own;
+    double run_shift = none;
     for (std::size_t ch = 0; ch < nchunks; ++ch) {
         own.swap(G[ch]);
         G[ch] = run;
-        if (ch + 1 < nchunks)
+        before[ch] = run_shift;
+        if (ch + 1 == nchunks) break;
+        const double s = std::max(run_shift, own_shift[ch]);
+        if (run_shift != none && run_shift != s) scale_in_place(run.data(), F * e, T(std::exp(run_shift - s)));
+        if (own_shift[ch] == s) {
             for (std::size_t k = 0; k < F * e; ++k) run[k] += own[k];
+        } else {
+            const T co = T(std::exp(own_shift[ch] - s));
+            for (std::size_t k = 0; k < F * e; ++k) run[k] += co * own[k];
+        }
+        run_shift = s;
     }
     Mat<T> out = Mat<T>::from_shape({L, dv});
     const std::size_t c = kCausalStep;
     parallel_for(nchunks, threads, [&](std::size_t ch) {
         const std::size_t c0 = ch * kLinearRows, c1 = std::min(L, c0 + kLinearRows);
         std::vector<T>& g = G[ch];
-        std::vector<T> S(c * c), V1(c * e), num(c * e);
+        double gs = before[ch];   // g is relative to exp(gs); none: g = 0
+        std::vector<T> S(c * c), V1(c * e), num(c * e), cf;
+        std::vector<double> P(c);
         for (std::size_t r0 = c0; r0 < c1; r0 += c) {
             const std::size_t rows = std::min(c, c1 - r0);
             for (std::size_t i = 0; i < rows; ++i) {
                 std::copy(V.data() + (r0 + i) * dv, V.data() + (r0 + i + 1) * dv, V1.data() + i * e);
                 V1[i * e + dv] = T(1);
             }
+            // P[i]: the running max of the key log scales through row r0 + i.
+            double p = lk ? gs : 0.0;
+            for (std::size_t i = 0; i < rows; ++i) P[i] = p = lk ? std::max(p, lk[r0 + i]) : 0.0;
             gemm<T>(false, false, rows, e, F, T(1), phiQ.data() + r0 * F, F, g.data(), e, T(0), num.data(), e);
+            if (lk && gs != none)
+                for (std::size_t i = 0; i < rows; ++i)
+                    if (P[i] != gs) scale_in_place(num.data() + i * e, e, T(std::exp(gs - P[i])));
             gemm<T>(false, true, rows, rows, F, T(1), phiQ.data() + r0 * F, F, phiK.data() + r0 * F, F, T(0), S.data(), rows);
-            for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t i = 0; i < rows; ++i) {
                 for (std::size_t j = i + 1; j < rows; ++j) S[i * rows + j] = T(0);
+                if (lk)
+                    for (std::size_t j = 0; j <= i; ++j)
+                        if (lk[r0 + j] != P[i]) S[i * rows + j] *= T(std::exp(lk[r0 + j] - P[i]));
+            }
             gemm<T>(false, false, rows, e, rows, T(1), S.data(), rows, V1.data(), e, T(1), num.data(), e);
-            if (r0 + rows < c1)
+            if (r0 + rows < c1) {
+                // g += phiK_s^T diag(exp(lk_j - P_last)) [V_s, 1], after rescaling g to P_last.
+                const double last = P[rows - 1];
+                if (lk && gs != none && gs != last) scale_in_place(g.data(), F * e, T(std::exp(gs - last)));
+                if (row_factors(lk, r0, rows, last, cf))
+                    for (std::size_t i = 0; i < rows; ++i) scale_in_place(V1.data() + i * e, e, cf[i]);
                 gemm<T>(true, false, F, e, rows, T(1), phiK.data() + r0 * F, F, V1.data(), e, T(1), g.data(), e);
+                gs = last;
+            }
             normalise_rows(num.data(), rows, dv, out.data() + r0 * dv, normalise);
         }
     });
     return out;
+}
+
+template <class T>
+Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal, int threads,
+                        bool normalise) {
+    return linear_attention(phiQ, phiK, {}, V, causal, threads, normalise);
 }
 
 template <class T>
@@ -201,13 +304,16 @@ Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const
     if (causal && !map.supports_causal()) throw Error("'" + map.name() + "' has no causal form");
     Features<T> fq = compute_features(map, Q, xs, est.W, Side::query, threads);
     Features<T> fk = compute_features(map, K, xs, est.W, Side::key, threads);
-    Mat<T> out = linear_attention(fq.phi, fk.phi, V, causal, threads, map.row_normalised());
-    // Without D^{-1} the shifts do not cancel: undo them (the key shift is one constant).
-    if (!map.row_normalised() && K.shape(0) > 0)
+    Mat<T> out = linear_attention(fq.phi, fk.phi, fk.log_scale, V, causal, threads, map.row_normalised());
+    // Without D^{-1} the shifts do not cancel: undo them. The keys were summed relative to the
+    // largest key log scale (causal is refused above for such maps, so it is one constant).
+    if (!map.row_normalised() && K.shape(0) > 0) {
+        const double lk = fk.log_scale.empty() ? 0.0 : max_of(fk.log_scale.data(), fk.log_scale.size());
         for (std::size_t i = 0; i < out.shape(0); ++i) {
-            const double ls = fq.log_scale[i] + fk.log_scale[0];
+            const double ls = fq.log_scale[i] + lk;
             if (ls != 0.0) scale_in_place(out.data() + i * out.shape(1), out.shape(1), T(std::exp(ls)));
         }
+    }
     return {std::move(out), std::move(fq), std::move(fk)};
 }
 
@@ -286,7 +392,10 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
 #define FAVOR_INSTANTIATE(T)                                                                        \
     template Mat<T> exact_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);      \
     template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int, bool); \
+    template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const std::vector<double>&,    \
+                                        const Mat<T>&, bool, int, bool);                             \
     template Mat<T> linear_attention_kv<T>(const Mat<T>&, const Mat<T>&, int);                       \
+    template Mat<T> linear_attention_kv<T>(const Mat<T>&, const std::vector<double>&, const Mat<T>&, int); \
     template Mat<T> linear_attention_apply<T>(const Mat<T>&, const Mat<T>&, int, bool);              \
     template Approximation<T> favor_attention<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&,  \
                                                  const Mat<T>&, bool, int);                          \

@@ -30,9 +30,9 @@ void gemm<double>(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K,
 void set_blas_single_threaded() { openblas_set_num_threads(1); }
 
 std::string blas_info() {
-    std::string s = "OpenBLAS";
-    if (const char* c = openblas_get_config()) s += std::string(" ") + c;
-    return s;
+    const char* c = openblas_get_config();
+    const std::string config = c ? c : "";
+    return config.rfind("OpenBLAS", 0) == 0 ? config : "OpenBLAS " + config;
 }
 
 }  // namespace favor

@@ -1,6 +1,8 @@
 #include "favor/config.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +11,7 @@
 #include <sstream>
 
 #include "favor/error.hpp"
+#include "favor/files.hpp"
 #include "favor/metrics.hpp"
 #include "favor/names.hpp"
 
@@ -40,9 +43,6 @@ bool ApproximationSpec::wants(const std::string& metric) const {
 
 namespace {
 
-// Limits that keep a typo from asking for terabytes; far above any sensible experiment.
-constexpr std::size_t kMaxL = std::size_t(1) << 22, kMaxD = 4096, kMaxM = std::size_t(1) << 16,
-                      kMaxTrials = 1000000;
 
 const std::vector<std::string> kTopKeys = {
     "name", "description", "experiment", "seed", "dtype", "inputs", "variants", "m", "trials",
@@ -287,18 +287,21 @@ json Config::resolved() const {
 void set_path(json& j, const std::string& path, const json& value) {
     if (path.empty()) throw Error("--set: empty path");
     json* cur = &j;
-    std::stringstream ss(path);
-    std::string part;
-    std::vector<std::string> parts;
-    while (std::getline(ss, part, '.')) parts.push_back(part);
+    // Split on '.', keeping empty components ("m.", ".m", "a..b") so they are refused.
+    std::vector<std::string> parts(1);
+    for (const char c : path) {
+        if (c == '.') parts.emplace_back();
+        else parts.back() += c;
+    }
     for (std::size_t i = 0; i < parts.size(); ++i) {
         const std::string& p = parts[i];
-        if (p.empty()) throw Error("--set " + path + ": empty path component");
+        if (p.empty()) throw Error("--set " + path + ": empty path component (PATH is keys and list indices joined by '.')");
         const bool last = i + 1 == parts.size();
         if (cur->is_array()) {
             std::size_t idx = 0;
             try {
                 std::size_t used = 0;
+                if (p.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument(p);
                 idx = std::stoul(p, &used);
                 if (used != p.size()) throw std::invalid_argument(p);
             } catch (const std::exception&) {
@@ -321,45 +324,125 @@ void apply_set(json& j, const std::string& assignment) {
     if (eq == std::string::npos || eq == 0)
         throw Error("--set " + assignment + ": expected PATH=VALUE (e.g. inputs.scale=0.5)");
     const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+    if (text.empty()) throw Error("--set " + path + ": empty value (give a JSON value, e.g. " + path + "=1)");
     json value;
     try {
-        value = json::parse(text);
-    } catch (const json::parse_error&) {
+        value = parse_json_text(text, "--set " + path);
+    } catch (const JsonSyntaxError&) {
         value = text;   // a bare word: a string
-    } catch (const json::exception&) {
-        throw Error("--set " + path + ": value '" + text + "' is out of range");
     }
     set_path(j, path, value);
 }
 
 json parse_list_flag(const std::string& flag, const std::string& text) {
+    return parse_list_flag(flag, text, 1, std::numeric_limits<std::uint64_t>::max());
+}
+
+json parse_list_flag(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi) {
+    if (text.empty()) throw Error(flag + ": empty value (expected a list like 16,32,64)");
     json out = json::array();
-    std::stringstream ss(text);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        try {
-            out.push_back(json::parse(item));
-        } catch (const json::exception&) {
-            throw Error(flag + ": '" + item + "' is not a number (expected a list like 16,32,64)");
-        }
+    std::size_t start = 0;
+    while (true) {
+        const std::size_t comma = text.find(',', start);
+        const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        out.push_back(parse_uint_text(flag, item, lo, hi, "a list like 16,32,64"));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
     }
-    if (out.empty()) throw Error(flag + ": empty list");
     return out.size() == 1 ? out[0] : out;
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& sets) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open config file");
-    std::stringstream buf;
-    buf << in.rdbuf();
-    json j;
+std::uint64_t parse_uint_text(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi,
+                              const std::string& expected) {
+    const std::string range = "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
+    if (text.empty())
+        throw Error(flag + ": empty value (expected " + (expected.empty() ? range : expected) + ")");
+    // Digits only: strtoull would take "-1" and wrap it to 2^64 - 1, and "1e3" or " 5" half.
+    if (text.find_first_not_of("0123456789") != std::string::npos)
+        throw Error(flag + ": '" + text + "' is not " + range);
+    errno = 0;
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    if (errno == ERANGE || end != text.c_str() + text.size())
+        throw Error(flag + ": '" + text + "' does not fit in 64 bits (expected " + range + ")");
+    if (v < lo || v > hi) throw Error(flag + ": must be " + range + ", got " + text);
+    return v;
+}
+
+double parse_number_text(const std::string& flag, const std::string& text) {
+    if (text.empty()) throw Error(flag + ": empty value (expected a finite number)");
+    // Decimal notation only: strtod would also take "inf", "nan", hex and leading spaces.
+    if (text.find_first_not_of("0123456789+-.eE") != std::string::npos)
+        throw Error(flag + ": '" + text + "' is not a finite number");
+    errno = 0;
+    char* end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size()) throw Error(flag + ": '" + text + "' is not a finite number");
+    if (!std::isfinite(v) || errno == ERANGE)
+        throw Error(flag + ": '" + text + "' is out of range (expected a finite number)");
+    return v;
+}
+
+namespace {
+// A JSON value for parse_json_text: where it sits while keys are checked for repeats.
+struct JsonFrame {
+    bool array = false;
+    std::size_t index = 0;
+    std::set<std::string> keys;
+    std::string key;
+};
+std::string frame_path(const std::vector<JsonFrame>& st, const std::string& last) {
+    std::string p;
+    for (std::size_t k = 0; k + 1 < st.size(); ++k)
+        p += st[k].array ? "[" + std::to_string(st[k].index) + "]" : (p.empty() ? "" : ".") + st[k].key;
+    return p + (p.empty() ? "" : ".") + last;
+}
+}  // namespace
+
+json parse_json_text(const std::string& text, const std::string& name) {
+    // A NUL ends the text for the JSON parser, which would silently ignore the rest.
+    if (const auto nul = text.find('\0'); nul != std::string::npos)
+        throw Error(name + ": byte " + std::to_string(nul) + " is NUL (expected JSON text)");
+    std::vector<JsonFrame> st;
+    const json::parser_callback_t check = [&](int, json::parse_event_t ev, json& parsed) {
+        switch (ev) {
+            case json::parse_event_t::object_start: st.emplace_back(); break;
+            case json::parse_event_t::array_start:
+                st.emplace_back();
+                st.back().array = true;
+                break;
+            case json::parse_event_t::key: {
+                const std::string k = parsed.get<std::string>();
+                if (!st.back().keys.insert(k).second)
+                    throw Error(name + ": " + frame_path(st, k) +
+                                ": duplicate key (JSON would keep only the last value; remove one)");
+                st.back().key = k;
+                break;
+            }
+            case json::parse_event_t::object_end:
+            case json::parse_event_t::array_end:
+                st.pop_back();
+                if (!st.empty() && st.back().array) ++st.back().index;
+                break;
+            case json::parse_event_t::value:
+                if (!st.empty() && st.back().array) ++st.back().index;
+                break;
+        }
+        return true;
+    };
     try {
-        j = json::parse(buf.str(), nullptr, true, /*ignore_comments=*/true);
-    } catch (const json::exception& e) {   // syntax errors, and numbers beyond double range
-        std::string what = e.what();
-        std::replace(what.begin(), what.end(), '\n', ' ');
-        throw Error(path + ": invalid JSON: " + what);
+        return json::parse(text, check, true, /*ignore_comments=*/true);
+    } catch (const json::parse_error& e) {
+        throw JsonSyntaxError(name + ": invalid JSON: " + e.what());
+    } catch (const json::exception& e) {   // numbers beyond double range
+        throw Error(name + ": invalid JSON: " + e.what());
     }
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& sets) {
+    if (path.empty()) throw Error("config file: empty path");
+    // A regular file of at most kMaxConfigBytes: no FIFO, device or endless file.
+    json j = parse_json_text(read_regular_file(path, "config file", kMaxConfigBytes), path);
     // npy paths in the file are relative to the file's folder.
     if (j.is_object() && j.contains("inputs") && j["inputs"].is_object()) {
         const fs::path base = fs::path(path).parent_path();

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "favor/blas.hpp"
+#include "favor_git_commit.h"
 #include "favor/experiment_parts.hpp"
 #include "favor/parallel.hpp"
 
@@ -26,6 +27,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 }  // namespace
+
+std::string version_text() {
+    return std::string("favor ") + FAVOR_VERSION + " (git " + FAVOR_GIT_COMMIT + ", " + FAVOR_BUILD_TYPE + ", " +
+           FAVOR_COMPILER + (std::string(FAVOR_MARCH_FLAG).empty() ? "" : std::string(", -march=") + FAVOR_MARCH_FLAG) +
+           ", " + blas_info() + ")";
+}
 
 json environment_info(int threads) {
     json j;

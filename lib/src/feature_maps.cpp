@@ -26,19 +26,19 @@ FeatureMapPtr make_saderf(const FieldObject&, double epsilon);
 const std::vector<FeatureMapEntry>& feature_map_registry() {
     static const std::vector<FeatureMapEntry> r = {
         {"trig", "exp(|x|^2/2)/sqrt(m) [sin Wx, cos Wx] (random Fourier features)", {}, make_trig},
-        {"positive", "exp(-|x|^2/2)/sqrt(m) exp(Wx) (FAVOR+)", {}, make_positive},
-        {"hyperbolic", "exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]", {}, make_hyperbolic},
+        {"positive", "exp(-|x|^2/2)/sqrt(m) exp(Wx) (FAVOR+)", {"epsilon_after"}, make_positive},
+        {"hyperbolic", "exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]", {"epsilon_after"}, make_hyperbolic},
         {"relu", "relu(Wx)/sqrt(m) (generalized attention; not an estimator of SM)", {}, make_relu},
-        {"oprf", "optimal positive features, FAVOR++ (\"A\": number < 1/8 or \"optimal\")", {"A"}, make_oprf},
+        {"oprf", "optimal positive features, FAVOR++ (\"A\": number < 1/8 or \"optimal\")", {"A", "epsilon_after"}, make_oprf},
         {"elu", "elu(x) + 1, F = d, no projection (linear transformer baseline; not an estimator of SM)", {}, make_elu},
         {"dpfp", "relu([x, -x]) * roll(..., s), s = 1..nu, F = 2 d nu, no projection (\"nu\", default 1; baseline)",
          {"nu"}, make_dpfp},
         {"nystrom", "Nystromformer: m segment-mean landmarks, pinv (\"pinv\": iterative|exact, \"iterations\"); "
                     "no row normalisation, not causal (baseline)",
          {"pinv", "iterations"}, make_nystrom},
-        {"gerf", "generalized exponential features: oprf on (t x, y/t) (\"A\", \"t\": numbers or \"optimal\")", {"A", "t"}, make_gerf},
-        {"sderf", "symmetric dense-exponential features, FAVOR# (matrix A fitted to the data)", {}, make_sderf},
-        {"saderf", "simplified asymmetric dense-exponential features, FAVOR#: oprf on (Psi x, Psi^-1 y), fitted", {}, make_saderf},
+        {"gerf", "generalized exponential features: oprf on (t x, y/t) (\"A\", \"t\": numbers or \"optimal\")", {"A", "t", "epsilon_after"}, make_gerf},
+        {"sderf", "symmetric dense-exponential features, FAVOR# (matrix A fitted to the data)", {"epsilon_after"}, make_sderf},
+        {"saderf", "simplified asymmetric dense-exponential features, FAVOR#: oprf on (Psi x, Psi^-1 y), fitted", {"epsilon_after"}, make_saderf},
     };
     return r;
 }
@@ -87,13 +87,16 @@ Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double xs, co
     const std::size_t nblocks = (L + rb - 1) / rb;
     std::vector<double> row_log(L, 0.0);
 
-    // Pass 1 per block (queries finish here).
+    // Keys are shifted per row, like queries (a block of one row: docs/design.md section 2.3),
+    // wherever the map allows a blockwise key shift; a map that does not (epsilon added after
+    // a shifted exp) is defined by one shift over all keys, which pass 2 applies.
+    const bool per_row = side == Side::query || f.blockwise_key_shift();
+    // Pass 1 per block (rows shifted per row finish here).
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log.data() + r0});
+        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log.data() + r0, per_row});
     });
-    // Keys: one shift over all keys (docs/design.md section 2), then pass 2.
-    if (side == Side::key && L > 0) {
+    if (!per_row && L > 0) {
         const double s = max_of(row_log.data(), L);
         parallel_for(nblocks, threads, [&](std::size_t blk) {
             const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);

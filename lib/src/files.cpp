@@ -1,11 +1,13 @@
 #include "favor/files.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "favor/error.hpp"
 
@@ -42,21 +44,121 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     }
 }
 
+namespace {
+
+std::string why(int err) { return std::strerror(err); }
+
+// "a FIFO", "a directory", ... for a file type from stat.
+std::string kind_of(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+// Creates a file in `dir` and removes it again; the errno of the failure, or 0.
+int probe_dir(const std::string& dir) {
+    const std::string probe = dir + "/.favor-probe." + std::to_string(::getpid());
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return errno;
+    ::close(fd);
+    ::unlink(probe.c_str());
+    return 0;
+}
+
+}  // namespace
+
+RegularFile open_regular_file(const std::string& path, const std::string& what) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) throw Error(path + ": cannot open " + what + " (" + why(errno) + ")");
+    auto check = [&](const struct stat& s) {
+        if (!S_ISREG(s.st_mode)) {
+            const std::string k = kind_of(s.st_mode);
+            throw Error(path + ": is " + (k == "not a regular file" ? "not a regular file" : k + ", not a regular file") +
+                        " (expected a " + what + ")");
+        }
+    };
+    check(st);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) throw Error(path + ": cannot open " + what + " (" + why(errno) + ")");
+    try {
+        if (::fstat(fd, &st) != 0) throw Error(path + ": cannot stat (" + why(errno) + ")");
+        check(st);
+        const int flags = ::fcntl(fd, F_GETFL);
+        if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+            throw Error(path + ": cannot open " + what + " (" + why(errno) + ")");
+    } catch (...) {
+        ::close(fd);
+        throw;
+    }
+    return {fd, static_cast<std::size_t>(st.st_size)};
+}
+
+std::string read_regular_file(const std::string& path, const std::string& what, std::size_t max_bytes) {
+    const RegularFile f = open_regular_file(path, what);
+    std::string text;
+    try {
+        if (f.size > max_bytes)
+            throw Error(path + ": " + what + " is " + std::to_string(f.size) + " bytes, more than the limit of " +
+                        std::to_string(max_bytes));
+        // Read to the end (a file may grow meanwhile), never beyond the limit.
+        char buf[65536];
+        for (;;) {
+            const ssize_t n = ::read(f.fd, buf, sizeof buf);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) throw Error(path + ": read error (" + why(errno) + ")");
+            if (n == 0) break;
+            text.append(buf, std::size_t(n));
+            if (text.size() > max_bytes)
+                throw Error(path + ": " + what + " is more than the limit of " + std::to_string(max_bytes) + " bytes");
+        }
+    } catch (...) {
+        ::close(f.fd);
+        throw;
+    }
+    ::close(f.fd);
+    return text;
+}
+
 void check_output_dir(const std::string& dir) {
+    if (dir.empty()) throw Error("output directory: must not be empty");
     std::error_code ec;
-    fs::path p(dir);
+    const fs::path p(dir);
     if (fs::exists(p, ec)) {
         if (!fs::is_directory(p, ec)) throw Error(dir + ": --out is not a directory");
-        if (::access(dir.c_str(), W_OK | X_OK) != 0) throw Error(dir + ": output directory is not writable");
+        if (const int err = probe_dir(dir)) throw Error(dir + ": cannot write in output directory (" + why(err) + ")");
         return;
     }
-    // The nearest existing ancestor must be a writable directory.
-    fs::path a = fs::absolute(p, ec).parent_path();
-    while (!a.empty() && !fs::exists(a, ec)) a = a.parent_path();
-    if (a.empty() || !fs::is_directory(a, ec))
-        throw Error(dir + ": cannot create output directory (" + a.string() + " is not a directory)");
-    if (::access(a.c_str(), W_OK | X_OK) != 0)
-        throw Error(dir + ": cannot create output directory (" + a.string() + " is not writable)");
+    // Create what is missing, probe, and remove what was created (deepest first).
+    std::vector<fs::path> created;
+    for (fs::path a = fs::absolute(p, ec); !a.empty() && !fs::exists(a, ec); a = a.parent_path()) {
+        created.push_back(a);
+        if (a == a.parent_path()) break;
+    }
+    auto undo = [&] {
+        for (const fs::path& c : created) ::rmdir(c.c_str());
+    };
+    for (auto it = created.rbegin(); it != created.rend(); ++it)
+        if (::mkdir(it->c_str(), 0755) != 0 && errno != EEXIST) {
+            const int err = errno;
+            undo();
+            throw Error(dir + ": cannot create output directory (" + why(err) + ")");
+        }
+    const int err = probe_dir(dir);
+    undo();
+    if (err) throw Error(dir + ": cannot create output directory (" + why(err) + ")");
+}
+
+void check_output_file(const std::string& path) {
+    if (path.empty()) throw Error("output file: must not be empty");
+    std::error_code ec;
+    const fs::path p(path);
+    if (fs::is_directory(p, ec)) throw Error(path + ": is a directory, not an output file");
+    const fs::path parent = fs::absolute(p, ec).parent_path();
+    if (!fs::is_directory(parent, ec)) throw Error(path + ": cannot write (" + parent.string() + " is not a directory)");
+    if (const int err = probe_dir(parent.string())) throw Error(path + ": cannot write (" + why(err) + ")");
 }
 
 void make_output_dir(const std::string& dir) {

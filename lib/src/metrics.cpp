@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "favor/attention.hpp"
@@ -118,23 +119,33 @@ struct BlockSums {
 };
 
 // The attention metrics of one row: the exact softmax row A (from the scores s, max
-// subtracted, in log space for the KL) against A_hat = k / sum(k), or, for maps that are
-// not row-normalised (nystrom), the row k itself with the shifts lq + lk_j undone. `a` is
-// scratch.
+// subtracted, in log space for the KL) against A_hat_j = k_j w_j / sum_j k_j w_j, with
+// w_j = exp(lk_j - P_i) the key log scales relative to the largest one row i sees (keys are
+// shifted per row: docs/design.md section 2.3; w null: all equal, w_j = 1), or, for maps
+// that are not row-normalised (nystrom), the row k itself with the shifts lq + lk_j undone.
+// `a`, `kw` are scratch.
 void attention_row(const double* s, const double* k, std::size_t n, const PairwiseRequest& req, double lq,
-                   const double* lk, std::vector<double>& a, BlockSums& acc) {
+                   const double* lk, const double* w, std::vector<double>& a, std::vector<double>& kw,
+                   BlockSums& acc) {
     a.assign(s, s + n);
     const double mx = max_of(a.data(), n);
     exp_shifted(a.data(), n, mx);
     const double z = sum_of(a.data(), n), inv_z = 1.0 / z, log_z = std::log(z);
-    const double inv_d = req.row_normalised ? 1.0 / sum_of(k, n) : 1.0;
+    const double* kr = k;
+    if (req.row_normalised && w) {
+        kw.resize(n);
+        for (std::size_t j = 0; j < n; ++j) kw[j] = k[j] * w[j];
+        kr = kw.data();
+    }
+    const double inv_d = req.row_normalised ? 1.0 / sum_of(kr, n) : 1.0;
     double tv = 0, kl = 0;
     for (std::size_t j = 0; j < n; ++j) {
-        const double ah = req.row_normalised ? k[j] * inv_d : k[j] * std::exp(lq + lk[j]), aj = a[j] * inv_z;
+        const double ah = req.row_normalised ? kr[j] * inv_d : k[j] * std::exp(lq + lk[j]), aj = a[j] * inv_z;
         const double e = aj - ah;
         acc.attention += e * e;
         tv += std::fabs(e);
-        acc.negative += ah >= 0.0 ? 0.0 : 1.0;   // NaN counts: it is not a valid weight
+        // NaN counts as negative: not >= 0, not a valid weight (docs/design.md section 3).
+        acc.negative += ah >= 0.0 ? 0.0 : 1.0;
         if (!req.attention_kl) continue;
         if (!(ah > 0.0)) acc.kl_undefined = true;
         else if (aj > 0.0) kl += aj * ((s[j] - mx - log_z) - std::log(ah));
@@ -165,21 +176,41 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, cons
     const std::size_t nblocks = (L + b - 1) / b;
     std::vector<BlockSums> sums(nblocks);
     const bool need_attention = req.attention_mse || req.attention_tv || req.attention_kl || req.negative_fraction;
+    // A_hat_ij = K_ij w_j / sum_j K_ij w_j with w_j = exp(lk_j - P_i), P_i the largest key log
+    // scale row i sees (keys are shifted per row: docs/design.md section 2.3). pmax: P_i.
+    const std::vector<double>& lk = fk.log_scale;
+    const bool key_scales = std::any_of(lk.begin(), lk.end(), [&](double v) { return v != lk[0]; });
+    std::vector<double> pmax(L, 0.0);
+    if (key_scales) {
+        const double all = max_of(lk.data(), Lk);
+        double p = -std::numeric_limits<double>::infinity();
+        for (std::size_t i = 0; i < L; ++i) pmax[i] = req.causal && i < Lk ? (p = std::max(p, lk[i])) : req.causal ? p : all;
+    }
 
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * b, rows = std::min(b, L - r0);
         const std::size_t cols = req.causal ? std::min(Lk, r0 + rows) : Lk;
-        std::vector<double> S(rows * cols), K(rows * cols), scratch;
+        std::vector<double> S(rows * cols), K(rows * cols), scratch, kw_scratch;
         gemm<double>(false, true, rows, cols, d, 1.0, X.data() + r0 * d, d, Y.data(), d, 0.0, S.data(), cols);
         gemm<double>(false, true, rows, cols, F, 1.0, fq.phi.data() + r0 * F, F, fk.phi.data(), F, 0.0, K.data(), cols);
         BlockSums& acc = sums[blk];
+        std::vector<double> w;   // w_j for the current P (wp)
+        double wp = std::numeric_limits<double>::quiet_NaN();
         for (std::size_t i = 0; i < rows; ++i) {
             const std::size_t gi = r0 + i;
             const std::size_t n = req.causal ? std::min(cols, gi + 1) : cols;
             const double* s = S.data() + i * cols;
             const double* k = K.data() + i * cols;
             acc.pairs += double(n);
-            if (need_attention) attention_row(s, k, n, req, fq.log_scale[gi], fk.log_scale.data(), scratch, acc);
+            if (need_attention) {
+                if (key_scales && !(pmax[gi] == wp)) {   // w_j = exp(lk_j - P_i), kept while P_i is
+                    wp = pmax[gi];
+                    w.resize(cols);
+                    for (std::size_t j = 0; j < cols; ++j) w[j] = std::exp(lk[j] - wp);
+                }
+                attention_row(s, k, n, req, fq.log_scale[gi], lk.data(), key_scales ? w.data() : nullptr, scratch,
+                              kw_scratch, acc);
+            }
             if (req.kernel_mse) kernel_row(s, k, n, fq.log_scale[gi], fk.log_scale.data(), acc);
             if (req.theory)
                 for (std::size_t j = 0; j < n; ++j) acc.theory += req.theory(gi, j, s[j]);

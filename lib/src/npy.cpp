@@ -464,17 +464,27 @@ NpyArray parse_npy(const std::string& name, const char* bytes, std::size_t size)
     return a;
 }
 
-NpyArray read_npy(const std::string& path) {
-    FilePtr f(std::fopen(path.c_str(), "rb"));
-    if (!f) fail(path, "cannot open (" + errno_text(errno) + ")");
-    struct stat st {};
-    if (fstat(fileno(f.get()), &st) != 0) fail(path, "cannot stat (" + errno_text(errno) + ")");
-    if (S_ISDIR(st.st_mode)) fail(path, "is a directory, not a .npy file");
-    if (!S_ISREG(st.st_mode)) fail(path, "is not a regular file");
-    const auto size = static_cast<std::size_t>(st.st_size);
+namespace {
 
-    // Prefix, then the header text (at most kMaxHeaderLen bytes, within the file), then the
-    // data in chunks, converted as it comes; nothing is sized before it was checked.
+// An open .npy file with its checked header, positioned at the data.
+struct OpenNpy {
+    FilePtr f;
+    Header h;
+};
+
+OpenNpy open_npy(const std::string& path) {
+    // Regular files only: a FIFO would block the open, /dev/zero never end.
+    const RegularFile rf = open_regular_file(path, ".npy file");
+    FilePtr f(::fdopen(rf.fd, "rb"));
+    if (!f) {
+        const int err = errno;
+        ::close(rf.fd);
+        fail(path, "cannot open (" + errno_text(err) + ")");
+    }
+    const std::size_t size = rf.size;
+
+    // Prefix, then the header text (at most kMaxHeaderLen bytes, within the file); the data
+    // size must match the file size before anything is sized from the header.
     char head[12];
     const std::size_t head_len = std::min(size, sizeof head);
     read_exact(path, f.get(), head, head_len);
@@ -484,19 +494,32 @@ NpyArray read_npy(const std::string& path) {
     if (std::fseek(f.get(), static_cast<long>(start), SEEK_SET) != 0)
         fail(path, "read error (" + errno_text(errno) + ")");
     read_exact(path, f.get(), &text[0], header_len);
-    const Header h = parse_header(path, text.data(), text.size());
+    Header h = parse_header(path, text.data(), text.size());
     check_data_size(path, h, size - start - header_len);
+    return {std::move(f), std::move(h)};
+}
 
+}  // namespace
+
+NpyHeader read_npy_header(const std::string& path) {
+    const OpenNpy o = open_npy(path);
+    return {o.h.shape, o.h.dtype};
+}
+
+NpyArray read_npy(const std::string& path) {
+    OpenNpy o = open_npy(path);
+    const Header& h = o.h;
+    // The data in chunks, converted as it comes.
     NpyArray a = make_array(h);
     Decoder dec(h, a.data.data());
     std::vector<char> chunk(std::min<std::size_t>(h.data_bytes, std::size_t(1) << 20));
     for (std::size_t left = h.data_bytes; left > 0;) {
         const std::size_t n = std::min(left, chunk.size());   // a multiple of the item size
-        read_exact(path, f.get(), chunk.data(), n);
+        read_exact(path, o.f.get(), chunk.data(), n);
         dec.feed(chunk.data(), n);
         left -= n;
     }
-    if (std::fgetc(f.get()) != EOF) fail(path, "trailing data after the array (the file grew while reading)");
+    if (std::fgetc(o.f.get()) != EOF) fail(path, "trailing data after the array (the file grew while reading)");
     return a;
 }
 

@@ -9,16 +9,20 @@ namespace favor {
 
 namespace {
 
+void check_rank(const std::vector<std::size_t>& shape, const std::string& path) {
+    if (shape.size() < 2 || shape.size() > 4)
+        throw Error(path + ": shape " + shape_str(shape) + " has rank " + std::to_string(shape.size()) +
+                    "; expected (L, d), (H, L, d) or (B, H, L, d)");
+    for (std::size_t s : shape)
+        if (s == 0) throw Error(path + ": shape " + shape_str(shape) + " has an empty dimension");
+}
+
 NpyArray load_checked(const std::string& path) {
     NpyArray a = read_npy(path);
-    if (a.shape.size() < 2 || a.shape.size() > 4)
-        throw Error(path + ": shape " + shape_str(a.shape) + " has rank " + std::to_string(a.shape.size()) +
-                    "; expected (L, d), (H, L, d) or (B, H, L, d)");
+    check_rank(a.shape, path);
     if (const auto i = first_nonfinite(a))
         throw Error(path + ": entry " + std::to_string(*i) + " is " + (std::isnan(a.data[*i]) ? "NaN" : "Inf") +
                     " (inputs must be finite)");
-    for (std::size_t s : a.shape)
-        if (s == 0) throw Error(path + ": shape " + shape_str(a.shape) + " has an empty dimension");
     return a;
 }
 
@@ -36,29 +40,58 @@ std::vector<Mat<double>> split_heads(const NpyArray& a) {
 
 }  // namespace
 
-HeadTensors load_qkv(const std::string& qp, const std::string& kp, const std::string& vp, bool causal) {
-    const NpyArray q = load_checked(qp), k = load_checked(kp), v = load_checked(vp);
-    const std::vector<std::size_t> lead(q.shape.begin(), q.shape.end() - 2);
-    auto check_lead = [&](const NpyArray& a, const std::string& p) {
-        if (std::vector<std::size_t>(a.shape.begin(), a.shape.end() - 2) != lead)
-            throw Error(p + ": shape " + shape_str(a.shape) + " does not match q's " + shape_str(q.shape) +
-                        " in the leading (batch, head) dimensions");
+QkvShapes check_qkv_shapes(const std::vector<std::size_t>& q, const std::vector<std::size_t>& k,
+                           const std::vector<std::size_t>& v, const std::string& qp, const std::string& kp,
+                           const std::string& vp, bool causal) {
+    check_rank(q, qp);
+    check_rank(k, kp);
+    check_rank(v, vp);
+    QkvShapes s;
+    s.lead.assign(q.begin(), q.end() - 2);
+    auto check_lead = [&](const std::vector<std::size_t>& a, const std::string& p) {
+        if (std::vector<std::size_t>(a.begin(), a.end() - 2) != s.lead)
+            throw Error(p + ": shape " + shape_str(a) + " does not match the shape " + shape_str(q) + " of q (" + qp +
+                        ") in the leading (batch, head) dimensions");
     };
     check_lead(k, kp);
     check_lead(v, vp);
-    const std::size_t Lq = q.shape[q.shape.size() - 2], d = q.shape.back();
-    const std::size_t Lk = k.shape[k.shape.size() - 2];
-    if (k.shape.back() != d)
-        throw Error(kp + ": width d = " + std::to_string(k.shape.back()) + " differs from q's d = " + std::to_string(d));
-    if (v.shape[v.shape.size() - 2] != Lk)
-        throw Error(vp + ": length " + std::to_string(v.shape[v.shape.size() - 2]) + " differs from k's L = " + std::to_string(Lk));
-    if (causal && Lq != Lk)
-        throw Error(kp + ": causal attention needs q and k of one length, got " + std::to_string(Lq) + " and " + std::to_string(Lk));
+    s.L = q[q.size() - 2];
+    s.d = q.back();
+    s.Lk = k[k.size() - 2];
+    s.dv = v.back();
+    s.heads = 1;
+    for (std::size_t x : s.lead) s.heads *= x;
+    if (k.back() != s.d)
+        throw Error(kp + ": width d = " + std::to_string(k.back()) + " differs from d = " + std::to_string(s.d) + " of q (" +
+                    qp + ")");
+    if (v[v.size() - 2] != s.Lk)
+        throw Error(vp + ": length " + std::to_string(v[v.size() - 2]) + " differs from the length " + std::to_string(s.Lk) +
+                    " of k (" + kp + ")");
+    if (causal && s.L != s.Lk)
+        throw Error(kp + ": causal attention needs q and k of one length, got " + std::to_string(s.Lk) + " here and " +
+                    std::to_string(s.L) + " in q (" + qp + ")");
+    return s;
+}
+
+QkvShapes read_qkv_shapes(const std::string& qp, const std::string& kp, const std::string& vp, bool causal) {
+    return check_qkv_shapes(read_npy_header(qp).shape, read_npy_header(kp).shape, read_npy_header(vp).shape, qp, kp, vp,
+                            causal);
+}
+
+HeadTensors load_qkv(const std::string& qp, const std::string& kp, const std::string& vp, bool causal) {
+    // Each file read and checked (header, data, finite values) in turn, then the shapes
+    // together; each array is split into heads before the next is read.
     HeadTensors t;
-    t.lead = lead;
-    t.q = split_heads(q);
-    t.k = split_heads(k);
-    t.v = split_heads(v);
+    std::vector<std::size_t> qs, ks, vs;
+    auto load = [](const std::string& p, std::vector<std::size_t>& shape) {
+        const NpyArray a = load_checked(p);
+        shape = a.shape;
+        return split_heads(a);
+    };
+    t.q = load(qp, qs);
+    t.k = load(kp, ks);
+    t.v = load(vp, vs);
+    t.lead = check_qkv_shapes(qs, ks, vs, qp, kp, vp, causal).lead;
     return t;
 }
 

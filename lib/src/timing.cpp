@@ -99,12 +99,12 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     p.features = since(t);
     t = Clock::now();
     if (cfg.causal) {   // prefix sums: one phase
-        const Mat<T> out = linear_attention(fq.phi, fk.phi, in.v, true, threads, est.map->row_normalised());
+        const Mat<T> out = linear_attention(fq.phi, fk.phi, fk.log_scale, in.v, true, threads, est.map->row_normalised());
         p.kv = since(t);
         p.total = p.features + p.kv;
         return p;
     }
-    const Mat<T> KV = linear_attention_kv(fk.phi, in.v, threads);
+    const Mat<T> KV = linear_attention_kv(fk.phi, fk.log_scale, in.v, threads);
     p.kv = since(t);
     t = Clock::now();
     const Mat<T> out = linear_attention_apply(fq.phi, KV, threads, est.map->row_normalised());

@@ -11,14 +11,12 @@
 
 namespace favor {
 
-// `favor apply` as typed on the command line, before any check.
+// `favor apply` as typed on the command line, before any check; an absent flag is nullopt
+// (an empty value is an error, not an absent flag).
 struct ApplyRequest {
     bool exact = false, causal = false;
-    std::string features, projection, A, epsilon, dtype = "float64";   // as typed ("": not given)
+    std::optional<std::string> features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads;
     std::vector<std::string> params;   // --param KEY=VALUE: the map's own keys (dpfp's nu, ...)
-    std::size_t m = 0;
-    std::uint64_t seed = 0, trial = 0;
-    int threads = 0;
 };
 
 struct ApplyOptions {
@@ -27,17 +25,30 @@ struct ApplyOptions {
     std::uint64_t seed = 0, trial = 0;
     bool causal = false;
     DType dtype = DType::float64;      // compute precision (outputs are returned as float64)
-    int threads = 0;
+    int threads = 0;                   // as given (0: all hardware threads)
 };
 
-// Checks a request and resolves its names: either --exact or --features with --m >= 1 (--m
-// only for maps that use m); the variant's keys (--projection, default orthogonal for maps that
-// use one, --epsilon, --A, --param KEY=VALUE) through parse_variant; --causal only with maps
+// Checks a request and resolves its names: either --exact or --features with --m in
+// 1..kMaxM (--m only for maps that use m); --seed, --trial unsigned 64-bit; --threads >= 0;
+// the variant's keys (--projection, default orthogonal for maps that use one, --epsilon,
+// --epsilon-after, --A, --param KEY=VALUE) through parse_variant; --causal only with maps
 // that have a causal form. Throws Error "apply: --FLAG: ..." naming the flag.
 ApplyOptions resolve_apply(const ApplyRequest& r);
 
 // Exact or approximate attention output of every head (W drawn as a run draws it). Throws
 // Error "apply: --m: ..." when the map cannot run at these sizes (nystrom: m <= L).
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt);
+
+// Where an output is not finite, and the likely reason.
+struct NonfiniteReport {
+    std::size_t count = 0;          // NaN / Inf entries over all heads
+    std::size_t head = 0, row = 0;  // the first one (head in C order of the leading dims)
+    std::string cause;
+    // "apply: 12 of 64 output entries are not finite (first: head 0, row 3): <cause>"
+    std::string message(std::size_t total) const;
+};
+// nullopt when every entry is finite.
+std::optional<NonfiniteReport> find_nonfinite(const HeadTensors& in, const std::vector<Mat<double>>& out,
+                                              const ApplyOptions& opt);
 
 }  // namespace favor

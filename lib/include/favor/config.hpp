@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "favor/error.hpp"
 #include "favor/variant.hpp"
 
 namespace favor {
@@ -86,7 +87,34 @@ Config parse_config(const nlohmann::json& j, const std::string& file);
 // The config checks random inputs; runs on .npy inputs call it once the shapes are known.
 void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t Lk);
 
-// Expands comma lists "16,32,64" for --m / --L.
+// Expands comma lists "16,32,64" for --m / --L: every item an integer in [lo, hi], digits
+// only (no sign, no exponent, no empty item); one item gives a number, several a list.
+nlohmann::json parse_list_flag(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi);
 nlohmann::json parse_list_flag(const std::string& flag, const std::string& text);
+
+// An unsigned integer flag value, parsed whole: digits only, in [lo, hi]. Errors name `flag`
+// ("--m: must be an integer between 1 and 65536, got 0"); `expected` replaces the range in
+// the message for an empty value.
+std::uint64_t parse_uint_text(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi,
+                              const std::string& expected = "");
+
+// A number flag value, parsed whole: decimal notation, finite. Errors name `flag`.
+double parse_number_text(const std::string& flag, const std::string& text);
+
+// Syntax errors of parse_json_text (an Error: exit 2).
+class JsonSyntaxError : public Error {
+public:
+    using Error::Error;
+};
+// JSON text (comments allowed) as a config is read: a NUL byte, a repeated key in an object
+// (JSON parsers keep one silently) and syntax errors are errors naming `name` and the place.
+nlohmann::json parse_json_text(const std::string& text, const std::string& name);
+
+// Size limit of a config file: far above any real one (they are a few kB).
+inline constexpr std::size_t kMaxConfigBytes = std::size_t(1) << 20;
+// Limits of the grid values (config.cpp): far above any sensible experiment; a typo does not
+// ask for terabytes.
+inline constexpr std::size_t kMaxL = std::size_t(1) << 22, kMaxD = 4096, kMaxM = std::size_t(1) << 16,
+                             kMaxTrials = 1000000;
 
 }  // namespace favor

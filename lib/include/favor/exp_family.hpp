@@ -11,11 +11,24 @@
 // Psi^{-1}) or I. Hyperbolic adds the mirrored half with -w_j.
 // Exponents are shifted by their max before exp (per row for queries, one constant for the
 // keys), then epsilon is added (docs/estimators.md).
+//
+// Where epsilon goes ("epsilon_after", docs/design.md section 2.3): after subtracting the max of
+// the exponents, max(w.x - |x|^2/2) ("max_exponent", favor's default), or after subtracting
+// the max of the exponents without their -|x|^2/2 term, max(w.x) for positive
+// ("max_wx", the official Performer code's softmax_kernel_transformation). Keys: the max over
+// all keys in both cases. With epsilon = 0 the placement changes nothing. For the general
+// form, "max_wx" leaves out the -|u|^2/2 term: the shift is the max of
+// w^T A w + w^T B u + (1/4) log det(I - 4A).
 #include <vector>
 
 #include "favor/feature_maps.hpp"
 
 namespace favor {
+
+enum class EpsilonAfter { max_exponent, max_wx };
+const char* epsilon_after_name(EpsilonAfter a);
+// The variant's "epsilon_after" ("max_exponent" when absent); fails naming the key otherwise.
+EpsilonAfter read_epsilon_after(const FieldObject& variant);
 
 // The parameters of one member of the family (defaults: A = 0, G_s = I, i.e. `positive`).
 struct ExpShape {
@@ -28,10 +41,14 @@ struct ExpShape {
 
 class ExpFamilyMap : public FeatureMapKernels<ExpFamilyMap> {
 public:
-    ExpFamilyMap(double epsilon, double A, bool mirrored);
-    ExpFamilyMap(double epsilon, ExpShape shape);
+    ExpFamilyMap(double epsilon, double A, bool mirrored, EpsilonAfter after = EpsilonAfter::max_exponent);
+    ExpFamilyMap(double epsilon, ExpShape shape, EpsilonAfter after = EpsilonAfter::max_exponent);
     std::size_t num_features(std::size_t m, std::size_t) const override { return mirrored_ ? 2 * m : m; }
     bool blockwise_key_shift() const override { return epsilon() == 0.0; }
+    nlohmann::json params() const override {
+        return {{"epsilon", epsilon()}, {"epsilon_after", epsilon_after_name(after_)}};
+    }
+    EpsilonAfter epsilon_after() const { return after_; }
 
     template <class T>
     void block_impl(const FeatureBlock<T>& b) const;
@@ -45,6 +62,7 @@ protected:
 private:
     ExpShape shape_;
     bool mirrored_ = false;
+    EpsilonAfter after_ = EpsilonAfter::max_exponent;
     // For a matrix A: A and B = (I - 4A)^{1/2} (d x d row-major) and (1/4) log det(I - 4A).
     std::vector<double> A_mat_, B_;
     double log_det_quarter_ = 0.0;

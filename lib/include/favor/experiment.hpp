@@ -53,6 +53,9 @@ void write_results(const RunResult& r, OutputDir& out);
 // output_dir), the shard, the build, and for npy inputs the size and mtime of each file.
 nlohmann::json run_identity(const Config& cfg, const Shard& shard);
 
+// "favor 0.1.0 (git abc1234, Release, GNU 12.2.0, -march=native, OpenBLAS ...)".
+std::string version_text();
+
 // Version, git commit, build type, compiler, BLAS, threads, CPU, host, start time.
 nlohmann::json environment_info(int threads);
 

@@ -26,7 +26,7 @@ enum class Side { query, key };
 // One block of rows for a map's kernel. Inputs X (rows x d, leading dimension d) are scaled
 // by xs on the fly (x = xs * X row). The kernel writes `out` (rows x F, leading dimension F)
 // and row_log (rows):
-//   Side::query: the finished features with a per-row shift, phi(x_i) = exp(row_log[i]) out_i;
+//   Side::query (or per_row): the finished features with a per-row shift, phi(x_i) = exp(row_log[i]) out_i;
 //   Side::key:   an intermediate (e.g. exponents) and row_log[i], a bound on the row's log
 //                scale; finish_key_block then makes phi(y_i) = exp(shift) out_i for a shift
 //                common to the rows it is given (design: docs/design.md section 2).
@@ -40,6 +40,11 @@ struct FeatureBlock {
     T* out;
     std::size_t F;
     double* row_log;
+    // Finish every row here with its own shift, as for queries, whatever the side (keys
+    // shifted per row where the map allows it: compute_features). `side` still says which
+    // side's formula applies (asymmetric maps: gerf, saderf, nystrom).
+    bool per_row = false;
+    bool finish_rows() const { return side == Side::query || per_row; }
 };
 
 class FeatureMap;
@@ -171,8 +176,10 @@ const FeatureMapEntry* find_feature_map(const std::string& name);
 
 // --- whole matrices -----------------------------------------------------------------------
 
-// phi(x_i) = exp(log_scale[i]) * phi(i, :). The shift is per row for queries and one
-// constant for all keys, so it cancels in D^{-1} and never changes an output.
+// phi(x_i) = exp(log_scale[i]) * phi(i, :). The shift is per row, for queries and keys alike
+// (keys: one constant for all rows only where the map has no blockwise key shift, i.e.
+// epsilon > 0 after a shifted exp); linear attention folds the key log scales back in, so
+// the shifts never change an output beyond rounding (docs/design.md section 2.3).
 template <class T>
 struct Features {
     Mat<T> phi;                    // (L, F)

@@ -1,18 +1,37 @@
 #pragma once
-// Writing result files: atomic replacement (temporary file, fsync, rename), so a failed run
-// never leaves a partial or corrupt file and earlier results stay intact, and the checks
-// on an output directory made before any work starts.
+// Files in and out. Reading: only regular files are opened (a FIFO or a device given as a
+// config or tensor would block or never end). Writing: atomic replacement (temporary file,
+// fsync, rename), so a failed run never leaves a partial or corrupt file and earlier results
+// stay intact; and the checks on an output place made before any work starts.
+#include <cstddef>
 #include <string>
 
 namespace favor {
+
+// An open regular file: its descriptor (O_RDONLY | O_CLOEXEC, blocking) and size.
+struct RegularFile {
+    int fd = -1;
+    std::size_t size = 0;
+};
+// Opens `path` for reading if it is a regular file: stat first, then open with O_NONBLOCK (so
+// a FIFO swapped in meanwhile cannot block the open) and fstat the descriptor. Throws Error
+// "<path>: cannot open <what> (No such file or directory)", "<path>: is a directory, not a
+// <what>", "<path>: is a FIFO, not a <what>" and so on. The caller closes fd.
+RegularFile open_regular_file(const std::string& path, const std::string& what);
+// The whole content of a regular file of at most `max_bytes` bytes (Error beyond that).
+std::string read_regular_file(const std::string& path, const std::string& what, std::size_t max_bytes);
 
 // Writes `content` to `path` through "<path>.tmp.<pid>", fsync and rename; throws Error
 // naming the path on failure and leaves no temporary file behind.
 void write_file_atomic(const std::string& path, const std::string& content);
 
-// Makes sure `dir` can receive results (it is a directory or can be created as one, and is
-// writable) without creating anything; throws Error naming it otherwise.
+// Makes sure `dir` can receive results: it is a directory in which a file can be created, or
+// it can be created as one. The check creates what is missing and a probe file, then removes
+// them again, so a place where creation fails (under /proc, a read-only mount) is found
+// before any work. Throws Error naming `dir` ("<dir>: cannot create output directory (...)").
 void check_output_dir(const std::string& dir);
+// The same for an output file: not a directory, and a file can be created beside it.
+void check_output_file(const std::string& path);
 // Creates `dir` (and parents) if missing.
 void make_output_dir(const std::string& dir);
 

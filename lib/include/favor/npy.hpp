@@ -19,7 +19,16 @@ struct NpyArray {
 // Upper bound on the number of elements of an array the reader accepts (2^33, 64 GiB as double).
 inline constexpr std::size_t kNpyMaxElements = std::size_t(1) << 33;
 
-// Reads a .npy file. The data size must match the header exactly (truncated or trailing data
+// The header of a .npy file: shape and dtype, checked as read_npy checks them (regular file,
+// magic, version, header syntax, dtype, and a data size that matches the file size), without
+// reading the data.
+struct NpyHeader {
+    std::vector<std::size_t> shape;
+    std::string dtype;
+};
+NpyHeader read_npy_header(const std::string& path);
+
+// Reads a .npy file (a regular file only: FIFOs and devices are refused before any read). The data size must match the header exactly (truncated or trailing data
 // are errors); fortran_order True is transposed to C order. NaN / inf are not checked here.
 NpyArray read_npy(const std::string& path);
 

@@ -11,9 +11,16 @@
 
 namespace favor {
 
-// Number of threads to use: n > 0 as given, otherwise the hardware concurrency.
+// The most threads favor starts: 4 per hardware thread (more cannot run faster, they only
+// hold more memory). The CLI clamps --threads to it with a warning.
+inline int max_threads() {
+    return int(std::min(4u * std::max(1u, std::thread::hardware_concurrency()), 4096u));
+}
+
+// Number of threads to use: n > 0 as given (at most max_threads()), otherwise the hardware
+// concurrency.
 inline int resolve_threads(int n) {
-    if (n > 0) return n;
+    if (n > 0) return std::min(n, max_threads());
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -21,7 +28,7 @@ inline int resolve_threads(int n) {
 // exception thrown by any f is rethrown here after all threads have stopped.
 template <class F>
 void parallel_for(std::size_t n, int threads, F&& f) {
-    const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), n);
+    std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), n);
     if (t <= 1) {
         for (std::size_t i = 0; i < n; ++i) f(i);
         return;
@@ -40,8 +47,21 @@ void parallel_for(std::size_t n, int threads, F&& f) {
             }
         }
     };
+    // When a thread cannot be created (a process or address-space limit), go on with those
+    // that were: the work is shared dynamically, so fewer threads only take longer.
     std::vector<std::thread> pool;
-    for (std::size_t k = 1; k < t; ++k) pool.emplace_back(worker);
+    try {
+        pool.reserve(t - 1);
+    } catch (...) {
+        t = 1;
+    }
+    for (std::size_t k = 1; k < t; ++k) {
+        try {
+            pool.emplace_back(worker);
+        } catch (...) {   // std::system_error (EAGAIN), or bad_alloc for its state
+            break;
+        }
+    }
     worker();
     for (auto& th : pool) th.join();
     if (error) std::rethrow_exception(error);

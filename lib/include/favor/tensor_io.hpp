@@ -15,6 +15,18 @@ struct HeadTensors {
     std::size_t d() const { return q.empty() ? 0 : q[0].shape(1); }
 };
 
+// The sizes of a q, k, v triple.
+struct QkvShapes {
+    std::vector<std::size_t> lead;
+    std::size_t heads = 0, L = 0, Lk = 0, d = 0, dv = 0;
+};
+// Checks the shapes of q, k, v (as load_qkv does, but not the values) and returns their sizes.
+QkvShapes check_qkv_shapes(const std::vector<std::size_t>& q, const std::vector<std::size_t>& k,
+                           const std::vector<std::size_t>& v, const std::string& q_path, const std::string& k_path,
+                           const std::string& v_path, bool causal);
+// The same from the files' headers only (existence, regular file, header, data size, shapes).
+QkvShapes read_qkv_shapes(const std::string& q, const std::string& k, const std::string& v, bool causal);
+
 // Loads and checks q, k, v: rank 2 to 4, the same leading dimensions, q and k the same
 // width d, k and v the same length, q and k the same length when `causal`, every entry
 // finite. Messages name the offending file. Throws Error.

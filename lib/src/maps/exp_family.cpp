@@ -6,15 +6,29 @@
 #include <xtensor-blas/xlinalg.hpp>
 
 #include "favor/blas.hpp"
+#include "favor/names.hpp"
 #include "favor/vmath.hpp"
 
 namespace favor {
 
-ExpFamilyMap::ExpFamilyMap(double epsilon, double A, bool mirrored) : FeatureMapKernels(epsilon), mirrored_(mirrored) {
+const char* epsilon_after_name(EpsilonAfter a) { return a == EpsilonAfter::max_wx ? "max_wx" : "max_exponent"; }
+
+EpsilonAfter read_epsilon_after(const FieldObject& v) {
+    const std::string s = v.string("epsilon_after", "max_exponent");
+    if (s == "max_exponent") return EpsilonAfter::max_exponent;
+    if (s == "max_wx") return EpsilonAfter::max_wx;
+    v.at("epsilon_after").fail("must be \"max_exponent\" (after subtracting max(w.x - |x|^2/2), favor's) or "
+                               "\"max_wx\" (after subtracting max(w.x), the official code's), got \"" + s + "\"" +
+                               suggestion(s, {"max_exponent", "max_wx"}));
+}
+
+ExpFamilyMap::ExpFamilyMap(double epsilon, double A, bool mirrored, EpsilonAfter after)
+    : FeatureMapKernels(epsilon), mirrored_(mirrored), after_(after) {
     shape_.A = A;
 }
 
-ExpFamilyMap::ExpFamilyMap(double epsilon, ExpShape shape) : FeatureMapKernels(epsilon), shape_(std::move(shape)) {
+ExpFamilyMap::ExpFamilyMap(double epsilon, ExpShape shape, EpsilonAfter after)
+    : FeatureMapKernels(epsilon), shape_(std::move(shape)), after_(after) {
     const std::size_t d = shape_.a.size();
     if (d == 0) return;
     if (shape_.U.size() != d * d) throw std::logic_error("ExpFamilyMap: eigenvectors of A must be d x d");
@@ -48,6 +62,9 @@ void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
     const double log_c = dense ? log_det_quarter_ : 0.25 * double(d) * std::log1p(-4.0 * A);
     const double norm = 1.0 / std::sqrt(double(F));
     const T eps = T(epsilon());
+    // "max_wx": the shift leaves out the -|u|^2/2 term, so epsilon lands where the official
+    // code puts it; with epsilon = 0 it would only lose range, so then it is not used.
+    const bool wx = after_ == EpsilonAfter::max_wx && epsilon() != 0.0;
     // u_i = us * U_i: the input row with G_s = scale_s diag_s applied (the scalar folded into
     // the products), then B u_i for a matrix A.
     double us = b.xs * shape_.scale[s];
@@ -101,8 +118,8 @@ void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
             for (std::size_t j = 0; j < m; ++j) e[j] = a * e[j] + wterm[j] + base;
         else
             for (std::size_t j = 0; j < m; ++j) e[j] = e[j] + base;
-        b.row_log[i] = double(max_of(e, F));
-        if (b.side == Side::query) exp_shift_scale(e, F, T(b.row_log[i]), eps, T(norm));
+        b.row_log[i] = double(max_of(e, F)) + (wx ? 0.5 * u2 : 0.0);
+        if (b.finish_rows()) exp_shift_scale(e, F, T(b.row_log[i]), eps, T(norm));
     }
 }
 

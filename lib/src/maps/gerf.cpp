@@ -25,13 +25,15 @@ ExpShape gerf_shape(double A, double t) {
 
 class GerfMap : public ExpFamilyMap {
 public:
-    GerfMap(double epsilon, double A, double t, bool A_optimal, bool t_optimal, bool fitted = false)
-        : ExpFamilyMap(epsilon, gerf_shape(A, t)), t_(t), A_optimal_(A_optimal), t_optimal_(t_optimal), fitted_(fitted) {}
+    GerfMap(double epsilon, EpsilonAfter after, double A, double t, bool A_optimal, bool t_optimal, bool fitted = false)
+        : ExpFamilyMap(epsilon, gerf_shape(A, t), after), t_(t), A_optimal_(A_optimal), t_optimal_(t_optimal), fitted_(fitted) {}
     std::string name() const override { return "gerf"; }
     // "A", "t": "optimal" or the numbers given; a fitted map also reports "A_fitted", "t_fitted".
     nlohmann::json params() const override {
         auto value = [](bool optimal, double v) { return optimal ? nlohmann::json("optimal") : nlohmann::json(v); };
-        nlohmann::json p{{"epsilon", epsilon()}, {"A", value(A_optimal_, A())}, {"t", value(t_optimal_, t_)}};
+        nlohmann::json p = ExpFamilyMap::params();
+        p["A"] = value(A_optimal_, A());
+        p["t"] = value(t_optimal_, t_);
         if (fitted_) {
             p["A_fitted"] = A();
             p["t_fitted"] = t_;
@@ -49,7 +51,7 @@ public:
         for (std::size_t c = 0; c < d; ++c) xy += mx[c] * my[c];
         const double t = t_optimal_ ? quartic_root_ratio(y2, x2) : t_;
         const double A = A_optimal_ ? oprf_optimal_A((t * t * x2 + y2 / (t * t) + 2.0 * xy) / double(d)) : this->A();
-        return std::make_shared<GerfMap>(epsilon(), A, t, A_optimal_, t_optimal_, true);
+        return std::make_shared<GerfMap>(epsilon(), epsilon_after(), A, t, A_optimal_, t_optimal_, true);
     }
     // oprf's variance for (t x, y / t): x.y is unchanged.
     std::optional<double> pair_mse(double x2, double y2, double xy, std::size_t m, std::size_t d) const override {
@@ -79,7 +81,7 @@ FeatureMapPtr make_gerf(const FieldObject& v, double epsilon) {
         t = v.number("t", 1.0);
         if (!(t > 0.0)) v.at("t").fail("must be > 0, got " + v.value("t").dump());
     }
-    return std::make_shared<GerfMap>(epsilon, A, t, A_opt, t_opt);
+    return std::make_shared<GerfMap>(epsilon, read_epsilon_after(v), A, t, A_opt, t_opt);
 }
 
 }  // namespace favor

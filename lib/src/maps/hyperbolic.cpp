@@ -7,7 +7,7 @@ namespace favor {
 namespace {
 class HyperbolicMap : public ExpFamilyMap {
 public:
-    explicit HyperbolicMap(double epsilon) : ExpFamilyMap(epsilon, 0.0, true) {}
+    HyperbolicMap(double epsilon, EpsilonAfter after) : ExpFamilyMap(epsilon, 0.0, true, after) {}
     std::string name() const override { return "hyperbolic"; }
     std::optional<double> pair_mse(double x2, double y2, double xy, std::size_t m, std::size_t) const override {
         return mse_hyperbolic_iid(x2, y2, xy, m);
@@ -15,6 +15,8 @@ public:
 };
 }  // namespace
 
-FeatureMapPtr make_hyperbolic(const FieldObject&, double epsilon) { return std::make_shared<HyperbolicMap>(epsilon); }
+FeatureMapPtr make_hyperbolic(const FieldObject& v, double epsilon) {
+    return std::make_shared<HyperbolicMap>(epsilon, read_epsilon_after(v));
+}
 
 }  // namespace favor

@@ -27,13 +27,13 @@ ExpShape saderf_shape(double A, const std::vector<double>& psi) {
 class SaderfMap : public ExpFamilyMap {
 public:
     // Unfitted: A = 0, Psi = I (the positive map) until resolve().
-    explicit SaderfMap(double epsilon) : ExpFamilyMap(epsilon, 0.0, false) {}
-    SaderfMap(double epsilon, double A, const std::vector<double>& psi)
-        : ExpFamilyMap(epsilon, saderf_shape(A, psi)), fitted_(true) {}
+    SaderfMap(double epsilon, EpsilonAfter after) : ExpFamilyMap(epsilon, 0.0, false, after) {}
+    SaderfMap(double epsilon, EpsilonAfter after, double A, const std::vector<double>& psi)
+        : ExpFamilyMap(epsilon, saderf_shape(A, psi), after), fitted_(true) {}
     std::string name() const override { return "saderf"; }
     // A fitted map reports "A_fitted" and "psi_fitted" (Psi_ll).
     nlohmann::json params() const override {
-        nlohmann::json p{{"epsilon", epsilon()}};
+        nlohmann::json p = ExpFamilyMap::params();
         if (fitted_) {
             p["A_fitted"] = A();
             p["psi_fitted"] = shape().diag[0];
@@ -51,7 +51,7 @@ public:
             psi[l] = quartic_root_ratio(sy[l], sx[l]);
             z2 += psi[l] * psi[l] * sx[l] + sy[l] / (psi[l] * psi[l]) + 2.0 * mx[l] * my[l];
         }
-        return std::make_shared<SaderfMap>(epsilon(), oprf_optimal_A(z2 / double(d)), psi);
+        return std::make_shared<SaderfMap>(epsilon(), epsilon_after(), oprf_optimal_A(z2 / double(d)), psi);
     }
     // oprf's variance for (Psi x, Psi^{-1} y): per row |Psi x|^2 and |Psi^{-1} y|^2.
     PairMse pair_mse_rows(const Mat<double>& X, const Mat<double>& Y, std::size_t m) const override {
@@ -76,6 +76,8 @@ private:
 };
 }  // namespace
 
-FeatureMapPtr make_saderf(const FieldObject&, double epsilon) { return std::make_shared<SaderfMap>(epsilon); }
+FeatureMapPtr make_saderf(const FieldObject& v, double epsilon) {
+    return std::make_shared<SaderfMap>(epsilon, read_epsilon_after(v));
+}
 
 }  // namespace favor

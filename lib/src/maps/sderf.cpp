@@ -24,13 +24,13 @@ ExpShape sderf_shape(std::vector<double> a, std::vector<double> U) {
 class SderfMap : public ExpFamilyMap {
 public:
     // Unfitted: A = 0 (the positive map) until resolve().
-    explicit SderfMap(double epsilon) : ExpFamilyMap(epsilon, 0.0, false) {}
-    SderfMap(double epsilon, std::vector<double> a, std::vector<double> U, std::vector<double> lam)
-        : ExpFamilyMap(epsilon, sderf_shape(std::move(a), std::move(U))), lam_(std::move(lam)), fitted_(true) {}
+    SderfMap(double epsilon, EpsilonAfter after) : ExpFamilyMap(epsilon, 0.0, false, after) {}
+    SderfMap(double epsilon, EpsilonAfter after, std::vector<double> a, std::vector<double> U, std::vector<double> lam)
+        : ExpFamilyMap(epsilon, sderf_shape(std::move(a), std::move(U)), after), lam_(std::move(lam)), fitted_(true) {}
     std::string name() const override { return "sderf"; }
     // A fitted map reports the eigenvalues a_l of A and lam_l of M (ascending).
     nlohmann::json params() const override {
-        nlohmann::json p{{"epsilon", epsilon()}};
+        nlohmann::json p = ExpFamilyMap::params();
         if (fitted_) {
             p["A_eigenvalues"] = shape().a;
             p["M_eigenvalues"] = lam_;
@@ -51,7 +51,7 @@ public:
             lam[l] = std::max(lam[l], 0.0);   // M is positive semi-definite; rounding may not be
             a[l] = oprf_optimal_A(lam[l]);
         }
-        return std::make_shared<SderfMap>(epsilon(), std::move(a), std::move(U), std::move(lam));
+        return std::make_shared<SderfMap>(epsilon(), epsilon_after(), std::move(a), std::move(U), std::move(lam));
     }
     // Var f = SM^2 (exp(S) - 1), S = sum_l [log(1-4a_l) - log(1-8a_l)/2 + (U^T z)_l^2 / (1-8a_l)],
     // z = x + y (the DERF variance of arXiv 2302.00787 with B = (I-4A)^{1/2}, C = -I/2).
@@ -102,6 +102,8 @@ private:
 };
 }  // namespace
 
-FeatureMapPtr make_sderf(const FieldObject&, double epsilon) { return std::make_shared<SderfMap>(epsilon); }
+FeatureMapPtr make_sderf(const FieldObject& v, double epsilon) {
+    return std::make_shared<SderfMap>(epsilon, read_epsilon_after(v));
+}
 
 }  // namespace favor

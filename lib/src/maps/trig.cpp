@@ -29,7 +29,7 @@ public:
             T* e = b.out + i * b.F;
             const double x2 = sum_squares(b.X + i * b.d, b.d) * (b.xs * b.xs);
             b.row_log[i] = 0.5 * x2;
-            if (b.side == Side::query) sincos_scale(e, e, e + m, m, T(epsilon()), T(norm));
+            if (b.finish_rows()) sincos_scale(e, e, e + m, m, T(epsilon()), T(norm));
         }
     }
     template <class T>

@@ -1,0 +1,193 @@
+// Flag parsing, strict JSON, one-line errors, output probes, thread planning and the cost
+// estimate (the CLI side of the same cases is tests/cli_limits.sh).
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "favor/config.hpp"
+#include "favor/error.hpp"
+#include "favor/files.hpp"
+#include "favor/limits.hpp"
+#include "favor/parallel.hpp"
+
+using namespace favor;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+template <class F>
+std::string error_of(F f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+const char* kGood = R"({"name": "g", "inputs": {"source": "random", "L": 64, "d": 8},
+    "variants": [{"features": "positive", "projection": "orthogonal"}], "m": 16, "trials": 2})";
+}  // namespace
+
+TEST_CASE("integer and number flags are parsed whole", "[limits][flags]") {
+    REQUIRE(parse_uint_text("--m", "16", 1, 100) == 16);
+    REQUIRE(parse_uint_text("--seed", "18446744073709551615", 0, std::numeric_limits<std::uint64_t>::max()) ==
+            std::numeric_limits<std::uint64_t>::max());
+    REQUIRE(has(error_of([] { parse_uint_text("--m", "-1", 1, 100); }), "--m: '-1' is not an integer between 1 and 100"));
+    REQUIRE(has(error_of([] { parse_uint_text("--m", "", 1, 100); }), "--m: empty value"));
+    for (const char* bad : {"1e3", " 5", "5 ", "+5", "0x10", "5.0"})
+        REQUIRE(has(error_of([&] { parse_uint_text("--m", bad, 1, 100); }), "is not an integer"));
+    REQUIRE(has(error_of([] { parse_uint_text("--seed", "18446744073709551616", 0, ~0ull); }), "does not fit in 64 bits"));
+    REQUIRE(has(error_of([] { parse_uint_text("--m", "0", 1, 100); }), "--m: must be an integer between 1 and 100, got 0"));
+    REQUIRE(parse_number_text("--scale", "1.5e-1") == 0.15);
+    for (const char* bad : {"inf", "nan", "-inf", "0x1p3", "", " 1", "1,5"})
+        REQUIRE(has(error_of([&] { parse_number_text("--scale", bad); }), "--scale: "));
+    REQUIRE(has(error_of([] { parse_number_text("--scale", "1e999"); }), "out of range"));
+    REQUIRE(parse_list_flag("--m", "16,32", 1, 64) == json::array({16, 32}));
+    REQUIRE(has(error_of([] { parse_list_flag("--m", "16,,32", 1, 64); }), "--m: empty value"));
+    REQUIRE(has(error_of([] { parse_list_flag("--m", "16,128", 1, 64); }), "--m: must be an integer between 1 and 64, got 128"));
+    REQUIRE(has(error_of([] { parse_list_flag("--m", "", 1, 64); }), "--m: empty value"));
+}
+
+TEST_CASE("sizes for --max-memory", "[limits][flags]") {
+    REQUIRE(parse_size_text("--max-memory", "8G") == (std::size_t(8) << 30));
+    REQUIRE(parse_size_text("--max-memory", "512MiB") == (std::size_t(512) << 20));
+    REQUIRE(parse_size_text("--max-memory", "1.5GB") == (std::size_t(3) << 29));
+    REQUIRE(parse_size_text("--max-memory", "1000") == 1000);
+    for (const char* bad : {"", "8X", "G", "-1G", "0", ".5G"})
+        REQUIRE(has(error_of([&] { parse_size_text("--max-memory", bad); }), "--max-memory: "));
+    REQUIRE(format_bytes(512) == "512 B");
+    REQUIRE(format_bytes(1.5 * (1 << 30)) == "1.5 GiB");
+    REQUIRE(format_bytes(300.0 * (1 << 20)) == "300 MiB");
+}
+
+TEST_CASE("JSON text: repeated keys, NUL bytes and syntax are errors naming the place", "[limits][config]") {
+    REQUIRE(parse_json_text("{\"a\": 1} // comment", "c.json") == json{{"a", 1}});
+    REQUIRE(error_of([] { parse_json_text(R"({"m": 1, "m": 2})", "c.json"); }) ==
+            "c.json: m: duplicate key (JSON would keep only the last value; remove one)");
+    REQUIRE(has(error_of([] { parse_json_text(R"({"a": [1, {"b": 1}, {"c": 1, "c": 2}]})", "c.json"); }), "c.json: a[2].c: duplicate key"));
+    REQUIRE(has(error_of([] { parse_json_text(R"({"a": {"x": [[1], [2]], "y": {"z": 1, "z": 1}}})", "c.json"); }), "c.json: a.y.z: duplicate key"));
+    // The same key in different objects is fine.
+    REQUIRE_NOTHROW(parse_json_text(R"([{"a": 1}, {"a": 2}])", "c.json"));
+    REQUIRE(error_of([] { parse_json_text(std::string("{\"m\": 1}\0{\"m\": 2}", 17), "c.json"); }) ==
+            "c.json: byte 8 is NUL (expected JSON text)");
+    REQUIRE_THROWS_AS(parse_json_text("{\"m\": [1,", "c.json"), JsonSyntaxError);
+}
+
+TEST_CASE("set paths refuse empty components and stray indices", "[limits][config]") {
+    json j = json::parse(kGood);
+    for (const char* bad : {"m.=4", ".m=4", "inputs..L=4", "variants.-1.name=x", "variants.+0.name=x", "m="})
+        REQUIRE(has(error_of([&] { apply_set(j, bad); }), "--set "));
+    apply_set(j, "variants.0.name=ok");
+    REQUIRE(j["variants"][0]["name"] == "ok");
+    REQUIRE(has(error_of([&] { apply_set(j, "m={\"a\": 1, \"a\": 2}"); }), "duplicate key"));
+}
+
+TEST_CASE("error messages stay on one line", "[limits]") {
+    REQUIRE(std::string(Error("a\nb\r\tc\x1b[0m").what()) == "a\\nb\\r\\tc\\x1b[0m");
+    json j = json::parse(kGood);
+    j["variants"][0]["features"] = "pos\nitive";
+    const std::string msg = error_of([&] { parse_config(j, "c.json"); });
+    REQUIRE(has(msg, "unknown feature map 'pos\\nitive'"));
+    REQUIRE(msg.find('\n') == std::string::npos);
+}
+
+TEST_CASE("output places are probed and nothing is left behind", "[limits][files]") {
+    const fs::path base = fs::temp_directory_path() / ("favor_probe_" + std::to_string(::getpid()));
+    fs::remove_all(base);
+    const fs::path deep = base / "a" / "b";
+    REQUIRE_NOTHROW(check_output_dir(deep.string()));
+    REQUIRE(!fs::exists(base));   // created to probe, then removed
+    fs::create_directories(base);
+    REQUIRE_NOTHROW(check_output_dir(base.string()));
+    REQUIRE(fs::is_empty(base));
+    REQUIRE_NOTHROW(check_output_file((base / "w.npy").string()));
+    REQUIRE(fs::is_empty(base));
+    REQUIRE(has(error_of([&] { check_output_file(base.string()); }), "is a directory"));
+    REQUIRE(has(error_of([] { check_output_dir("/proc/favor_probe/x"); }), "cannot create output directory"));
+    REQUIRE(has(error_of([] { check_output_file("/proc/favor_probe.npy"); }), "cannot write"));
+    REQUIRE(has(error_of([] { check_output_dir(""); }), "must not be empty"));
+    fs::remove_all(base);
+}
+
+TEST_CASE("threads: clamped to the sane maximum with a warning", "[limits][threads]") {
+    const ThreadPlan p = plan_threads(40000, 0.0);
+    REQUIRE(p.threads <= max_threads());
+    REQUIRE(has(p.warning, "--threads 40000 is more than"));
+    REQUIRE(plan_threads(1, 0.0).warning.empty());
+    REQUIRE(resolve_threads(40000) == max_threads());
+}
+
+#if !defined(__SANITIZE_ADDRESS__) && !(defined(__has_feature) && __has_feature(address_sanitizer))
+TEST_CASE("parallel_for finishes the work with the threads it could create", "[limits][threads]") {
+    // An address-space limit that leaves room for a few thread stacks only: thread creation
+    // fails part way, the threads created do all the work, and all of them are joined.
+    struct rlimit old {};
+    REQUIRE(::getrlimit(RLIMIT_AS, &old) == 0);
+    std::ifstream status("/proc/self/status");
+    double vm_kb = 0;
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("VmSize:", 0) == 0) vm_kb = std::stod(line.substr(7));
+    struct rlimit lim = old;
+    lim.rlim_cur = rlim_t(vm_kb * 1024 + 64.0 * (1 << 20));
+    REQUIRE(::setrlimit(RLIMIT_AS, &lim) == 0);
+    std::atomic<std::size_t> done{0};
+    std::vector<char> seen(2000, 0);
+    bool threw = false;
+    try {
+        parallel_for(2000, 1000, [&](std::size_t i) {
+            seen[i] = 1;
+            ++done;
+        });
+    } catch (...) {
+        threw = true;
+    }
+    ::setrlimit(RLIMIT_AS, &old);
+    REQUIRE(!threw);
+    REQUIRE(done == 2000);
+    REQUIRE(std::count(seen.begin(), seen.end(), 1) == 2000);
+}
+#endif
+
+TEST_CASE("cost estimate: grows with the sizes, names the field, fits the threads", "[limits]") {
+    json j = json::parse(kGood);
+    const Config small = parse_config(j, "c.json");
+    j["inputs"]["L"] = 4194304;
+    j["inputs"]["d"] = 512;
+    const Config bigL = parse_config(j, "c.json");
+    j["inputs"]["L"] = 65536;
+    j["inputs"]["d"] = 8;
+    j["m"] = 32768;
+    const Config bigm = parse_config(j, "c.json");
+    const Cost s = estimate_run(small, 2), L = estimate_run(bigL, 2), m = estimate_run(bigm, 2);
+    REQUIRE(s.peak < 64.0 * (1 << 20));
+    REQUIRE(L.peak > 50.0 * (1u << 30));
+    REQUIRE(L.field == "inputs.L");
+    REQUIRE(m.field == "m");
+    REQUIRE(m.where == "positive-orthogonal at L = 65536, d = 8, m = 32768");
+    const MemoryBudget budget{std::size_t(8) << 30, "test"};
+    const std::string msg = error_of([&] { check_memory(L, budget, "c.json"); });
+    REQUIRE(has(msg, "c.json: inputs.L: needs an estimated "));
+    REQUIRE(has(msg, "more than the 8 GiB available (test); lower inputs.L or inputs.d"));
+    REQUIRE_NOTHROW(check_memory(s, budget, "c.json"));
+    // More threads hold more cells at once; fit_threads lowers them to what fits.
+    j = json::parse(kGood);
+    j["inputs"]["L"] = 16384;
+    j["m"] = 1024;
+    j["trials"] = 8;
+    const Config many = parse_config(j, "c.json");
+    const Cost one = estimate_run(many, 1), four = estimate_run(many, 4);
+    REQUIRE(four.peak > 2 * one.peak - 64.0 * (1 << 20));
+    Cost fitted;
+    const ThreadPlan p = fit_threads(many, 4, {}, nullptr, MemoryBudget{std::size_t(one.peak * 1.5), "test"}, fitted);
+    REQUIRE(p.threads < 4);
+    REQUIRE(p.threads >= 1);
+    REQUIRE(has(p.warning, "--threads 4 would need an estimated"));
+    REQUIRE(fitted.peak <= one.peak * 1.5);
+}
