@@ -295,8 +295,10 @@ int cmd_run(const RunFlags& f) {
         journal->sync();
         const int sig = g_signal ? int(g_signal) : SIGTERM;
         std::cerr << "favor: stopped by " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << " after " << r.items_done << " of "
-                  << r.items_total << " cell trials; they are kept in " << out << "/journal.jsonl (earlier results in "
-                  << out << "/ are untouched)\nfavor: continue with: " << resume_command(f.argv) << "\n";
+                  << r.items_total << " cell trials; "
+                  << (r.items_done ? "they are kept in " + out + "/journal.jsonl" : std::string("nothing to keep"))
+                  << " (earlier results in " << out << "/ are untouched)\nfavor: continue with: "
+                  << resume_command(f.argv) << "\n";
         return 128 + sig;
     }
     favor::write_results(r, dir);

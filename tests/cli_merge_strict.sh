@@ -72,6 +72,9 @@ rm -rf "$tmp/zero"; cp -r "$tmp/s1" "$tmp/zero"; ln -sf /dev/zero "$tmp/zero/err
 refused "errors.csv -> /dev/zero" "zero/errors.csv: not a regular file" "$tmp/s0" "$tmp/zero" "$tmp/s2" "$tmp/s3"
 rm -rf "$tmp/fifo"; cp -r "$tmp/s1" "$tmp/fifo"; rm "$tmp/fifo/errors.csv"; mkfifo "$tmp/fifo/errors.csv"
 refused "errors.csv a FIFO" "fifo/errors.csv: not a regular file" "$tmp/s0" "$tmp/fifo" "$tmp/s2" "$tmp/s3"
+# A shard whose run was interrupted before its first result set.
+mkdir "$tmp/unfinished"; echo '{"favor_journal":1}' > "$tmp/unfinished/journal.jsonl"
+refused "an unfinished shard" "unfinished: an unfinished run (journal.jsonl, no run.json yet)" "$tmp/s0" "$tmp/unfinished"
 # Sweep runs: different grids merge, the same cell from two runs does not.
 "$favor" run "$tmp/c.json" --m 4 --out "$tmp/m4" --quiet
 "$favor" run "$tmp/c.json" --m 8 --out "$tmp/m8" --quiet

@@ -595,6 +595,8 @@ RunResult merge_results(const std::vector<std::string>& dirs, const MergeOptions
             MergeInput in;
             in.dir = dir;
             const auto rj = read_member(fd, dir, "run.json");
+            if (!rj && ::faccessat(fd, "journal.jsonl", F_OK, 0) == 0)
+                throw Error(dir + ": an unfinished run (journal.jsonl, no run.json yet): finish it with favor run --resume");
             if (!rj) throw Error(dir + "/run.json: cannot open (is " + dir + " a favor result directory?)");
             in.run_json = *rj;
             in.errors = read_member(fd, dir, "errors.csv");
