@@ -26,6 +26,69 @@ struct KernelCell {
 };
 }  // namespace
 
+// summary.csv: one row per (cell, point) from the trials' squared errors `sq` and the
+// closed forms `th` at the trials' pairs.
+Table kernel_summary(const Config& cfg, const std::vector<KernelCell>& cells, const std::vector<std::vector<double>>& sq,
+                     const std::vector<std::vector<double>>& th) {
+    const KernelSpec& k = cfg.kernel;
+    const std::size_t T = cfg.trials;
+    RunResult res;
+    res.summary.columns = {"variant", "features", "projection", "d", "m", "norm", "angle", "trials",
+                           "sm", "mse", "mse_sem", "mse_theory", "theorem2_bound"};
+    for (std::size_t ci = 0; ci < cells.size(); ++ci) {
+        const KernelCell& c = cells[ci];
+        const Variant& var = cfg.variants[c.variant];
+        const std::size_t n = c.points.size();
+        for (std::size_t r = 0; r < n; ++r) {
+            const double l = k.norm[c.points[r] / k.angle.size()];
+            const double a = k.angle[c.points[r] % k.angle.size()];
+            const double x2 = l * l, y2 = l * l, xy = l * l * std::cos(a);
+            std::vector<double> errs(T);
+            double theory_sum = 0.0;
+            for (std::size_t t = 0; t < T; ++t) errs[t] = sq[ci][t * n + r], theory_sum += th[ci][t * n + r];
+            const Stats s = describe(errs);
+            std::optional<double> theory, bound;
+            if (var.projection == Projection::iid && std::isfinite(theory_sum)) theory = theory_sum / double(T);
+            if (var.projection == Projection::orthogonal && var.map->name() == "positive")
+                bound = theorem2_bound(x2, y2, xy, c.m, c.d);
+            res.summary.rows.push_back({var.name, var.features_label(), var.projection_label(),
+                                        format_count(c.d), format_count(c.m), format_number(l),
+                                        format_number(a), format_count(T), format_number(std::exp(xy)),
+                                        format_number(s.mean), format_number(s.sem), format_number(theory),
+                                        format_number(bound)});
+        }
+    }
+    return res.summary;
+}
+
+// One trial of one cell: the squared errors (and, for iid W, the closed-form MSE) at each of
+// its points. Rows: x = norm u, y = norm (cos a u + sin a v), with (u, v) an orthonormal pair
+// drawn afresh for each trial (the first two rows of a Haar block). iid and ORF estimators
+// are rotation invariant, so this changes nothing for them; for structured projections
+// (hadamard, givens, and qmc, whose Sobol points are axis-aligned) it reports the MSE averaged
+// over pair orientations, not that of one axis-aligned pair, which is their worst case.
+void kernel_trial(const Config& cfg, const KernelCell& c, std::size_t trial, double* sq, double* th) {
+    const KernelSpec& k = cfg.kernel;
+    const std::size_t n = c.points.size();
+    const Variant& var = cfg.variants[c.variant];
+    const Mat<double> frame = orthogonal_block(stream_key({cfg.seed, tag("kernel-pair-frame"), c.d, trial}), c.d, true);
+    const Estimator<double> est = make_estimator<double>(var, c.m, c.d, cfg.seed, trial);
+    for (std::size_t r = 0; r < n; ++r) {
+        const double l = k.norm[c.points[r] / k.angle.size()];
+        const double a = k.angle[c.points[r] % k.angle.size()];
+        Mat<double> x = Mat<double>::from_shape({1, c.d}), y = Mat<double>::from_shape({1, c.d});
+        for (std::size_t c2 = 0; c2 < c.d; ++c2) {
+            x(0, c2) = l * frame(0, c2);
+            y(0, c2) = l * (std::cos(a) * frame(0, c2) + std::sin(a) * frame(1, c2));
+        }
+        double xy = 0.0;
+        for (std::size_t c2 = 0; c2 < c.d; ++c2) xy += x(0, c2) * y(0, c2);
+        const double e = kernel_estimate(*est.map, est.W, x, y) - std::exp(xy);
+        sq[r] = e * e;
+        if (var.projection == Projection::iid) th[r] = pair_mse_at(*est.map->resolve(x, y), x, y, c.m).value_or(th[r]);
+    }
+}
+
 RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
     const KernelSpec& k = cfg.kernel;
     // Grid: variant x d x m x norm x angle; a cell here is one (variant, d, m) with the
@@ -52,8 +115,8 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
         th[c].assign(T * cells[c].points.size(), std::numeric_limits<double>::quiet_NaN());
     }
 
-    // A journal entry is one row: the squared errors of the cell's points in this trial, in
-    // the shortest form that reads back to the same double.
+    // A journal entry: two rows, the squared errors of the cell's points in this trial and their
+    // closed forms, in the shortest form that reads back to the same double.
     const std::size_t total = cells.size() * T;
     std::vector<char> finished(total, 0);
     std::size_t resumed = 0;
@@ -61,11 +124,13 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
         for (std::size_t item = 0; item < total; ++item)
             if (const JournalRows* rows = opt.journal->find(cells[item / T].first, item % T)) {
                 const std::size_t n = cells[item / T].points.size();
-                if (rows->size() != 1 || (*rows)[0].size() != n)
+                if (rows->size() != 2 || (*rows)[0].size() != n || (*rows)[1].size() != n)
                     throw Error(opt.journal->path() + ": the entry of cell " + std::to_string(cells[item / T].first) +
                                 " does not have this run's shape (rerun without --resume)");
-                for (std::size_t r = 0; r < n; ++r)
+                for (std::size_t r = 0; r < n; ++r) {
                     sq[item / T][(item % T) * n + r] = std::strtod((*rows)[0][r].c_str(), nullptr);
+                    if (!(*rows)[1][r].empty()) th[item / T][(item % T) * n + r] = std::strtod((*rows)[1][r].c_str(), nullptr);
+                }
                 finished[item] = 1;
                 ++resumed;
             }
@@ -76,36 +141,14 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
         if (finished[item] || (opt.stop && opt.stop->load())) return;
         const KernelCell& c = cells[item / T];
         const std::size_t trial = item % T, n = c.points.size();
-        const Variant& var = cfg.variants[c.variant];
-        // Rows: x = norm u, y = norm (cos a u + sin a v), with (u, v) an orthonormal pair drawn
-        // afresh for each trial (the first two rows of a Haar block). iid and ORF estimators are
-        // rotation invariant, so this changes nothing for them; for structured projections
-        // (hadamard, givens, and qmc, whose Sobol points are axis-aligned) it reports the MSE averaged over pair orientations, not the MSE of
-        // one axis-aligned pair, which is their worst case.
-        const Mat<double> frame = orthogonal_block(stream_key({cfg.seed, tag("kernel-pair-frame"), c.d, trial}), c.d, true);
-        Mat<double> X = Mat<double>::from_shape({n, c.d}), Y = Mat<double>::from_shape({n, c.d});
-        for (std::size_t r = 0; r < n; ++r) {
-            const double l = k.norm[c.points[r] / k.angle.size()];
-            const double a = k.angle[c.points[r] % k.angle.size()];
-            for (std::size_t c2 = 0; c2 < c.d; ++c2) {
-                X(r, c2) = l * frame(0, c2);
-                Y(r, c2) = l * (std::cos(a) * frame(0, c2) + std::sin(a) * frame(1, c2));
+        kernel_trial(cfg, c, trial, &sq[item / T][trial * n], &th[item / T][trial * n]);
+        if (opt.journal) {   // row 0: squared errors; row 1: closed forms (empty cell: none)
+            JournalRows rows(2);
+            for (std::size_t r = 0; r < n; ++r) {
+                rows[0].push_back(format_number(sq[item / T][trial * n + r]));
+                const double t = th[item / T][trial * n + r];
+                rows[1].push_back(std::isnan(t) ? std::string() : format_number(t));
             }
-        }
-        const Estimator<double> est = make_estimator<double>(var, c.m, c.d, cfg.seed, trial);
-        for (std::size_t r = 0; r < n; ++r) {
-            const Mat<double> x = xt::view(X, xt::range(r, r + 1), xt::all());
-            const Mat<double> y = xt::view(Y, xt::range(r, r + 1), xt::all());
-            double xy = 0.0;
-            for (std::size_t c2 = 0; c2 < c.d; ++c2) xy += x(0, c2) * y(0, c2);
-            const double e = kernel_estimate(*est.map, est.W, x, y) - std::exp(xy);
-            sq[item / T][trial * n + r] = e * e;
-            if (var.projection == Projection::iid)
-                th[item / T][trial * n + r] = pair_mse_at(*est.map->resolve(x, y), x, y, c.m).value_or(th[item / T][trial * n + r]);
-        }
-        if (opt.journal) {
-            JournalRows rows(1);
-            for (std::size_t r = 0; r < n; ++r) rows[0].push_back(format_number(sq[item / T][trial * n + r]));
             opt.journal->record(c.first, trial, rows);
         }
         finished[item] = 1;
@@ -121,31 +164,7 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
         res.info = std::move(info);
         return res;
     }
-    res.summary.columns = {"variant", "features", "projection", "d", "m", "norm", "angle", "trials",
-                           "sm", "mse", "mse_sem", "mse_theory", "theorem2_bound"};
-    for (std::size_t ci = 0; ci < cells.size(); ++ci) {
-        const KernelCell& c = cells[ci];
-        const Variant& var = cfg.variants[c.variant];
-        const std::size_t n = c.points.size();
-        for (std::size_t r = 0; r < n; ++r) {
-            const double l = k.norm[c.points[r] / k.angle.size()];
-            const double a = k.angle[c.points[r] % k.angle.size()];
-            const double x2 = l * l, y2 = l * l, xy = l * l * std::cos(a);
-            std::vector<double> errs(T);
-            double theory_sum = 0.0;
-            for (std::size_t t = 0; t < T; ++t) errs[t] = sq[ci][t * n + r], theory_sum += th[ci][t * n + r];
-            const Stats s = describe(errs);
-            std::optional<double> theory, bound;
-            if (var.projection == Projection::iid && std::isfinite(theory_sum)) theory = theory_sum / double(T);
-            if (var.projection == Projection::orthogonal && var.map->name() == "positive")
-                bound = theorem2_bound(x2, y2, xy, c.m, c.d);
-            res.summary.rows.push_back({var.name, var.features_label(), var.projection_label(),
-                                        format_count(c.d), format_count(c.m), format_number(l),
-                                        format_number(a), format_count(T), format_number(std::exp(xy)),
-                                        format_number(s.mean), format_number(s.sem), format_number(theory),
-                                        format_number(bound)});
-        }
-    }
+    res.summary = kernel_summary(cfg, cells, sq, th);
     res.info = std::move(info);
     return res;
 }
