@@ -116,7 +116,7 @@ expect_error escape-in-string 'unknown feature map '"'"'a\x1b[31mb'"'" validate 
 expect_error no-command "favor: missing command (one of run, validate" 
 expect_error misspelt-command "favor: unknown command 'valdate', did you mean 'validate'?" valdate "$c"
 expect_error unknown-command "favor: unknown command 'xyzzy'; commands: run, validate" xyzzy
-out=$("$favor" --version) && grep -q "^favor [0-9.]* (git [0-9a-f]\{7,\}.*, Release, " <<<"$out" || fail "--version: [$out]"
+out=$("$favor" --version) && grep -q "^favor [0-9.]* (git [0-9a-f]\{7,\}\(-dirty\)\?, [A-Za-z]*, " <<<"$out" || fail "--version: [$out]"
 
 # --- late failures found early -----------------------------------------------------------------
 slow=$(cfg slow "${good/\"L\": 64/\"L\": 16384}")
