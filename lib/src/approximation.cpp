@@ -117,8 +117,9 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     output_values(h.reference, a.out, v);
     const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
-    pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
-                    Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads, v);
+    if (req.any())   // the float64 copies of the features only when a pairwise metric needs them
+        pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
+                        Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads, v);
     return v;
 }
 

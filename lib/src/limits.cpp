@@ -113,10 +113,14 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, std::size_t m, 
     const double blocks = std::ceil(Lkd / 1024.0) + 3;
     const double linear = double(s) * F * e * (cfg.causal ? 2 * blocks : blocks) + double(s) * 1024.0 * double(dv);
     c.features = W + feats + out + linear;
-    const std::vector<std::string>& ms = cfg.approximation.metrics;
-    auto wants = [&](const char* k) { return std::find(ms.begin(), ms.end(), k) != ms.end(); };
-    const bool pair = wants("attention_mse") || wants("kernel_mse") || wants("negative_fraction") ||
-                      wants("kernel_mse_theory");
+    const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
+    auto wants = [&](const char* k) { return std::find(cols.begin(), cols.end(), k) != cols.end(); };
+    // Any metric of the streamed pass over all pairs (the metric table says which).
+    bool pair = false;
+    for (const auto& col : cols) {
+        const MetricInfo* mi = find_metric(col);
+        pair |= mi && (mi->source == MetricInfo::Source::pairwise || mi->source == MetricInfo::Source::theory);
+    }
     double pair_flops = 0, pair_exps = 0;
     if (pair) {
         const double rows = double(block_rows(Lk));
@@ -124,7 +128,7 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, std::size_t m, 
         c.pairwise = 8.0 * (Lq + Lkd) * F + double(inner) * (2.0 * rows * Lkd * 8.0 + 4.0 * Lkd * 8.0) + 24.0 * (Lq + Lkd);
         const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
         pair_flops = 2.0 * pairs * (double(d) + F);
-        pair_exps = pairs * (1.0 + (wants("kernel_mse") ? 3.0 : 0.0));
+        pair_exps = pairs * (1.0 + (wants("attention_kl") ? 2.0 : 0.0) + (wants("kernel_mse") ? 3.0 : 0.0));
     }
     const double flops = 2.0 * (Lq + Lkd) * double(m) * double(d) + 4.0 * (Lq + Lkd) * F * e + pair_flops;
     c.seconds = double(heads) * (gemm_seconds(flops, s) + (Lq + Lkd) * F / kVexpRate + pair_exps / kExpRate);
@@ -161,6 +165,11 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
         needed[(at[1] * nd + at[2]) * ns + at[4]] = true;
     }
     double inputs = 0, load_extra = 0, seconds = 0;
+    bool baseline_pairwise = false;
+    for (const auto& col : metric_columns(cfg.approximation.metrics)) {
+        const MetricInfo* mi = find_metric(col);
+        baseline_pairwise |= mi && mi->has_baseline && mi->source == MetricInfo::Source::pairwise;
+    }
     for (std::size_t li = 0; li < nL; ++li)
         for (std::size_t di = 0; di < nd; ++di)
             for (std::size_t si = 0; si < ns; ++si) {
@@ -174,6 +183,8 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
                 load_extra = std::max(load_extra, draw + double(threads) * (256.0 * 256.0 + 512.0 * dv) * 8.0);
                 const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
                 seconds += double(H) * (gemm_seconds(2.0 * pairs * double(d + dv), 8) + pairs / kVexpRate) / threads;
+                // The uniform-attention baseline of the pairwise metrics: one more pass.
+                if (baseline_pairwise) seconds += double(H) * (gemm_seconds(2.0 * pairs * double(d + 1), 8) + 2 * pairs / kExpRate) / threads;
             }
     // Items: `conc` at once, each its worst cell.
     ItemCost worst;
