@@ -1,9 +1,51 @@
 #include "favor/blas.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "favor/parallel.hpp"
+
+#if defined(FAVOR_USE_BLIS)
+#include <blis.h>
+#else
 #include <cblas.h>
+#endif
 
 namespace favor {
 
+#if defined(FAVOR_USE_BLIS)
+namespace {
+inline trans_t op(bool t) { return t ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE; }
+inline inc_t S(std::size_t n) { return static_cast<inc_t>(n); }
+}  // namespace
+
+// BLIS's typed API takes (row, column) strides: row-major storage is (ld, 1), and a
+// transposed operand passes the strides of the matrix as stored.
+template <>
+void gemm<float>(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
+                 const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
+                 float* C, std::size_t ldc) {
+    if (M == 0 || N == 0) return;
+    bli_sgemm(op(ta), op(tb), S(M), S(N), S(K), &alpha, const_cast<float*>(A), S(lda), 1, const_cast<float*>(B),
+              S(ldb), 1, &beta, C, S(ldc), 1);
+}
+
+template <>
+void gemm<double>(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, double alpha,
+                  const double* A, std::size_t lda, const double* B, std::size_t ldb,
+                  double beta, double* C, std::size_t ldc) {
+    if (M == 0 || N == 0) return;
+    bli_dgemm(op(ta), op(tb), S(M), S(N), S(K), &alpha, const_cast<double*>(A), S(lda), 1, const_cast<double*>(B),
+              S(ldb), 1, &beta, C, S(ldc), 1);
+}
+
+void set_blas_threads(int n) { bli_thread_set_num_threads(std::max(n, 1)); }
+
+std::string blas_info() {
+    return std::string("BLIS ") + bli_info_get_version_str() + " (" + bli_arch_string(bli_arch_query_id()) + ")";
+}
+#else
 namespace {
 inline CBLAS_TRANSPOSE op(bool t) { return t ? CblasTrans : CblasNoTrans; }
 inline blasint I(std::size_t n) { return static_cast<blasint>(n); }
@@ -27,12 +69,49 @@ void gemm<double>(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K,
                 beta, C, I(ldc));
 }
 
-void set_blas_single_threaded() { openblas_set_num_threads(1); }
+void set_blas_threads(int n) { openblas_set_num_threads(std::max(n, 1)); }
 
 std::string blas_info() {
     const char* c = openblas_get_config();
     const std::string config = c ? c : "";
     return config.rfind("OpenBLAS", 0) == 0 ? config : "OpenBLAS " + config;
 }
+#endif
+
+void set_blas_single_threaded() { set_blas_threads(1); }
+
+template <class T>
+double gemm_rate(std::size_t n, int threads, int repeats) {
+    // Deterministic, well-scaled operands (the rate does not depend on the values).
+    std::vector<T> A(n * n), B(n * n), C(n * n);
+    for (std::size_t k = 0; k < n * n; ++k) {
+        A[k] = T(double(k % 7) * 0.25 - 0.75);
+        B[k] = T(double(k % 5) * 0.5 - 1.0);
+    }
+    const auto best = [&](auto&& f) {
+        f();
+        double t = 1e300;
+        for (int r = 0; r < std::max(repeats, 1); ++r) {
+            const auto t0 = std::chrono::steady_clock::now();
+            f();
+            t = std::min(t, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        return t;
+    };
+    set_blas_threads(threads);
+    const double t_blas = best([&] { gemm<T>(false, false, n, n, n, T(1), A.data(), n, B.data(), n, T(0), C.data(), n); });
+    set_blas_single_threaded();
+    const std::size_t parts = std::size_t(std::max(threads, 1));
+    const double t_split = best([&] {
+        parallel_for(parts, threads, [&](std::size_t p) {
+            const std::size_t r0 = p * n / parts, r1 = (p + 1) * n / parts;
+            gemm<T>(false, false, r1 - r0, n, n, T(1), A.data() + r0 * n, n, B.data(), n, T(0), C.data() + r0 * n, n);
+        });
+    });
+    return 2.0 * double(n) * double(n) * double(n) / std::min(t_blas, t_split) / 1e9;
+}
+
+template double gemm_rate<float>(std::size_t, int, int);
+template double gemm_rate<double>(std::size_t, int, int);
 
 }  // namespace favor
