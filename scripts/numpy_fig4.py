@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Plain numpy implementation of the work of configs/fig4_output_mse_vs_m.json (output MSE only).
+"""Plain numpy implementation of the Fig. 4-style sweep of favor_bench (output MSE only).
 
-Same grid as the config: L = 4096, d = d_v = 16, N(0, 1) inputs, m in {16, 32, 64, 128, 256},
-15 trials, 5 variants (trig-iid, trig-orthogonal, positive-iid, positive-orthogonal,
-hyperbolic-orthogonal), float64. Exact softmax attention once, then per (variant, m, trial):
+The grid of bench/favor_bench.cpp's fig4 sweep: L = 4096, d = d_v = 16, N(0, 1) inputs,
+m in {16, 24, 35, 51, 75, 110, 161, 256} (16 * 2^(4k/7) rounded: 16..256 in 8 steps), 15 trials,
+6 variants (trig, positive, hyperbolic, each iid and orthogonal), float64. Exact softmax attention once, then per (variant, m, trial):
 draw W, feature maps (with the same max shifts as favor), linear attention, output MSE.
 It uses numpy's own random generator (not favor's streams): the same amount and kind of work,
 not the same numbers. Prints the wall time, for the speed ratio in docs/speed.md:
@@ -15,10 +15,9 @@ import time
 import numpy as np
 
 L, D, DV = 4096, 16, 16
-MS = [16, 32, 64, 128, 256]
+MS = [16, 24, 35, 51, 75, 110, 161, 256]
 TRIALS = 15
-VARIANTS = [("trig", "iid"), ("trig", "orthogonal"), ("positive", "iid"),
-            ("positive", "orthogonal"), ("hyperbolic", "orthogonal")]
+VARIANTS = [(f, p) for f in ("trig", "positive", "hyperbolic") for p in ("iid", "orthogonal")]
 
 
 def draw_w(rng, projection, m, d):

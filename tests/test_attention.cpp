@@ -216,13 +216,14 @@ TEST_CASE("float32 features stay finite where the unshifted exp overflows float3
 TEST_CASE("the fused forward equals favor_attention and ignores the thread count", "[attention]") {
     const std::size_t L = GENERATE(1, 37, 1500, 3000);   // 1500 and 3000 span several key blocks
     const std::string kind = GENERATE(std::string("positive"), std::string("hyperbolic"), std::string("trig"), std::string("oprf"));
-    CAPTURE(L, kind);
+    const bool causal = GENERATE(false, true);   // causal: the prefix-sum pass, queries per chunk
+    CAPTURE(L, kind, causal);
     const QKV in = random_inputs(12, L, 16, 8, 1.0);
     const FeatureMapPtr f = map_named(kind);   // oprf: "A": "optimal" by default
     const Mat<double> W = draw_projection(Projection::orthogonal, 64, 16, 12, 0);
-    const Mat<double> ref = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v).out;
-    const Mat<double> one = favor_forward(fitted(f, W, in.q, in.k), in.q, in.k, in.v, false, 1);
-    const Mat<double> three = favor_forward(fitted(f, W, in.q, in.k), in.q, in.k, in.v, false, 3);
+    const Mat<double> ref = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal).out;
+    const Mat<double> one = favor_forward(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal, 1);
+    const Mat<double> three = favor_forward(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal, 3);
     const bool same = one == three;
     REQUIRE(same);
     double worst = 0, scale = 0;

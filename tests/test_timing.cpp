@@ -28,7 +28,7 @@ TEST_CASE("timing table has every column, one row per variant x L x m, skips rec
     const RunResult r = run_experiment(parse_config(j, "t.json"), opt);
     REQUIRE(r.timing.columns == timing_columns());
     for (const char* c : {"variant", "L", "d", "m", "dtype", "threads", "repeats", "median_s", "min_s",
-                          "max_s", "gflops", "speedup_vs_exact", "peak_bytes", "status"})
+                          "max_s", "gflops", "gemm_ratio", "speedup_vs_exact", "peak_bytes", "status"})
         REQUIRE(r.timing.has_column(c));
     REQUIRE(r.timing.rows.size() == (1 + 2 * 2) * 3);
     const std::size_t L = r.timing.column("L"), med = r.timing.column("median_s"),
@@ -47,6 +47,11 @@ TEST_CASE("timing table has every column, one row per variant x L x m, skips rec
         REQUIRE(row[r.timing.column("threads")] == "2");
         REQUIRE(row[m].empty() == (row[var] == "exact"));
         REQUIRE(row[r.timing.column("features_s")].empty() == (row[var] == "exact"));
+        // gemm_ratio = median_s / (flops at the gemm rate of this run) = rate / gflops.
+        const double rate = r.info["timing"]["gemm_gflops"].get<double>();
+        REQUIRE(rate > 0);
+        REQUIRE(std::stod(row[r.timing.column("gemm_ratio")]) * std::stod(row[r.timing.column("gflops")]) ==
+                Approx(rate).epsilon(1e-5));   // both columns printed to 6 significant digits
     }
     REQUIRE(r.notes_md.find("positive-orthogonal") != std::string::npos);
 }

@@ -112,14 +112,21 @@ template <class T>
 Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std::string>& cols, bool causal,
                int inner_threads) {
     Values v;
+    const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     const auto t0 = std::chrono::steady_clock::now();
+    if (!req.any()) {   // the output alone: the fused forward, no (L, F) feature matrices
+        thread_local Mat<T> out;   // reused across the cells this worker runs (no page faults)
+        favor_forward_into(est, h.q, h.k, h.v, out, causal);
+        v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        output_values(h.reference, out, v);
+        return v;
+    }
     const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
     v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     output_values(h.reference, a.out, v);
-    const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
-    if (req.any())   // the float64 copies of the features only when a pairwise metric needs them
-        pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
-                        Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads, v);
+    // The float64 copies of the features, for the pairwise metrics.
+    pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
+                    Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads, v);
     return v;
 }
 

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cassert>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -80,10 +81,14 @@ namespace {
 constexpr std::size_t kLinearRows = 1024;
 // Rows per step of the causal prefix sums.
 constexpr std::size_t kCausalStep = 64;
-// Rows per block of favor_forward's key and query passes (fixed; the key block's features,
-// kFusedKeyRows x F, stay in the per-core L2 cache).
-constexpr std::size_t kFusedKeyRows = 1024;
-constexpr std::size_t kFusedQueryRows = 256;
+// Rows per block of favor_forward's key and query passes: a function of F and the element
+// size only (never of the thread count), so that a block's features stay in the per-core L2
+// cache through the passes over them (product, exponent, exp, the product with V).
+std::size_t fused_rows(std::size_t F, std::size_t elem, std::size_t bytes) {
+    const char* e = std::getenv("FAVOR_FUSED_KB");
+    if (e) bytes = std::size_t(std::atoi(e)) * 1024;
+    return std::clamp<std::size_t>(bytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
+}
 
 // acc (F x (dv+1)) = phiK_b^T [V_b, 1] for the `rows` rows at phiK (ld F) and V (ld dv),
 // ld of acc: dv + 1. With `c` (one factor per row, or null for all 1), row j counts c[j] times:
@@ -198,14 +203,15 @@ Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads
     return out;
 }
 
-template <class T>
-Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& key_log_scale,
-                        const Mat<T>& V, bool causal, int threads, bool normalise) {
-    if (!causal)
-        return linear_attention_apply(phiQ, linear_attention_kv(phiK, key_log_scale, V, threads), threads, normalise);
-    const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1);
+namespace {
+// Causal linear attention: out (L x dv) from the key features phiK (L x F, row-major) with
+// per-row log scales lk (or null) and V (L x dv); the query features of rows [r0, r0 + rows)
+// of a chunk come from query_rows(r0, rows) (a pointer to rows x F, row-major), so the caller
+// can keep them all (linear_attention) or make them per chunk (favor_forward).
+template <class T, class QueryRows>
+void causal_linear(const T* phiK, const double* lk, const T* V, std::size_t L, std::size_t F, std::size_t dv,
+                   T* out, int threads, bool normalise, QueryRows&& query_rows) {
     const std::size_t e = dv + 1;
-    const double* lk = log_or_null(key_log_scale, L);
     constexpr double none = -std::numeric_limits<double>::infinity();
     // Prefix sums G_i = sum_{j <= i} phiK_j [v_j, 1]^T over chunks of kLinearRows rows:
     // (1) each chunk's own sum, in parallel; (2) the sums before each chunk, in chunk order;
@@ -225,7 +231,7 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vecto
         own_shift[ch] = max_log(lk, r0, rows);
         std::vector<T> c;
         const bool scaled = row_factors(lk, r0, rows, own_shift[ch], c);
-        kv_block(phiK.data() + r0 * F, V.data() + r0 * dv, rows, F, dv, T(0), G[ch].data(), scaled ? c.data() : nullptr);
+        kv_block(phiK + r0 * F, V + r0 * dv, rows, F, dv, T(0), G[ch].data(), scaled ? c.data() : nullptr);
     });
     // G[ch] becomes the sum over chunks before ch, relative to before[ch].
     std::vector<T> run(F * e, T(0)), own;
@@ -245,28 +251,28 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vecto
         }
         run_shift = s;
     }
-    Mat<T> out = Mat<T>::from_shape({L, dv});
-    const std::size_t c = kCausalStep;
+    const std::size_t c = std::getenv("FAVOR_CSTEP") ? std::size_t(std::atoi(std::getenv("FAVOR_CSTEP"))) : kCausalStep;
     parallel_for(nchunks, threads, [&](std::size_t ch) {
         const std::size_t c0 = ch * kLinearRows, c1 = std::min(L, c0 + kLinearRows);
         std::vector<T>& g = G[ch];
+        const T* q = query_rows(c0, c1 - c0);   // the chunk's query features, row c0 first
         double gs = before[ch];   // g is relative to exp(gs); none: g = 0
         std::vector<T> S(c * c), V1(c * e), num(c * e), cf;
         std::vector<double> P(c);
         for (std::size_t r0 = c0; r0 < c1; r0 += c) {
             const std::size_t rows = std::min(c, c1 - r0);
             for (std::size_t i = 0; i < rows; ++i) {
-                std::copy(V.data() + (r0 + i) * dv, V.data() + (r0 + i + 1) * dv, V1.data() + i * e);
+                std::copy(V + (r0 + i) * dv, V + (r0 + i + 1) * dv, V1.data() + i * e);
                 V1[i * e + dv] = T(1);
             }
             // P[i]: the running max of the key log scales through row r0 + i.
             double p = lk ? gs : 0.0;
             for (std::size_t i = 0; i < rows; ++i) P[i] = p = lk ? std::max(p, lk[r0 + i]) : 0.0;
-            gemm<T>(false, false, rows, e, F, T(1), phiQ.data() + r0 * F, F, g.data(), e, T(0), num.data(), e);
+            gemm<T>(false, false, rows, e, F, T(1), q + (r0 - c0) * F, F, g.data(), e, T(0), num.data(), e);
             if (lk && gs != none)
                 for (std::size_t i = 0; i < rows; ++i)
                     if (P[i] != gs) scale_in_place(num.data() + i * e, e, T(std::exp(gs - P[i])));
-            gemm<T>(false, true, rows, rows, F, T(1), phiQ.data() + r0 * F, F, phiK.data() + r0 * F, F, T(0), S.data(), rows);
+            gemm<T>(false, true, rows, rows, F, T(1), q + (r0 - c0) * F, F, phiK + r0 * F, F, T(0), S.data(), rows);
             for (std::size_t i = 0; i < rows; ++i) {
                 for (std::size_t j = i + 1; j < rows; ++j) S[i * rows + j] = T(0);
                 if (lk)
@@ -280,12 +286,25 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vecto
                 if (lk && gs != none && gs != last) scale_in_place(g.data(), F * e, T(std::exp(gs - last)));
                 if (row_factors(lk, r0, rows, last, cf))
                     for (std::size_t i = 0; i < rows; ++i) scale_in_place(V1.data() + i * e, e, cf[i]);
-                gemm<T>(true, false, F, e, rows, T(1), phiK.data() + r0 * F, F, V1.data(), e, T(1), g.data(), e);
+                gemm<T>(true, false, F, e, rows, T(1), phiK + r0 * F, F, V1.data(), e, T(1), g.data(), e);
                 gs = last;
             }
-            normalise_rows(num.data(), rows, dv, out.data() + r0 * dv, normalise);
+            normalise_rows(num.data(), rows, dv, out + r0 * dv, normalise);
         }
     });
+}
+}  // namespace
+
+
+template <class T>
+Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& key_log_scale,
+                        const Mat<T>& V, bool causal, int threads, bool normalise) {
+    if (!causal)
+        return linear_attention_apply(phiQ, linear_attention_kv(phiK, key_log_scale, V, threads), threads, normalise);
+    const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1);
+    Mat<T> out = Mat<T>::from_shape({L, dv});
+    causal_linear(phiK.data(), log_or_null(key_log_scale, L), V.data(), L, F, dv, out.data(), threads, normalise,
+                  [&](std::size_t r0, std::size_t) { return phiQ.data() + r0 * F; });
     return out;
 }
 
@@ -318,14 +337,17 @@ Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const
 }
 
 // f(i, buf, rmax) for i in [0, n) on up to `threads` threads, with scratch buffers kept per
-// worker (a block's result depends on its index only, never on the worker that ran it).
+// thread (a block's result depends on its index only, never on the worker that ran it).
+// The buffers are thread_local and outlive the call: a thread that runs many cells (the
+// approximation runner's workers) reuses the same pages instead of mapping and zeroing a
+// fresh multi-MB buffer per call (docs/speed.md, page faults).
 template <class T, class Fn>
 void for_blocks(std::size_t n, int threads, Fn&& f) {
     const std::size_t workers = std::min<std::size_t>(std::size_t(std::max(threads, 1)), n);
     std::atomic<std::size_t> next{0};
     parallel_for(workers, threads, [&](std::size_t) {
-        std::vector<T> buf;
-        std::vector<double> rmax;
+        thread_local std::vector<T> buf;
+        thread_local std::vector<double> rmax;
         for (std::size_t i; (i = next.fetch_add(1)) < n;) f(i, buf, rmax);
     });
 }
@@ -333,17 +355,49 @@ void for_blocks(std::size_t n, int threads, Fn&& f) {
 template <class T>
 Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal,
                      int threads) {
+    Mat<T> out;
+    favor_forward_into(est, Q, K, V, out, causal, threads);
+    return out;
+}
+
+template <class T>
+void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
+                        bool causal, int threads) {
     const FeatureMap& map = est.ready_map();
     const std::size_t Lk = K.shape(0), L = Q.shape(0), d = Q.shape(1), dv = V.shape(1), e = dv + 1;
-    if (causal || Lk == 0 || !map.blockwise_key_shift() || !map.row_normalised())
-        return favor_attention(est, Q, K, V, causal, threads).out;
+    if (Lk == 0 || !map.blockwise_key_shift() || !map.row_normalised() || (causal && !map.supports_causal())) {
+        out = favor_attention(est, Q, K, V, causal, threads).out;
+        return;
+    }
     const double xs = 1.0 / std::pow(double(d), 0.25);
     const Mat<T>& W = est.W;
     const std::size_t F = map.num_features(W.shape(0), d);
+    if (out.shape(0) != L || out.shape(1) != dv) out = Mat<T>::from_shape({L, dv});   // else reused as it is
+    if (causal) {
+        // The key features once, into storage this thread keeps (the same per-row shifts as
+        // favor_attention), then the prefix-sum pass with each chunk's query features made
+        // in a per-thread buffer as the chunk starts: no (L, F) query matrix.
+        thread_local std::vector<T> keys;
+        thread_local std::vector<double> key_log;
+        keys.resize(std::max(keys.size(), Lk * F));
+        key_log.resize(std::max(key_log.size(), Lk));
+        compute_features_into(map, K, xs, W, Side::key, threads, keys.data(), key_log.data());
+        causal_linear(keys.data(), key_log.data(), V.data(), L, F, dv, out.data(), threads, true,
+                      [&](std::size_t r0, std::size_t rows) {
+                          thread_local std::vector<T> buf;
+                          thread_local std::vector<double> rmax;
+                          buf.resize(std::max(buf.size(), rows * F));
+                          rmax.resize(std::max(rmax.size(), rows));
+                          map.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, Side::query, buf.data(), F,
+                                                    rmax.data()});
+                          return static_cast<const T*>(buf.data());
+                      });
+        return;
+    }
 
-    // Keys, per block of kFusedKeyRows rows: features into a cache-resident buffer with the
+    // Keys, per block of fused_rows rows: features into a cache-resident buffer with the
     // block's own shift M_b, then part_b = phiK_b^T [V_b, 1] at once.
-    const std::size_t kb = kFusedKeyRows, nk = (Lk + kb - 1) / kb;
+    const std::size_t kb = fused_rows(F, sizeof(T), std::size_t(1) << 18), nk = (Lk + kb - 1) / kb;
     std::vector<std::vector<T>> part(nk);
     std::vector<double> shift(nk, 0.0);
     for_blocks<T>(nk, threads, [&](std::size_t blk, std::vector<T>& buf, std::vector<double>& rmax) {
@@ -370,8 +424,7 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
     // Queries, per block: features (per-row shift) -> times KV1 -> normalise.
     std::vector<T> z(F);
     for (std::size_t k = 0; k < F; ++k) z[k] = KV1[k * e + dv];
-    Mat<T> out = Mat<T>::from_shape({L, dv});
-    const std::size_t rb = kFusedQueryRows, nq = (L + rb - 1) / rb;
+    const std::size_t rb = fused_rows(F, sizeof(T), std::size_t(1) << 18), nq = (L + rb - 1) / rb;
     for_blocks<T>(nq, threads, [&](std::size_t blk, std::vector<T>& buf, std::vector<double>& rmax) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         buf.resize(std::max(buf.size(), rows * F));
@@ -386,7 +439,6 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
             scale_in_place(o + i * dv, dv, T(1) / den);
         }
     });
-    return out;
 }
 
 #define FAVOR_INSTANTIATE(T)                                                                        \
@@ -399,7 +451,9 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
     template Mat<T> linear_attention_apply<T>(const Mat<T>&, const Mat<T>&, int, bool);              \
     template Approximation<T> favor_attention<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&,  \
                                                  const Mat<T>&, bool, int);                          \
-    template Mat<T> favor_forward<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int);
+    template Mat<T> favor_forward<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int); \
+    template void favor_forward_into<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, Mat<T>&, \
+                                        bool, int);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

@@ -78,14 +78,20 @@ std::vector<double> row_norms2(const Mat<T>& X) {
 template <class T>
 Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double xs, const Mat<T>& W, Side side,
                              int threads) {
+    const std::size_t L = Q.shape(0), F = f.num_features(W.shape(0), Q.shape(1));
+    Features<T> out{Mat<T>::from_shape({L, F}), std::vector<double>(L, 0.0)};
+    advise_hugepages(out.phi.data(), out.phi.size() * sizeof(T));
+    compute_features_into(f, Q, xs, W, side, threads, out.phi.data(), out.log_scale.data());
+    return out;
+}
+
+template <class T>
+void compute_features_into(const FeatureMap& f, const Mat<T>& Q, double xs, const Mat<T>& W, Side side, int threads,
+                           T* phi, double* row_log) {
     const std::size_t L = Q.shape(0), d = Q.shape(1), m = W.shape(0);
     const std::size_t F = f.num_features(m, d);
-    Features<T> out{Mat<T>::from_shape({L, F}), std::vector<double>(L, 0.0)};
-    T* phi = out.phi.data();
-    advise_hugepages(phi, out.phi.size() * sizeof(T));
     const std::size_t rb = feature_block_rows();
     const std::size_t nblocks = (L + rb - 1) / rb;
-    std::vector<double> row_log(L, 0.0);
 
     // Keys are shifted per row, like queries (a block of one row: docs/design.md section 2.3),
     // wherever the map allows a blockwise key shift; a map that does not (epsilon added after
@@ -94,18 +100,16 @@ Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double xs, co
     // Pass 1 per block (rows shifted per row finish here).
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log.data() + r0, per_row});
+        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log + r0, per_row});
     });
     if (!per_row && L > 0) {
-        const double s = max_of(row_log.data(), L);
+        const double s = max_of(row_log, L);
         parallel_for(nblocks, threads, [&](std::size_t blk) {
             const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-            f.finish_key_block(phi + r0 * F, F, rows, row_log.data() + r0, s);
+            f.finish_key_block(phi + r0 * F, F, rows, row_log + r0, s);
         });
-        std::fill(row_log.begin(), row_log.end(), s);
+        std::fill(row_log, row_log + L, s);
     }
-    out.log_scale = std::move(row_log);
-    return out;
 }
 
 double mean_pair_sum_norm2(const Mat<double>& X, const Mat<double>& Y) {
@@ -152,7 +156,9 @@ std::optional<double> pair_mse_at(const FeatureMap& f, const Mat<double>& x, con
 #define FAVOR_INSTANTIATE(T)                                                                     \
     template void project_block<T>(const FeatureBlock<T>&);                                       \
     template std::vector<double> row_norms2<T>(const Mat<T>&);                                    \
-    template Features<T> compute_features<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int);
+    template Features<T> compute_features<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int); \
+    template void compute_features_into<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int, T*, \
+                                           double*);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

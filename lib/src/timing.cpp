@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "favor/attention.hpp"
+#include "favor/blas.hpp"
 #include "favor/estimator.hpp"
 #include "favor/experiment_parts.hpp"
 #include "favor/inputs.hpp"
@@ -50,12 +51,16 @@ std::optional<std::size_t> crossover_L(const std::vector<std::size_t>& Ls,
 const std::vector<std::string>& timing_columns() {
     static const std::vector<std::string> c = {
         "variant", "L", "d", "m", "dtype", "threads", "repeats", "median_s", "min_s", "max_s",
-        "gflops", "speedup_vs_exact", "peak_bytes", "projection_s", "features_s", "kv_s",
+        "gflops", "gemm_ratio", "speedup_vs_exact", "peak_bytes", "projection_s", "features_s", "kv_s",
         "normalise_s", "status"};
     return c;
 }
 
 namespace {
+
+// Size of the square gemm whose rate gemm_ratio divides by (large enough for the BLAS's
+// peak, small enough to take about a second: 17 GFLOP).
+constexpr std::size_t kGemmRateN = 2048;
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -77,7 +82,10 @@ struct Inputs {
     Mat<T> q, k, v;
 };
 
-// One run of a variant; the total is the attention given W (projection draw excluded).
+// One timed run of a variant: the attention given W (the projection draw is timed apart),
+// by the path a user calls: exact_attention; for FAVOR the fused forward (favor_forward)
+// when non-causal, the blocked prefix-sum pass when causal. Phases are not separable there:
+// they come from breakdown_once.
 template <class T>
 Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std::size_t m, int threads) {
     Phases p;
@@ -87,6 +95,19 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
         p.total = since(t0);
         return p;
     }
+    auto t = Clock::now();
+    const Estimator<T> drawn = make_estimator<T>(var, m, in.q.shape(1), cfg.seed, 0);
+    p.projection = since(t);
+    t = Clock::now();
+    const Mat<T> out = favor_forward(drawn.for_inputs(in.q, in.k), in.q, in.k, in.v, cfg.causal, threads);
+    p.total = since(t);
+    return p;
+}
+
+// The phases of one unfused run (favor_attention's steps, each timed): where the time goes.
+template <class T>
+Phases breakdown_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std::size_t m, int threads) {
+    Phases p;
     const std::size_t d = in.q.shape(1);
     auto t = Clock::now();
     const Estimator<T> drawn = make_estimator<T>(var, m, d, cfg.seed, 0);
@@ -101,7 +122,6 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     if (cfg.causal) {   // prefix sums: one phase
         const Mat<T> out = linear_attention(fq.phi, fk.phi, fk.log_scale, in.v, true, threads, est.map->row_normalised());
         p.kv = since(t);
-        p.total = p.features + p.kv;
         return p;
     }
     const Mat<T> KV = linear_attention_kv(fk.phi, fk.log_scale, in.v, threads);
@@ -109,7 +129,6 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     t = Clock::now();
     const Mat<T> out = linear_attention_apply(fq.phi, KV, threads, est.map->row_normalised());
     p.normalise = since(t);
-    p.total = p.features + p.kv + p.normalise;
     return p;
 }
 
@@ -175,13 +194,16 @@ void measure(const Config& cfg, const Variant& var, const Inputs<T>& in, std::si
     c.median = median(tot);
     c.min = *std::min_element(tot.begin(), tot.end());
     c.max = *std::max_element(tot.begin(), tot.end());
-    c.phases = {med(&Phases::projection), med(&Phases::features), med(&Phases::kv), med(&Phases::normalise), c.median};
+    c.phases = var.exact ? Phases{} : breakdown_once(cfg, var, in, m, threads);
+    c.phases.projection = med(&Phases::projection);
+    c.phases.total = c.median;
 }
 
 // timing.csv rows of one series (`ex`: the exact series at its d, for speedups); returns
 // the medians of both, for the crossover.
 void series_rows(const Config& cfg, const Series& s, const Series* ex, const std::vector<std::size_t>& Ls, int threads,
-                 Table& t, std::vector<std::optional<double>>& mine, std::vector<std::optional<double>>& theirs) {
+                 double gemm_gflops, Table& t, std::vector<std::optional<double>>& mine,
+                 std::vector<std::optional<double>>& theirs) {
     const Variant& var = cfg.variants[s.variant];
     for (std::size_t li = 0; li < Ls.size(); ++li) {
         const CellResult& c = s.cells[li];
@@ -193,9 +215,10 @@ void series_rows(const Config& cfg, const Series& s, const Series* ex, const std
         mine.push_back(c.skipped ? std::nullopt : std::optional<double>(c.median));
         theirs.push_back(e && !e->skipped ? std::optional<double>(e->median) : std::nullopt);
         if (c.skipped) {
-            for (int k = 0; k < 10; ++k) row.push_back("");
+            for (int k = 0; k < 11; ++k) row.push_back("");
         } else {
             for (double v : {c.median, c.min, c.max, c.flops / c.median / 1e9}) row.push_back(format_number(v));
+            row.push_back(format_number(c.median / (c.flops / (gemm_gflops * 1e9))));
             row.push_back(format_number(speedup));
             row.push_back(format_count(c.peak));
             for (double v : {c.phases.projection, c.phases.features, c.phases.kv, c.phases.normalise})
@@ -239,6 +262,8 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
         }
     const std::size_t total = series.size() * Ls.size();
     std::size_t done = 0;
+    // The gemm rate of this machine and build, measured now: gemm_ratio's denominator.
+    const double gemm_gflops = gemm_rate<T>(kGemmRateN, threads, 3);
     const bool reset_ok = reset_peak_rss();
     if (opt.progress) opt.progress(0, total);
     for (std::size_t L : Ls)
@@ -268,17 +293,23 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
           << "gflops counts matrix-product flops only (2 M N K). peak_bytes is the peak resident "
           << "set of the process during the cell (inputs included)"
           << (reset_ok ? "" : "; the peak could not be reset between cells, so it is the peak since start")
-          << ". normalise_s includes the product phiQ (phiK^T [V, 1]).\n\n";
+          << ". FAVOR rows time the fused forward (favor_forward; causal: the blocked prefix-sum pass); "
+          << "projection_s is the median of the timed runs, features_s, kv_s and normalise_s come from one "
+          << "unfused run after them (favor_attention's steps), to show where the time goes; normalise_s "
+          << "includes the product phiQ (phiK^T [V, 1]). gemm_ratio = median_s / (gflops counted at the "
+          << (sizeof(T) == 4 ? "sgemm" : "dgemm") << " rate measured at the start of this run: "
+          << format_number(gemm_gflops) << " GFLOP/s, " << kGemmRateN << "^3 on " << threads << " thread(s)).\n\n";
     for (const Series& s : series) {
         const Series* ex = nullptr;   // the exact series at this d, for speedups
         for (const Series& e : series)
             if (e.d == s.d && cfg.variants[e.variant].exact && !ex) ex = &e;
         std::vector<std::optional<double>> mine, theirs;
-        series_rows(cfg, s, ex, Ls, threads, r.timing, mine, theirs);
+        series_rows(cfg, s, ex, Ls, threads, gemm_gflops, r.timing, mine, theirs);
         if (!cfg.variants[s.variant].exact && ex) notes << crossover_note(cfg, s, *ex, Ls, mine, theirs);
     }
     r.notes_md = notes.str();
-    info["timing"] = {{"threads", threads}, {"peak_rss_reset", reset_ok}, {"scale", scale}};
+    info["timing"] = {{"threads", threads}, {"peak_rss_reset", reset_ok}, {"scale", scale},
+                      {"gemm_gflops", gemm_gflops}, {"gemm_n", kGemmRateN}};
     r.info = std::move(info);
     return r;
 }

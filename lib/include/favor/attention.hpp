@@ -65,16 +65,25 @@ template <class T>
 Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                                  bool causal = false, int threads = 1);
 
-// favor_attention(...).out without materialising the (L, F) feature matrices (the forward
-// path of the benchmark): keys in fixed blocks of rows, each block's features made in a
-// cache-resident buffer with the block's own shift and folded into its partial phiK^T [V, 1]
-// at once; the partials are rescaled to a common shift and added in block order; then the
-// queries per block of rows: features -> times KV1 -> normalise. Block boundaries depend on
-// the sizes only, so the numbers do not depend on `threads`; they equal favor_attention's
-// up to rounding. Causal inputs, maps whose keys cannot be shifted per block
-// (FeatureMap::blockwise_key_shift) and maps that are not row-normalised use favor_attention.
+// favor_attention(...).out without materialising the (L, F) feature matrices (what the
+// approximation runner, the timing experiment and the benchmark call). Non-causal: keys in
+// fixed blocks of rows, each block's features made in a cache-resident per-thread buffer with
+// the block's own shift and folded into its partial phiK^T [V, 1] at once; the partials are
+// rescaled to a common shift and added in block order; then the queries per block of rows:
+// features -> times KV1 -> normalise. Causal: the key features once (into storage the calling
+// thread keeps), then the blocked prefix-sum pass of linear_attention with each chunk's query
+// features made as the chunk starts. Block boundaries depend on the sizes only, so the numbers
+// do not depend on `threads`; they equal favor_attention's up to rounding. Maps whose keys
+// cannot be shifted per block (FeatureMap::blockwise_key_shift) and maps that are not
+// row-normalised use favor_attention.
 template <class T>
 Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                      bool causal = false, int threads = 1);
+// The same into `out`, whose storage is reused when it already has the shape (L, dv): a
+// caller that runs many cells (the approximation runner) keeps one output per thread
+// instead of mapping and zeroing a fresh one per cell.
+template <class T>
+void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
+                        bool causal = false, int threads = 1);
 
 }  // namespace favor

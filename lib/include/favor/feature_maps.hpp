@@ -194,6 +194,10 @@ constexpr std::size_t feature_block_rows() { return 256; }
 template <class T>
 Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double input_scale, const Mat<T>& W,
                              Side side, int threads = 1);
+// The same into phi (L x F, row-major) and row_log (L): storage the caller keeps and reuses.
+template <class T>
+void compute_features_into(const FeatureMap& f, const Mat<T>& Q, double input_scale, const Mat<T>& W, Side side,
+                           int threads, T* phi, double* row_log);
 
 // phi(x) . phi(y) for one pair, with the shifts undone: the kernel estimate of SM(x, y).
 // x, y: (1, d); x goes through the query side of the map, y through the key side;

@@ -123,7 +123,12 @@ inline void exp_shift_scale(T* p, std::size_t n, T shift, T eps, T c) {
     } else {
         for (; i + W <= n; i += W) ((vexp(B::load_unaligned(p + i) - s) + e) * cc).store_unaligned(p + i);
     }
-    for (; i < n; ++i) p[i] = (std::exp(p[i] - shift) + eps) * c;
+    if (i < n) {   // the tail as one padded batch (m is often not a multiple of the width)
+        alignas(64) T t[W] = {};
+        std::copy(p + i, p + n, t);
+        ((vexp(B::load_aligned(t) - s) + e) * cc).store_aligned(t);
+        std::copy(t, t + (n - i), p + i);
+    }
 }
 
 // s[j] = (sin(p[j]) + eps) * c, co[j] = (cos(p[j]) + eps) * c for j < n. s may alias p.
@@ -138,10 +143,14 @@ inline void sincos_scale(const T* p, T* s, T* co, std::size_t n, T eps, T c) {
         ((sc.second + e) * cc).store_unaligned(co + i);
         ((sc.first + e) * cc).store_unaligned(s + i);
     }
-    for (; i < n; ++i) {
-        const T x = p[i];
-        co[i] = (std::cos(x) + eps) * c;
-        s[i] = (std::sin(x) + eps) * c;
+    if (i < n) {   // the tail as one padded batch
+        alignas(64) T t[W] = {}, u[W];
+        std::copy(p + i, p + n, t);
+        const auto sc = xsimd::sincos(B::load_aligned(t));
+        ((sc.second + e) * cc).store_aligned(u);
+        ((sc.first + e) * cc).store_aligned(t);
+        std::copy(u, u + (n - i), co + i);
+        std::copy(t, t + (n - i), s + i);
     }
 }
 
