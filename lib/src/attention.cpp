@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cassert>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <vector>
 
@@ -79,14 +78,16 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
 namespace {
 // Rows per block of the products of linear attention (fixed: results never depend on threads).
 constexpr std::size_t kLinearRows = 1024;
-// Rows per step of the causal prefix sums.
-constexpr std::size_t kCausalStep = 64;
+// Rows per step of the causal prefix sums: the lower triangle of each step costs 2 c (F + dv)
+// flops per row on top of the non-causal work, so small steps; 16 measured fastest (8: same,
+// 32: 1.16x, 64: 1.35x the time at L = 16384, d = 64, m = 256 float32; docs/speed.md).
+constexpr std::size_t kCausalStep = 16;
 // Rows per block of favor_forward's key and query passes: a function of F and the element
 // size only (never of the thread count), so that a block's features stay in the per-core L2
-// cache through the passes over them (product, exponent, exp, the product with V).
+// cache through the passes over them (product, exponent, exp, the product with V). 256 KB
+// measured best for the float64 Fig. 4 sweep (512 KB: 1.17x its time; docs/speed.md) and
+// within noise of 1 MB for float32 at F = 256.
 std::size_t fused_rows(std::size_t F, std::size_t elem, std::size_t bytes) {
-    const char* e = std::getenv("FAVOR_FUSED_KB");
-    if (e) bytes = std::size_t(std::atoi(e)) * 1024;
     return std::clamp<std::size_t>(bytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
 }
 
@@ -251,7 +252,7 @@ void causal_linear(const T* phiK, const double* lk, const T* V, std::size_t L, s
         }
         run_shift = s;
     }
-    const std::size_t c = std::getenv("FAVOR_CSTEP") ? std::size_t(std::atoi(std::getenv("FAVOR_CSTEP"))) : kCausalStep;
+    const std::size_t c = kCausalStep;
     parallel_for(nchunks, threads, [&](std::size_t ch) {
         const std::size_t c0 = ch * kLinearRows, c1 = std::min(L, c0 + kLinearRows);
         std::vector<T>& g = G[ch];
