@@ -25,7 +25,7 @@ using Values = std::map<std::string, std::optional<double>>;   // metric -> valu
 // One attention problem: a (batch, head) slice of the inputs, with its exact reference.
 template <class T>
 struct Head {
-    Mat<T> q, k, v;            // inputs in the compute dtype
+    Mat<T> q, k, v;            // inputs in the compute dtype (half dtypes: rounded floats)
     Mat<double> x, y;          // scaled q, k in float64 (pairwise metrics)
     Mat<double> reference;     // exact softmax attention output, float64
 };
@@ -39,9 +39,12 @@ struct Instance {
 };
 
 template <class T>
-Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads) {
-    return {cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
-            exact_attention(q, k, v, causal, threads)};
+Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads,
+                  Rounding rounding) {
+    Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
+              exact_attention(q, k, v, causal, threads)};
+    for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
+    return h;
 }
 
 // The grid: variant x L x d x m x scale (npy inputs are one (L, d) point of their own).
@@ -74,10 +77,11 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
                 if (!needed[i] || (stop && stop->load())) continue;   // stopped: no item will run
                 if (npy) {
                     for (std::size_t h = 0; h < files.q.size(); ++h)
-                        in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads));
+                        in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads,
+                                                        dtype_rounding(cfg.dtype)));
                 } else {
                     QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale);
-                    in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads));
+                    in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype)));
                 }
             }
     if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", files.L()}, {"d", files.d()}, {"heads", files.q.size()}};
@@ -116,6 +120,7 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
     v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     output_values(h.reference, a.out, v);
+    v["overflow_fraction"] = a.entries ? double(a.overflow) / double(a.entries) : 0.0;
     const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     if (req.any())   // the float64 copies of the features only when a pairwise metric needs them
         pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
@@ -312,7 +317,8 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
         if (finished[item] || (opt.stop && opt.stop->load())) return;
         const std::vector<std::size_t> at = grid.at(cells[item / trials]);
         const Instance<T>& in = instances[ax.instance(at)];
-        const Estimator<T> base = make_estimator<T>(cfg.variants[at[0]], cfg.m[at[3]], in.d, cfg.seed, item % trials);
+        const Estimator<T> base = make_estimator<T>(cfg.variants[at[0]], cfg.m[at[3]], in.d, cfg.seed, item % trials,
+                                                   dtype_rounding(cfg.dtype));
         std::vector<Values> per;   // one per head
         for (const Head<T>& h : in.heads) per.push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
         items[item] = item_rows(per, cols, per_head);
