@@ -370,7 +370,9 @@ int cmd_gen(const GenFlags& g) {
     if (!(scale > 0)) throw favor::Error("gen: --scale: must be > 0, got " + *g.scale);
     const std::uint64_t seed =
         g.seed ? favor::parse_uint_text("gen: --seed", *g.seed, 0, std::numeric_limits<std::uint64_t>::max()) : 0;
-    const bool f32 = g.dtype && favor::parse_dtype(*g.dtype, favor::Field{"gen", "", "--"}.at("dtype")) == favor::DType::float32;
+    const favor::DType dtype =
+        g.dtype ? favor::parse_dtype(*g.dtype, favor::Field{"gen", "", "--"}.at("dtype")) : favor::DType::float64;
+    const bool f32 = dtype != favor::DType::float64;   // half dtypes: float32 files holding the rounded values
     if (g.out->empty()) throw favor::Error("gen: --out: empty value (expected a directory)");
     const favor::Cost cost = favor::estimate_gen(L, d, dv);
     const favor::MemoryBudget budget = budget_of("gen", g.max_memory);
@@ -378,7 +380,13 @@ int cmd_gen(const GenFlags& g) {
     g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + ", budget " + favor::format_bytes(double(budget.bytes)) +
                  " (" + budget.source + ")";
     favor::check_output_dir(*g.out);
-    const favor::QKV in = favor::random_inputs(seed, L, d, dv, scale);
+    favor::QKV in = favor::random_inputs(seed, L, d, dv, scale);
+    for (favor::Mat<double>* m : {&in.q, &in.k, &in.v}) {   // as a run in a half dtype rounds them
+        if (favor::dtype_rounding(dtype) == favor::Rounding::none) break;
+        favor::Mat<float> f = favor::cast_mat<float>(*m);
+        favor::round_to(favor::dtype_rounding(dtype), f.data(), f.size());
+        *m = favor::cast_mat<double>(f);
+    }
     favor::make_output_dir(*g.out);
     favor::save_heads(*g.out + "/q.npy", {}, {in.q}, f32);
     favor::save_heads(*g.out + "/k.npy", {}, {in.k}, f32);
@@ -455,7 +463,7 @@ int cmd_apply(const ApplyFlags& a) {
                  favor::format_bytes(double(budget.bytes)) + " (" + budget.source + ")";
     const favor::HeadTensors in = favor::load_qkv(*a.q, *a.k, *a.v, o.causal);
     const std::vector<favor::Mat<double>> out = favor::apply_attention(in, o);
-    favor::save_heads(*a.out, in.lead, out, o.dtype == favor::DType::float32);
+    favor::save_heads(*a.out, in.lead, out, o.dtype != favor::DType::float64);
     if (const auto bad = favor::find_nonfinite(in, out, o)) {
         std::size_t total = 0;
         for (const auto& h : out) total += h.size();
@@ -539,7 +547,7 @@ int main(int argc, char** argv) {
     bind(run, rf.L, "--L", "sequence lengths, e.g. 1024,4096");
     bind(run, rf.trials, "--trials", "trials per cell");
     bind(run, rf.seed, "--seed", "master seed");
-    bind(run, rf.dtype, "--dtype", "compute precision: float32 or float64");
+    bind(run, rf.dtype, "--dtype", "compute precision: float32, float64, float16 or bfloat16 (emulated)");
     bind(run, rf.shard, "--shard", "run share K of N of the cells (0 <= K < N), e.g. 0/4");
     bind(run, rf.threads, "--threads", "threads (default: all cores); results do not depend on it");
     bind(run, rf.max_memory, "--max-memory", "memory the run may use, e.g. 8G (default: what the system has available)");
@@ -576,7 +584,7 @@ int main(int argc, char** argv) {
     bind(gen, gf.dv, "--dv", "value dimension (default d)");
     bind(gen, gf.scale, "--scale", "entries N(0, scale^2) (default 1)");
     bind(gen, gf.seed, "--seed", "seed (default 0)");
-    bind(gen, gf.dtype, "--dtype", "float32 or float64 (default)");
+    bind(gen, gf.dtype, "--dtype", "float32, float64 (default), float16 or bfloat16 (float32 files, values rounded)");
     bind(gen, gf.out, "--out", "output directory");
     gf.out.opt->required();
     bind(gen, gf.max_memory, "--max-memory", "memory budget, e.g. 8G");
@@ -613,7 +621,7 @@ int main(int argc, char** argv) {
                       "a parameter of the feature map as in a config variant, KEY=VALUE (repeatable), e.g. t=0.8 "
                       "(gerf), nu=2 (dpfp), pinv=exact (nystrom)");
     apply->add_flag("--causal", af.causal, "unidirectional (causal) attention");
-    bind(apply, af.dtype, "--dtype", "compute and output precision: float32 or float64 (default)");
+    bind(apply, af.dtype, "--dtype", "compute and output precision: float32, float64 (default), float16 or bfloat16 (emulated)");
     bind(apply, af.threads, "--threads", "threads for exact attention (default all)");
     bind(apply, af.out, "--out", "output .npy file");
     bind(apply, af.max_memory, "--max-memory", "memory budget, e.g. 8G");

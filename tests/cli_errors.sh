@@ -33,7 +33,7 @@ expect_error missing-file "nope.json: cannot open config file" run "$tmp/nope.js
 expect_error bad-set "--set noequals: expected PATH=VALUE" run "$(cfg i "$good")" --out "$tmp/out" --set noequals
 expect_error bad-m-flag "run: --m: 'x' is not an integer between 1 and 65536" run "$(cfg j "$good")" --out "$tmp/out" --m 8,x
 expect_error bad-shard "--shard: expected K/N" run "$(cfg k "$good")" --out "$tmp/out" --shard 4/4
-expect_error bad-dtype "dtype: must be float32 or float64, got \"float16\"" run "$(cfg l "$good")" --out "$tmp/out" --dtype float16
+expect_error bad-dtype "run: --dtype: must be float32, float64, float16 or bfloat16, got \"float8\"" run "$(cfg l "$good")" --out "$tmp/out" --dtype float8
 expect_error bad-seed "run: --seed: '-3' is not an integer between 0 and" run "$(cfg n "$good")" --out "$tmp/out" --seed -3
 expect_error bad-flag "favor:" run "$(cfg o "$good")" --out "$tmp/out" --bogus
 expect_error no-subcommand "favor: missing command"
@@ -43,7 +43,7 @@ expect_error validate-bad "trails: unknown key" validate "$(cfg q '{"name": "g",
 
 # gen, projection and apply flags (apply checks its flags before reading any tensor).
 expect_error gen-zero "gen: --L: must be an integer between 1 and" gen --L 0 --d 4 --out "$tmp/out"
-expect_error gen-dtype "gen: --dtype: must be float32 or float64" gen --L 4 --d 4 --dtype half --out "$tmp/out"
+expect_error gen-dtype "gen: --dtype: must be float32, float64, float16 or bfloat16" gen --L 4 --d 4 --dtype half --out "$tmp/out"
 expect_error proj-unknown "unknown projection 'hadamardd'" projection --projection hadamardd --m 4 --d 4 --seed 0 --out "$tmp/out"
 "$favor" gen --L 16 --d 4 --out "$tmp/in"
 qkv=(--q "$tmp/in/q.npy" --k "$tmp/in/k.npy" --v "$tmp/in/v.npy")
@@ -55,7 +55,7 @@ expect_error apply-eps "apply: --epsilon: must be >= 0" apply "${qkv[@]}" --feat
 expect_error apply-A-map "apply: --A: applies only to features 'oprf'" apply "${qkv[@]}" --features positive --m 8 --A 0.1 --out "$tmp/out"
 expect_error apply-A-big "apply: --A: must be < 1/8" apply "${qkv[@]}" --features oprf --m 8 --A 0.125 --out "$tmp/out"
 expect_error apply-A-text "apply: --A: must be a number < 1/8 or \"optimal\", got \"0.1x\"" apply "${qkv[@]}" --features oprf --m 8 --A 0.1x --out "$tmp/out"
-expect_error apply-dtype "apply: --dtype: must be float32 or float64" apply "${qkv[@]}" --exact --dtype half --out "$tmp/out"
+expect_error apply-dtype "apply: --dtype: must be float32, float64, float16 or bfloat16" apply "${qkv[@]}" --exact --dtype half --out "$tmp/out"
 "$favor" apply "${qkv[@]}" --features oprf --m 8 --A -0.05 --out "$tmp/ok.npy" && [ -s "$tmp/ok.npy" ] ||
   { echo "FAIL: apply --features oprf --A -0.05" >&2; failures=$((failures + 1)); }
 expect_error apply-param-form "apply: --param: expected KEY=VALUE (e.g. nu=2), got \"t\"" apply "${qkv[@]}" --features gerf --m 8 --param t --out "$tmp/out"

@@ -93,7 +93,7 @@ expect_error trials-neg "run: --trials: '-5' is not an integer between 1 and 100
 expect_error m-empty "run: --m: empty value" run "$c" --m ''
 expect_error m-item-empty "run: --m: empty value" run "$c" --m 16,,32
 expect_error seed-empty "run: --seed: empty value" run "$c" --seed ''
-expect_error dtype-empty "run: --dtype: must be float32 or float64, got \"\"" run "$c" --dtype ''
+expect_error dtype-empty "run: --dtype: must be float32, float64, float16 or bfloat16, got \"\"" run "$c" --dtype ''
 expect_error shard-empty "--shard: expected K/N" run "$c" --shard ''
 expect_error out-empty "run: --out: empty value" run "$c" --out ''
 expect_error shard-neg "--shard: expected K/N with 0 <= K < N (e.g. 0/4), got '0/-1'" run "$c" --shard 0/-1

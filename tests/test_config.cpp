@@ -49,7 +49,11 @@ TEST_CASE("bad configs name the field", "[config]") {
         {"inputs.sorce=\"npy\"", "c.json: inputs.sorce: unknown key, did you mean 'source'?"},
         {"seed=-1", "c.json: seed: must be >= 0"},
         {"seed=1e30", "c.json: seed: does not fit in 64 bits"},
-        {"dtype=\"float16\"", "c.json: dtype: must be float32 or float64, got \"float16\""},
+        {"dtype=\"float8\"", "c.json: dtype: must be float32, float64, float16 or bfloat16, got \"float8\""},
+        {"variants.0.shift=1", "c.json: variants[0].shift: must be true or false, got an integer"},
+        {"variants.0={\"features\":\"relu\",\"shift\":false}", "c.json: variants[0].shift: applies only to features 'trig', 'positive'"},
+        {"variants.0={\"features\":\"positive\",\"shift\":false,\"epsilon\":1e-6}",
+         "c.json: variants[0].shift: false needs epsilon 0"},
         {"metrics=[\"output_mse\",\"atention_mse\"]", "c.json: metrics[1]: unknown metric \"atention_mse\", did you mean 'attention_mse'?"},
         {"norm=[1]", "c.json: norm: does not apply to \"approximation\" experiments"},
         {"experiment=\"kernal\"", "c.json: experiment: unknown experiment \"kernal\", did you mean 'kernel'?"},
@@ -59,6 +63,32 @@ TEST_CASE("bad configs name the field", "[config]") {
     const std::string msg = error_of(set);
     REQUIRE(msg.find(expect) != std::string::npos);
     REQUIRE(msg.find('\n') == std::string::npos);
+}
+
+TEST_CASE("half dtypes: overflow_fraction always listed, timing refuses them", "[config][half]") {
+    json j = json::parse(kGood);
+    j["metrics"] = json::array({"output_mse"});
+    REQUIRE(parse_config(j, "c.json").approximation.metrics == std::vector<std::string>{"output_mse"});
+    j["dtype"] = "bfloat16";
+    const Config c = parse_config(j, "c.json");
+    REQUIRE(c.approximation.metrics == std::vector<std::string>{"output_mse", "overflow_fraction"});
+    REQUIRE(c.resolved()["dtype"] == "bfloat16");
+    REQUIRE(dtype_rounding(c.dtype) == Rounding::bf16);
+    REQUIRE(dtype_bytes(c.dtype) == 4);
+    j.erase("metrics");
+    j["experiment"] = "timing";
+    j["dtype"] = "float16";
+    try {
+        parse_config(j, "c.json");
+        FAIL("timing with float16 was accepted");
+    } catch (const Error& e) {
+        REQUIRE(std::string(e.what()).find("c.json: dtype: \"float16\" is emulated") != std::string::npos);
+    }
+    // "shift": false is recorded in the resolved variant (and only then).
+    j = json::parse(kGood);
+    j["variants"][0]["shift"] = false;
+    REQUIRE(parse_config(j, "c.json").resolved()["variants"][0]["shift"] == false);
+    REQUIRE(!parse_config(json::parse(kGood), "c.json").resolved()["variants"][0].contains("shift"));
 }
 
 TEST_CASE("set paths and list flags", "[config]") {

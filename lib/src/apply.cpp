@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <type_traits>
 
 #include "favor/attention.hpp"
 #include "favor/error.hpp"
@@ -121,9 +122,16 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
 namespace {
 template <class T>
 Mat<double> apply_one(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, const ApplyOptions& o) {
-    const Mat<T> Q = cast_mat<T>(q), K = cast_mat<T>(k), V = cast_mat<T>(v);
-    if (!o.variant) return cast_mat<double>(exact_attention(Q, K, V, o.causal, resolve_threads(o.threads)));
-    const Estimator<T> est = make_estimator<T>(*o.variant, o.m, q.shape(1), o.seed, o.trial).for_inputs(Q, K);
+    const Rounding r = dtype_rounding(o.dtype);   // half dtypes: T = float, values rounded
+    Mat<T> Q = cast_mat<T>(q), K = cast_mat<T>(k), V = cast_mat<T>(v);
+    for (Mat<T>* m : {&Q, &K, &V}) round_to(r, m->data(), m->size());
+    if (!o.variant) {
+        if constexpr (std::is_same_v<T, float>)
+            if (r != Rounding::none)
+                return cast_mat<double>(exact_attention_rounded(Q, K, V, r, o.causal, resolve_threads(o.threads)));
+        return cast_mat<double>(exact_attention(Q, K, V, o.causal, resolve_threads(o.threads)));
+    }
+    const Estimator<T> est = make_estimator<T>(*o.variant, o.m, q.shape(1), o.seed, o.trial, r).for_inputs(Q, K);
     return cast_mat<double>(favor_attention(est, Q, K, V, o.causal).out);
 }
 
@@ -174,9 +182,9 @@ std::optional<NonfiniteReport> find_nonfinite(const HeadTensors& in, const std::
                     if (first) r.head = h, r.row = i, first = false;
                 }
     if (r.count == 0) return std::nullopt;
-    const bool f32 = opt.dtype == DType::float32;
-    const double big = f32 ? double(std::numeric_limits<float>::max()) : std::numeric_limits<double>::max();
-    const char* type = f32 ? "float32" : "float64";
+    const bool f32 = opt.dtype != DType::float64;   // float32 or a half dtype: suggest float64
+    const double big = f32 ? rounding_max(dtype_rounding(opt.dtype)) : std::numeric_limits<double>::max();
+    const std::string type = dtype_name(opt.dtype);
     const Mat<double>&q = in.q[r.head], &k = in.k[r.head], &v = in.v[r.head];
     const double d = double(q.shape(1));
     const double mq = max_abs(q), mk = max_abs(k), mv = max_abs(v);
@@ -202,6 +210,8 @@ std::optional<NonfiniteReport> find_nonfinite(const HeadTensors& in, const std::
     } else if (opt.variant && opt.variant->map->name() == "oprf" && opt.variant->map->params()["A"].is_number() &&
                std::fabs(opt.variant->map->params()["A"].get<double>()) > 1e3) {
         r.cause = "--A " + fmt(opt.variant->map->params()["A"].get<double>()) + " makes the features overflow " + type;
+    } else if (opt.variant && !opt.variant->shift) {
+        r.cause = "the features without their max shift (--param shift=false) overflow or underflow " + type;
     } else if (opt.variant && opt.variant->map->name() == "trig") {
         r.cause = "trig's denominator D of the row is 0 (its features change sign)";
     } else {

@@ -1,5 +1,6 @@
 // The "approximation" experiment: attention errors of each estimator against exact
 // attention, per cell (variant, L, d, m, scale) and trial (docs/design.md sections 3 and 6).
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <chrono>
@@ -25,7 +26,7 @@ using Values = std::map<std::string, std::optional<double>>;   // metric -> valu
 // One attention problem: a (batch, head) slice of the inputs, with its exact reference.
 template <class T>
 struct Head {
-    Mat<T> q, k, v;            // inputs in the compute dtype
+    Mat<T> q, k, v;            // inputs in the compute dtype (half dtypes: rounded floats)
     Mat<double> x, y;          // scaled q, k in float64 (pairwise metrics)
     Mat<double> reference;     // exact softmax attention output, float64
 };
@@ -39,9 +40,12 @@ struct Instance {
 };
 
 template <class T>
-Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads) {
-    return {cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
-            exact_attention(q, k, v, causal, threads)};
+Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads,
+                  Rounding rounding) {
+    Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
+              exact_attention(q, k, v, causal, threads)};
+    for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
+    return h;
 }
 
 // The grid: variant x L x d x m x scale (npy inputs are one (L, d) point of their own).
@@ -74,10 +78,11 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
                 if (!needed[i] || (stop && stop->load())) continue;   // stopped: no item will run
                 if (npy) {
                     for (std::size_t h = 0; h < files.q.size(); ++h)
-                        in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads));
+                        in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads,
+                                                        dtype_rounding(cfg.dtype)));
                 } else {
                     QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale);
-                    in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads));
+                    in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype)));
                 }
             }
     if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", files.L()}, {"d", files.d()}, {"heads", files.q.size()}};
@@ -114,7 +119,11 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     Values v;
     const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     const auto t0 = std::chrono::steady_clock::now();
-    if (!req.any()) {   // the output alone: the fused forward, no (L, F) feature matrices
+    // The output alone (and no overflow count): the fused forward, no (L, F) feature
+    // matrices; half-precision emulation and unshifted maps always take favor_attention.
+    const bool fused = !req.any() && std::find(cols.begin(), cols.end(), "overflow_fraction") == cols.end() &&
+                       est.rounding == Rounding::none && est.shift;
+    if (fused) {
         thread_local Mat<T> out;   // reused across the cells this worker runs (no page faults)
         favor_forward_into(est, h.q, h.k, h.v, out, causal);
         v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -124,9 +133,11 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
     v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     output_values(h.reference, a.out, v);
+    v["overflow_fraction"] = a.entries ? double(a.overflow) / double(a.entries) : 0.0;
     // The float64 copies of the features, for the pairwise metrics.
-    pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
-                    Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads, v);
+    if (req.any())
+        pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
+                        Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads, v);
     return v;
 }
 
@@ -319,7 +330,8 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
         if (finished[item] || (opt.stop && opt.stop->load())) return;
         const std::vector<std::size_t> at = grid.at(cells[item / trials]);
         const Instance<T>& in = instances[ax.instance(at)];
-        const Estimator<T> base = make_estimator<T>(cfg.variants[at[0]], cfg.m[at[3]], in.d, cfg.seed, item % trials);
+        const Estimator<T> base = make_estimator<T>(cfg.variants[at[0]], cfg.m[at[3]], in.d, cfg.seed, item % trials,
+                                                   dtype_rounding(cfg.dtype));
         std::vector<Values> per;   // one per head
         for (const Head<T>& h : in.heads) per.push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
         items[item] = item_rows(per, cols, per_head);

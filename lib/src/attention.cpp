@@ -322,9 +322,18 @@ Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const
     const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
     const FeatureMap& map = est.ready_map();
     if (causal && !map.supports_causal()) throw Error("'" + map.name() + "' has no causal form");
-    Features<T> fq = compute_features(map, Q, xs, est.W, Side::query, threads);
-    Features<T> fk = compute_features(map, K, xs, est.W, Side::key, threads);
-    Mat<T> out = linear_attention(fq.phi, fk.phi, fk.log_scale, V, causal, threads, map.row_normalised());
+    Features<T> fq = compute_features(map, Q, xs, est.W, Side::query, threads, est.rounding, est.shift);
+    Features<T> fk = compute_features(map, K, xs, est.W, Side::key, threads, est.rounding, est.shift);
+    std::size_t overflow = fq.overflow + fk.overflow, entries = fq.phi.size() + fk.phi.size();
+    Mat<T> out;
+    if (causal) {
+        out = linear_attention(fq.phi, fk.phi, fk.log_scale, V, causal, threads, map.row_normalised());
+    } else {   // linear_attention's two halves, with the stored phiK^T [V, 1] rounded and counted
+        Mat<T> KV1 = linear_attention_kv(fk.phi, fk.log_scale, V, threads);
+        overflow += round_to(est.rounding, KV1.data(), KV1.size());
+        entries += KV1.size();
+        out = linear_attention_apply(fq.phi, KV1, threads, map.row_normalised());
+    }
     // Without D^{-1} the shifts do not cancel: undo them. The keys were summed relative to the
     // largest key log scale (causal is refused above for such maps, so it is one constant).
     if (!map.row_normalised() && K.shape(0) > 0) {
@@ -334,7 +343,8 @@ Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const
             if (ls != 0.0) scale_in_place(out.data() + i * out.shape(1), out.shape(1), T(std::exp(ls)));
         }
     }
-    return {std::move(out), std::move(fq), std::move(fk)};
+    round_to(est.rounding, out.data(), out.size());
+    return {std::move(out), std::move(fq), std::move(fk), overflow, entries};
 }
 
 // f(i, buf, rmax) for i in [0, n) on up to `threads` threads, with scratch buffers kept per
@@ -366,7 +376,9 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
                         bool causal, int threads) {
     const FeatureMap& map = est.ready_map();
     const std::size_t Lk = K.shape(0), L = Q.shape(0), d = Q.shape(1), dv = V.shape(1), e = dv + 1;
-    if (Lk == 0 || !map.blockwise_key_shift() || !map.row_normalised() || (causal && !map.supports_causal())) {
+    // Half emulation and unshifted features: the unfused path only (docs/design.md 2.6).
+    if (est.rounding != Rounding::none || !est.shift || Lk == 0 || !map.blockwise_key_shift() ||
+        !map.row_normalised() || (causal && !map.supports_causal())) {
         out = favor_attention(est, Q, K, V, causal, threads).out;
         return;
     }

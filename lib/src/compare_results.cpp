@@ -297,7 +297,9 @@ std::vector<std::string> resolve_metrics(const std::vector<std::string>& asked, 
             continue;
         }
         for (const auto& k : compare_metric_names())
-            if (f.table.has_column(k) && k != "nonfinite" && k != "seconds" && k != "kernel_mse_theory") add(k);
+            if (f.table.has_column(k) && k != "nonfinite" && k != "overflow_fraction" && k != "seconds" &&
+                k != "kernel_mse_theory")
+                add(k);
     }
     if (out.empty()) throw Error(f.path + ": no metric columns to compare");
     return out;

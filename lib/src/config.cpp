@@ -29,13 +29,28 @@ std::string experiment_name(ExperimentKind k) {
     return "?";
 }
 
-std::string dtype_name(DType t) { return t == DType::float32 ? "float32" : "float64"; }
+std::string dtype_name(DType t) {
+    switch (t) {
+        case DType::float32: return "float32";
+        case DType::float64: return "float64";
+        case DType::float16: return "float16";
+        case DType::bfloat16: return "bfloat16";
+    }
+    return "?";
+}
 
 DType parse_dtype(const std::string& s, const Field& where) {
-    if (s == "float32") return DType::float32;
-    if (s == "float64") return DType::float64;
-    where.fail("must be float32 or float64, got \"" + s + "\"" + suggestion(s, {"float32", "float64"}));
+    for (DType t : {DType::float32, DType::float64, DType::float16, DType::bfloat16})
+        if (s == dtype_name(t)) return t;
+    where.fail("must be float32, float64, float16 or bfloat16, got \"" + s + "\"" +
+               suggestion(s, {"float32", "float64", "float16", "bfloat16"}));
 }
+
+Rounding dtype_rounding(DType t) {
+    return t == DType::float16 ? Rounding::fp16 : t == DType::bfloat16 ? Rounding::bf16 : Rounding::none;
+}
+
+std::size_t dtype_bytes(DType t) { return t == DType::float64 ? 8 : 4; }
 
 bool ApproximationSpec::wants(const std::string& metric) const {
     return std::find(metrics.begin(), metrics.end(), metric) != metrics.end();
@@ -191,8 +206,14 @@ void parse_kind(const json& j, const Field& root, Config& c) {
     }
     if (c.experiment == ExperimentKind::approximation) {
         c.approximation.metrics = parse_metrics(j, root);
+        // Half dtypes always report where values overflowed (docs/design.md section 2.6).
+        if (dtype_rounding(c.dtype) != Rounding::none && !c.approximation.wants("overflow_fraction"))
+            c.approximation.metrics.push_back("overflow_fraction");
         return;
     }
+    if (dtype_rounding(c.dtype) != Rounding::none)
+        root.at("dtype").fail("\"" + dtype_name(c.dtype) + "\" is emulated (float32 rounded to half) for approximation "
+                              "runs and apply; timing measures float32 or float64");
     if (c.inputs.npy()) root.at("inputs").at("source").fail("timing experiments take random inputs (\"source\": \"random\")");
     const FieldObject o{j, root};
     c.timing.repeats = o.uint("repeats", c.timing.repeats, 1, 100000);

@@ -22,18 +22,23 @@ const FeatureMap& Estimator<T>::ready_map() const {
 }
 
 template <class T>
-Estimator<T> make_estimator(const Variant& v, std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial) {
+Estimator<T> make_estimator(const Variant& v, std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial,
+                            Rounding rounding) {
     if (!v.map->uses_projection()) {
         Mat<T> zeros = Mat<T>::from_shape({m, d});
         zeros.fill(T(0));
-        return {v.map, std::move(zeros), false};
+        return {v.map, std::move(zeros), false, rounding, v.shift};
     }
-    return {v.map, cast_mat<T>(draw_projection(v.projection, m, d, seed, trial)), false};
+    Mat<T> W = cast_mat<T>(draw_projection(v.projection, m, d, seed, trial));
+    round_to(rounding, W.data(), W.size());
+    return {v.map, std::move(W), false, rounding, v.shift};
 }
 
 template struct Estimator<float>;
 template struct Estimator<double>;
-template Estimator<float> make_estimator<float>(const Variant&, std::size_t, std::size_t, std::uint64_t, std::uint64_t);
-template Estimator<double> make_estimator<double>(const Variant&, std::size_t, std::size_t, std::uint64_t, std::uint64_t);
+template Estimator<float> make_estimator<float>(const Variant&, std::size_t, std::size_t, std::uint64_t, std::uint64_t,
+                                                Rounding);
+template Estimator<double> make_estimator<double>(const Variant&, std::size_t, std::size_t, std::uint64_t, std::uint64_t,
+                                                  Rounding);
 
 }  // namespace favor

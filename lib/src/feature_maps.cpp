@@ -25,20 +25,20 @@ FeatureMapPtr make_saderf(const FieldObject&, double epsilon);
 
 const std::vector<FeatureMapEntry>& feature_map_registry() {
     static const std::vector<FeatureMapEntry> r = {
-        {"trig", "exp(|x|^2/2)/sqrt(m) [sin Wx, cos Wx] (random Fourier features)", {}, make_trig},
-        {"positive", "exp(-|x|^2/2)/sqrt(m) exp(Wx) (FAVOR+)", {"epsilon_after"}, make_positive},
-        {"hyperbolic", "exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]", {"epsilon_after"}, make_hyperbolic},
+        {"trig", "exp(|x|^2/2)/sqrt(m) [sin Wx, cos Wx] (random Fourier features)", {"shift"}, make_trig},
+        {"positive", "exp(-|x|^2/2)/sqrt(m) exp(Wx) (FAVOR+)", {"epsilon_after", "shift"}, make_positive},
+        {"hyperbolic", "exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]", {"epsilon_after", "shift"}, make_hyperbolic},
         {"relu", "relu(Wx)/sqrt(m) (generalized attention; not an estimator of SM)", {}, make_relu},
-        {"oprf", "optimal positive features, FAVOR++ (\"A\": number < 1/8 or \"optimal\")", {"A", "epsilon_after"}, make_oprf},
+        {"oprf", "optimal positive features, FAVOR++ (\"A\": number < 1/8 or \"optimal\")", {"A", "epsilon_after", "shift"}, make_oprf},
         {"elu", "elu(x) + 1, F = d, no projection (linear transformer baseline; not an estimator of SM)", {}, make_elu},
         {"dpfp", "relu([x, -x]) * roll(..., s), s = 1..nu, F = 2 d nu, no projection (\"nu\", default 1; baseline)",
          {"nu"}, make_dpfp},
         {"nystrom", "Nystromformer: m segment-mean landmarks, pinv (\"pinv\": iterative|exact, \"iterations\"); "
                     "no row normalisation, not causal (baseline)",
          {"pinv", "iterations"}, make_nystrom},
-        {"gerf", "generalized exponential features: oprf on (t x, y/t) (\"A\", \"t\": numbers or \"optimal\")", {"A", "t", "epsilon_after"}, make_gerf},
-        {"sderf", "symmetric dense-exponential features, FAVOR# (matrix A fitted to the data)", {"epsilon_after"}, make_sderf},
-        {"saderf", "simplified asymmetric dense-exponential features, FAVOR#: oprf on (Psi x, Psi^-1 y), fitted", {"epsilon_after"}, make_saderf},
+        {"gerf", "generalized exponential features: oprf on (t x, y/t) (\"A\", \"t\": numbers or \"optimal\")", {"A", "t", "epsilon_after", "shift"}, make_gerf},
+        {"sderf", "symmetric dense-exponential features, FAVOR# (matrix A fitted to the data)", {"epsilon_after", "shift"}, make_sderf},
+        {"saderf", "simplified asymmetric dense-exponential features, FAVOR#: oprf on (Psi x, Psi^-1 y), fitted", {"epsilon_after", "shift"}, make_saderf},
     };
     return r;
 }
@@ -61,6 +61,8 @@ const FeatureMapEntry* find_feature_map(const std::string& name) {
 template <class T>
 void project_block(const FeatureBlock<T>& b) {
     gemm<T>(false, true, b.rows, b.W.shape(0), b.d, T(b.xs), b.X, b.d, b.W.data(), b.d, T(0), b.out, b.F);
+    if (b.rounding != Rounding::none)
+        for (std::size_t i = 0; i < b.rows; ++i) round_to(b.rounding, b.out + i * b.F, b.W.shape(0));
 }
 
 template <class T>
@@ -77,17 +79,17 @@ std::vector<double> row_norms2(const Mat<T>& X) {
 
 template <class T>
 Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double xs, const Mat<T>& W, Side side,
-                             int threads) {
+                             int threads, Rounding rounding, bool shift) {
     const std::size_t L = Q.shape(0), F = f.num_features(W.shape(0), Q.shape(1));
     Features<T> out{Mat<T>::from_shape({L, F}), std::vector<double>(L, 0.0)};
     advise_hugepages(out.phi.data(), out.phi.size() * sizeof(T));
-    compute_features_into(f, Q, xs, W, side, threads, out.phi.data(), out.log_scale.data());
+    out.overflow = compute_features_into(f, Q, xs, W, side, threads, out.phi.data(), out.log_scale.data(), rounding, shift);
     return out;
 }
 
 template <class T>
-void compute_features_into(const FeatureMap& f, const Mat<T>& Q, double xs, const Mat<T>& W, Side side, int threads,
-                           T* phi, double* row_log) {
+std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double xs, const Mat<T>& W, Side side,
+                                  int threads, T* phi, double* row_log, Rounding rounding, bool shift) {
     const std::size_t L = Q.shape(0), d = Q.shape(1), m = W.shape(0);
     const std::size_t F = f.num_features(m, d);
     const std::size_t rb = feature_block_rows();
@@ -100,7 +102,8 @@ void compute_features_into(const FeatureMap& f, const Mat<T>& Q, double xs, cons
     // Pass 1 per block (rows shifted per row finish here).
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log + r0, per_row});
+        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log + r0, per_row,
+                                rounding});
     });
     if (!per_row && L > 0) {
         const double s = max_of(row_log, L);
@@ -110,6 +113,14 @@ void compute_features_into(const FeatureMap& f, const Mat<T>& Q, double xs, cons
         });
         std::fill(row_log, row_log + L, s);
     }
+    if (!shift)   // exp(log_scale) phi~ in double, then stored: Inf or 0 where the plain exp is
+        for (std::size_t i = 0; i < L; ++i) {
+            if (row_log[i] == 0.0) continue;
+            const double c = std::exp(row_log[i]);
+            for (T* p = phi + i * F; p != phi + (i + 1) * F; ++p) *p = *p == T(0) ? T(0) : T(double(*p) * c);
+            row_log[i] = 0.0;
+        }
+    return round_to(rounding, phi, L * F);
 }
 
 double mean_pair_sum_norm2(const Mat<double>& X, const Mat<double>& Y) {
@@ -156,9 +167,10 @@ std::optional<double> pair_mse_at(const FeatureMap& f, const Mat<double>& x, con
 #define FAVOR_INSTANTIATE(T)                                                                     \
     template void project_block<T>(const FeatureBlock<T>&);                                       \
     template std::vector<double> row_norms2<T>(const Mat<T>&);                                    \
-    template Features<T> compute_features<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int); \
-    template void compute_features_into<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int, T*, \
-                                           double*);
+    template Features<T> compute_features<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int, \
+                                             Rounding, bool);                                      \
+    template std::size_t compute_features_into<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int, \
+                                                  T*, double*, Rounding, bool);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

@@ -141,7 +141,7 @@ std::string cell_label(const std::string& variant, std::size_t L, std::size_t d,
 
 Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, const QkvShapes* npy) {
     const bool is_npy = cfg.inputs.npy();
-    const std::size_t s = cfg.dtype == DType::float32 ? 4 : 8;
+    const std::size_t s = dtype_bytes(cfg.dtype);
     const std::size_t nL = is_npy ? 1 : cfg.inputs.L.size(), nd = is_npy ? 1 : cfg.inputs.d.size(),
                       ns = is_npy ? 1 : cfg.inputs.scale.size();
     const Grid grid({cfg.variants.size(), nL, nd, cfg.m.size(), ns});
@@ -260,7 +260,7 @@ Cost estimate_kernel(const Config& cfg, int threads) {
 }
 
 Cost estimate_timing(const Config& cfg, int threads) {
-    const std::size_t s = cfg.dtype == DType::float32 ? 4 : 8;
+    const std::size_t s = dtype_bytes(cfg.dtype);
     const std::size_t runs = cfg.timing.warmup + cfg.timing.repeats;
     double peak_inputs = 0, peak_work = 0, peak_total = 0, seconds = 0;
     std::string where;
@@ -518,7 +518,7 @@ ThreadPlan fit_threads(const Config& cfg, int threads, const Shard& shard, const
 
 Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads) {
     threads = std::max(threads, 1);
-    const std::size_t s = o.dtype == DType::float32 ? 4 : 8;
+    const std::size_t s = dtype_bytes(o.dtype);
     const double H = double(sh.heads), L = double(sh.L), Lk = double(sh.Lk), d = double(sh.d), dv = double(sh.dv);
     // The tensors as float64 heads, and while a file is read its array beside its heads.
     const double tensors = 8.0 * H * (L * d + Lk * d + Lk * dv);

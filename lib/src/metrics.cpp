@@ -64,6 +64,8 @@ const std::vector<MetricInfo>& metric_table() {
         {"kernel_mse_theory", "", "mean over i, j of the map's closed-form MSE with iid W", S::theory, false, Sum::value, false, "kernel_mse", false},
         {"negative_fraction", "", "share of A_hat entries < 0 (or NaN)", S::pairwise, false, Sum::stats, false, "", false},
         {"nonfinite", "count", "NaN or Inf entries of Out_hat (summed over heads)", S::output, true, Sum::stats, true, "", false},
+        {"overflow_fraction", "", "share of the entries of phi(Q), phi(K) and the stored phi(K)^T [V, 1] (non-causal) that are +-Inf "
+         "(after rounding with float16/bfloat16, where it is always present)", S::output, false, Sum::stats, false, "", false},
         {"seconds", "s", "wall time of the estimator (not deterministic; summed over heads)", S::clock, true, Sum::stats, false, "", false},
     };
     return t;

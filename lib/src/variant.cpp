@@ -12,6 +12,7 @@ json Variant::resolved() const {
     if (!exact) {
         if (map->uses_projection()) o["projection"] = projection_label();
         o.update(map->params());
+        if (!shift) o["shift"] = false;   // recorded only when not the default
     }
     return o;
 }
@@ -68,6 +69,11 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
     const double epsilon = fields.number("epsilon", 0.0);
     if (epsilon < 0) w.at("epsilon").fail("must be >= 0, got " + v["epsilon"].dump());
     out.map = entry->make(fields, epsilon);
+    if (v.contains("shift")) {
+        out.shift = read_bool(v["shift"], w.at("shift"));
+        if (!out.shift && epsilon != 0)
+            w.at("shift").fail("false needs epsilon 0 (epsilon is placed after a shift), got epsilon " + v["epsilon"].dump());
+    }
     if (v.contains("projection")) {
         if (!out.map->uses_projection())
             w.at("projection").fail("does not apply to '" + features + "' (it uses no random projection)");

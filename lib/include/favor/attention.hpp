@@ -54,10 +54,16 @@ Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads
 // The whole estimator: scale, feature maps with the shared W (m, d), linear attention,
 // row-normalised or not as the map says (FeatureMap::row_normalised). Causal with a map that
 // has no causal form (nystrom) throws Error.
+// With est.rounding (half dtypes, T = float) the model of docs/design.md section 2.6: the
+// features, the stored phiK^T [V, 1] (non-causal) and the output rounded to half; Q, K, V
+// and W are taken as given (the callers round them).
 template <class T>
 struct Approximation {
     Mat<T> out;        // (L, dv)
     Features<T> q, k;  // the features, for the pairwise metrics
+    // +-Inf entries among the features of both sides and (non-causal) the stored
+    // phiK^T [V, 1], and how many entries those are: overflow_fraction = overflow / entries.
+    std::size_t overflow = 0, entries = 0;
 };
 template <class T>
 struct Estimator;
@@ -85,5 +91,14 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
 template <class T>
 void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
                         bool causal = false, int threads = 1);
+
+// Exact attention as a half-precision model computes it (docs/design.md section 2.6): scores
+// Q K^T / sqrt(d) accumulated in float32 and stored rounded, softmax in float32 (row max
+// subtracted), probabilities rounded before P V (float32 accumulation), output rounded.
+// Q, K, V as given (already rounded). Rows in blocks of block_rows(Lk), each over all its
+// keys (memory O(block x Lk)); the numbers do not depend on `threads`.
+// Q: (L, d), K: (Lk, d), V: (Lk, dv); returns (L, dv).
+Mat<float> exact_attention_rounded(const Mat<float>& Q, const Mat<float>& K, const Mat<float>& V, Rounding rounding,
+                                   bool causal = false, int threads = 1);
 
 }  // namespace favor

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "favor/error.hpp"
+#include "favor/half.hpp"
 #include "favor/variant.hpp"
 
 namespace favor {
@@ -16,16 +17,21 @@ namespace favor {
 enum class ExperimentKind { approximation, kernel, timing };
 std::string experiment_name(ExperimentKind k);
 
-// The compute precision.
-enum class DType { float32, float64 };
+// The compute precision. float16 and bfloat16 are emulated on the float32 path with a
+// rounding policy (docs/design.md section 2.6): the same C++ type, values rounded to half.
+enum class DType { float32, float64, float16, bfloat16 };
 std::string dtype_name(DType t);
-// "float32" | "float64"; fails at `where` otherwise.
+// "float32" | "float64" | "float16" | "bfloat16"; fails at `where` otherwise.
 DType parse_dtype(const std::string& s, const Field& where);
-// f(float{}) or f(double{}): the one place a dtype becomes a C++ type.
+// f(float{}) or f(double{}): the one place a dtype becomes a C++ type (half dtypes: float).
 template <class F>
 decltype(auto) with_dtype(DType t, F&& f) {
-    return t == DType::float32 ? f(float{}) : f(double{});
+    return t == DType::float64 ? f(double{}) : f(float{});
 }
+// The rounding a dtype adds to its C++ type: fp16, bf16, or none.
+Rounding dtype_rounding(DType t);
+// Bytes per stored value: 8 for float64, 4 for the others (the emulation stores floats).
+std::size_t dtype_bytes(DType t);
 
 struct InputSpec {
     std::string source = "random";     // "random" | "npy"

@@ -4,6 +4,7 @@
 // to the inputs. Used by every runner, `favor apply` and the benchmark.
 #include <cstdint>
 
+#include "favor/half.hpp"
 #include "favor/tensor.hpp"
 #include "favor/variant.hpp"
 
@@ -14,6 +15,10 @@ struct Estimator {
     FeatureMapPtr map;
     Mat<T> W;              // (m, d) in the compute precision
     bool fitted = false;   // data-dependent parameters fixed (for_inputs)
+    // Half-precision emulation (docs/design.md section 2.6): W, the features, phiK^T [V, 1]
+    // and the output rounded to float16 / bfloat16 (T = float); none otherwise.
+    Rounding rounding = Rounding::none;
+    bool shift = true;     // the variant's "shift" (false: features without their max shift)
 
     // This estimator with the map's data-dependent parameters (oprf's A*, nystrom's
     // landmarks) fixed for queries Q (L, d) and keys K (Lk, d), before scaling by d^{-1/4}.
@@ -22,9 +27,10 @@ struct Estimator {
     const FeatureMap& ready_map() const;
 };
 
-// W drawn as draw_projection(v.projection, m, d, seed, trial) (docs/design.md section 7).
+// W drawn as draw_projection(v.projection, m, d, seed, trial) (docs/design.md section 7),
+// then rounded as `rounding` says (half dtypes: T = float).
 template <class T>
 Estimator<T> make_estimator(const Variant& v, std::size_t m, std::size_t d, std::uint64_t seed,
-                            std::uint64_t trial);
+                            std::uint64_t trial, Rounding rounding = Rounding::none);
 
 }  // namespace favor

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "favor/fields.hpp"
+#include "favor/half.hpp"
 #include "favor/tensor.hpp"
 
 namespace favor {
@@ -44,6 +45,9 @@ struct FeatureBlock {
     // shifted per row where the map allows it: compute_features). `side` still says which
     // side's formula applies (asymmetric maps: gerf, saderf, nystrom).
     bool per_row = false;
+    // Half-precision emulation: project_block rounds its product x W^T to this format before
+    // the nonlinearity (docs/design.md section 2.6).
+    Rounding rounding = Rounding::none;
     bool finish_rows() const { return side == Side::query || per_row; }
 };
 
@@ -156,7 +160,8 @@ private:
     const Derived& self() const { return static_cast<const Derived&>(*this); }
 };
 
-// out (rows x m, leading dimension F) = xs X W^T: the product every map starts from.
+// out (rows x m, leading dimension F) = xs X W^T: the product every map starts from, rounded
+// as b.rounding says.
 template <class T>
 void project_block(const FeatureBlock<T>& b);
 
@@ -184,6 +189,7 @@ template <class T>
 struct Features {
     Mat<T> phi;                    // (L, F)
     std::vector<double> log_scale; // (L)
+    std::size_t overflow = 0;      // entries of phi that are +-Inf (after rounding)
 };
 
 // Rows per block of the feature maps (fixed, so results never depend on the thread count).
@@ -191,13 +197,19 @@ constexpr std::size_t feature_block_rows() { return 256; }
 
 // The features of the rows of Q scaled by `input_scale` (x = input_scale * q), W: (m, d).
 // Returns (L, F); rows in blocks of feature_block_rows() on up to `threads` threads.
+// Without `shift`, the rows are exp(log_scale) phi~ with log_scale 0 (the unstabilised
+// formula: it overflows or underflows where the plain exp does). `rounding` (T = float):
+// the projections and then phi rounded to half (docs/design.md section 2.6); `overflow`
+// counts the entries of phi that are +-Inf, whatever the rounding.
 template <class T>
 Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double input_scale, const Mat<T>& W,
-                             Side side, int threads = 1);
-// The same into phi (L x F, row-major) and row_log (L): storage the caller keeps and reuses.
+                             Side side, int threads = 1, Rounding rounding = Rounding::none, bool shift = true);
+// The same into phi (L x F, row-major) and row_log (L), storage the caller keeps and reuses;
+// returns the overflow count.
 template <class T>
-void compute_features_into(const FeatureMap& f, const Mat<T>& Q, double input_scale, const Mat<T>& W, Side side,
-                           int threads, T* phi, double* row_log);
+std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double input_scale, const Mat<T>& W,
+                                  Side side, int threads, T* phi, double* row_log, Rounding rounding = Rounding::none,
+                                  bool shift = true);
 
 // phi(x) . phi(y) for one pair, with the shifts undone: the kernel estimate of SM(x, y).
 // x, y: (1, d); x goes through the query side of the map, y through the key side;

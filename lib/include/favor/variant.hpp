@@ -16,6 +16,10 @@ struct Variant {
     bool exact = false;        // exact softmax attention (timing experiments)
     FeatureMapPtr map;         // null for exact
     Projection projection = Projection::iid;
+    // "shift": false computes the features without their max shift, phi = exp(log_scale) phi~
+    // with log_scale 0 (docs/design.md section 2.3): the plain formula, as code without a
+    // stabiliser has it (maps with a shift: the exp family and trig; epsilon must be 0).
+    bool shift = true;
     std::string features_label() const { return exact ? "exact" : map->name(); }
     // Empty for exact and for maps that use no projection (elu, dpfp, nystrom).
     std::string projection_label() const {
