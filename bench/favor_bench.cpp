@@ -9,6 +9,8 @@
 // --quick     skip the long checks (exact at L = 65536, the attention_mse cell, fig4).
 // --python    interpreter for scripts/numpy_fig4.py (default /usr/bin/python3).
 // --no-numpy  do not run the numpy script (the fig4 ratio is then not printed).
+// --blas-threads N  let the BLAS itself use N threads inside every product (with --threads 1:
+//             "OpenBLAS with its threading" of the BLAS comparison in docs/speed.md).
 //
 // Flops are counted for the matrix products only (2 M N K each); exp, max, sums and the
 // normalisation are not counted, so they show up as the gap to the sgemm rate.
@@ -84,6 +86,7 @@ void check(const std::string& what, double value, double limit, const std::strin
 int main(int argc, char** argv) {
     int threads = 0, repeats = 7;
     bool quick = false, numpy = true;
+    int blas_threads = 1;
     std::string python = "/usr/bin/python3";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -99,6 +102,7 @@ int main(int argc, char** argv) {
         else if (a == "--quick") quick = true;
         else if (a == "--python") python = next();
         else if (a == "--no-numpy") numpy = false;
+        else if (a == "--blas-threads") blas_threads = std::max(1, std::atoi(next().c_str()));
         else {
             std::fprintf(stderr, "favor_bench: unknown argument '%s' (see the comment at the top of bench/favor_bench.cpp)\n", a.c_str());
             return 2;
@@ -115,9 +119,12 @@ int main(int argc, char** argv) {
                 env.value("cpu", std::string("?")).c_str(), env.value("blas", std::string("?")).c_str(),
                 threads, env.value("build_type", std::string("?")).c_str(), env.value("march", std::string("?")).c_str());
 
-    const double srate = gemm_rate<float>(4096, threads, repeats);
-    const double drate = gemm_rate<double>(3072, threads, repeats);
-    const double srate2k = gemm_rate<float>(2048, threads, repeats);
+    const int ref_threads = std::max(threads, blas_threads);   // the machine's cores either way
+    const double srate = gemm_rate<float>(4096, ref_threads, repeats);
+    const double drate = gemm_rate<double>(3072, ref_threads, repeats);
+    const double srate2k = gemm_rate<float>(2048, ref_threads, repeats);
+    set_blas_threads(blas_threads);   // gemm_rate leaves the BLAS single-threaded
+    if (blas_threads > 1) std::printf("BLAS threads inside each product: %d\n", blas_threads);
     std::printf("\nreference: sgemm 4096^3 %.1f GFLOP/s, dgemm 3072^3 %.1f GFLOP/s, sgemm 2048^3 %.1f GFLOP/s "
                 "(the timing experiment's reference) (%d threads)\n\n", srate, drate, srate2k, threads);
 
@@ -190,7 +197,8 @@ int main(int argc, char** argv) {
     }
 
     // ---- the timing experiment's own rows: gemm_ratio as timing.csv reports it ----------
-    {
+    // (not with --blas-threads: the experiment runs the BLAS single-threaded)
+    if (blas_threads == 1) {
         auto timing_row = [&](const nlohmann::json& variant, std::size_t L, std::size_t m) {
             nlohmann::json j = {{"name", "bench_timing"}, {"experiment", "timing"}, {"seed", 0}, {"dtype", "float32"},
                                 {"inputs", {{"source", "random"}, {"L", L}, {"d", 64}}},

@@ -86,12 +86,14 @@ struct Inputs {
 // by the path a user calls: exact_attention; for FAVOR the fused forward (favor_forward)
 // when non-causal, the blocked prefix-sum pass when causal. Phases are not separable there:
 // they come from breakdown_once.
+// `out` is the caller's, reused across the repeats (as a training loop reuses its buffers):
+// the time is the computation's, not the first touch of a fresh multi-MB output.
 template <class T>
-Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std::size_t m, int threads) {
+Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std::size_t m, int threads, Mat<T>& out) {
     Phases p;
     if (var.exact) {
         const auto t0 = Clock::now();
-        const Mat<T> out = exact_attention(in.q, in.k, in.v, cfg.causal, threads);
+        out = exact_attention(in.q, in.k, in.v, cfg.causal, threads);
         p.total = since(t0);
         return p;
     }
@@ -99,7 +101,7 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     const Estimator<T> drawn = make_estimator<T>(var, m, in.q.shape(1), cfg.seed, 0);
     p.projection = since(t);
     t = Clock::now();
-    const Mat<T> out = favor_forward(drawn.for_inputs(in.q, in.k), in.q, in.k, in.v, cfg.causal, threads);
+    favor_forward_into(drawn.for_inputs(in.q, in.k), in.q, in.k, in.v, out, cfg.causal, threads);
     p.total = since(t);
     return p;
 }
@@ -180,9 +182,10 @@ void apply_budget(const Config& cfg, const Series& s, CellResult& c) {
 template <class T>
 void measure(const Config& cfg, const Variant& var, const Inputs<T>& in, std::size_t m, int threads, CellResult& c) {
     reset_peak_rss();
-    for (std::size_t w = 0; w < cfg.timing.warmup; ++w) run_once(cfg, var, in, m, threads);
+    Mat<T> out;
+    for (std::size_t w = 0; w < cfg.timing.warmup; ++w) run_once(cfg, var, in, m, threads, out);
     std::vector<Phases> ps;
-    for (std::size_t r = 0; r < cfg.timing.repeats; ++r) ps.push_back(run_once(cfg, var, in, m, threads));
+    for (std::size_t r = 0; r < cfg.timing.repeats; ++r) ps.push_back(run_once(cfg, var, in, m, threads, out));
     c.peak = peak_rss_bytes();
     auto med = [&](double Phases::*f) {
         std::vector<double> v;
