@@ -411,7 +411,11 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
     // Keys, per block of fused_rows rows: features into a cache-resident buffer with the
     // block's own shift M_b, then part_b = phiK_b^T [V_b, 1] at once.
     const std::size_t kb = fused_rows(F, sizeof(T), std::size_t(1) << 18), nk = (Lk + kb - 1) / kb;
-    std::vector<std::vector<T>> part(nk);
+    // The partials, one F x (dv + 1) slot per block, in storage the calling thread keeps
+    // (a fresh multi-MB buffer per call costs a page fault per 4 kB).
+    thread_local std::vector<T> kept;
+    kept.resize(std::max(kept.size(), nk * F * e));
+    T* const parts = kept.data();   // the workers use the caller's storage (not their own thread_local)
     std::vector<double> shift(nk, 0.0);
     for_blocks<T>(nk, threads, [&](std::size_t blk, std::vector<T>& buf, std::vector<double>& rmax) {
         const std::size_t r0 = blk * kb, rows = std::min(kb, Lk - r0);
@@ -421,8 +425,9 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
         const double s = max_of(rmax.data(), rows);
         map.finish_key_block(buf.data(), F, rows, rmax.data(), s);
         shift[blk] = s;
-        part[blk].assign(F * e, T(0));
-        kv_block(buf.data(), V.data() + r0 * dv, rows, F, dv, T(0), part[blk].data());
+        T* part = parts + blk * F * e;
+        std::fill(part, part + F * e, T(0));
+        kv_block(buf.data(), V.data() + r0 * dv, rows, F, dv, T(0), part);
     });
     // KV1 = sum_b exp(M_b - M) part_b, M = max_b M_b, in block order (the common factor
     // exp(M) cancels in the normalisation).
@@ -430,7 +435,7 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
     std::vector<T> KV1(F * e, T(0));
     for (std::size_t b = 0; b < nk; ++b) {
         const T c = T(std::exp(shift[b] - smax));
-        const T* p = part[b].data();
+        const T* p = parts + b * F * e;
         for (std::size_t k = 0; k < F * e; ++k) KV1[k] += c * p[k];
     }
 
