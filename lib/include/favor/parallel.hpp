@@ -3,6 +3,10 @@
 // depend on the thread count or on which thread ran which index.
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <type_traits>
 #include <cstddef>
 #include <exception>
 #include <mutex>
@@ -24,47 +28,111 @@ inline int resolve_threads(int n) {
     return std::max(1u, std::thread::hardware_concurrency());
 }
 
-// Calls f(i) for i in [0, n) on up to `threads` threads (dynamic scheduling). The first
-// exception thrown by any f is rethrown here after all threads have stopped.
-template <class F>
-void parallel_for(std::size_t n, int threads, F&& f) {
-    std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), n);
-    if (t <= 1) {
-        for (std::size_t i = 0; i < n; ++i) f(i);
-        return;
-    }
+namespace detail {
+// One parallel_for call: indices are claimed with `next`; `active` counts the helpers inside
+// run(). The caller runs it too, so it never waits for a helper that has not started.
+struct Job {
     std::atomic<std::size_t> next{0};
+    std::size_t n = 0;
+    void (*call)(void*, std::size_t) = nullptr;   // f(i), f on the caller's stack
+    void* f = nullptr;
+    std::atomic<std::size_t> active{0};
+    std::mutex mu;
+    std::condition_variable done;
     std::exception_ptr error;
-    std::mutex error_mutex;
-    auto worker = [&] {
+    // Claims and runs indices until none is left; the first exception stops the others.
+    void run() {
         for (std::size_t i; (i = next.fetch_add(1)) < n;) {
             try {
-                f(i);
+                call(f, i);
             } catch (...) {
-                std::lock_guard<std::mutex> lock(error_mutex);
+                std::lock_guard<std::mutex> lock(mu);
                 if (!error) error = std::current_exception();
                 next = n;
             }
         }
-    };
-    // When a thread cannot be created (a process or address-space limit), go on with those
-    // that were: the work is shared dynamically, so fewer threads only take longer.
-    std::vector<std::thread> pool;
-    try {
-        pool.reserve(t - 1);
-    } catch (...) {
-        t = 1;
     }
-    for (std::size_t k = 1; k < t; ++k) {
-        try {
-            pool.emplace_back(worker);
-        } catch (...) {   // std::system_error (EAGAIN), or bad_alloc for its state
-            break;
+};
+
+// Threads kept for the whole process (never destroyed: they wait on a condition variable
+// when idle, and exit with the process). Persistent workers keep their thread_local scratch
+// (attention.cpp) across calls, and a call does not pay for starting threads.
+class ThreadPool {
+public:
+    static ThreadPool& get() {
+        static ThreadPool* pool = new ThreadPool();   // leaked on purpose: see above
+        return *pool;
+    }
+    // Offers `job` to `helpers` threads, starting threads up to that many idle ones (fewer
+    // if the system refuses: the caller does the rest of the work itself).
+    void offer(const std::shared_ptr<Job>& job, std::size_t helpers) {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (std::size_t k = 0; k < helpers; ++k) queue_.push_back(job);
+        while (idle_ < queue_.size() && threads_ < std::size_t(max_workers())) {
+            try {
+                std::thread([this] { loop(); }).detach();
+            } catch (...) {   // std::system_error (EAGAIN), or bad_alloc for its state
+                break;
+            }
+            ++threads_;
+            ++idle_;
+        }
+        ready_.notify_all();
+    }
+
+private:
+    static int max_workers();
+    void loop() {
+        std::unique_lock<std::mutex> lock(mu_);
+        for (;;) {
+            ready_.wait(lock, [this] { return !queue_.empty(); });
+            std::shared_ptr<Job> job = std::move(queue_.front());
+            queue_.pop_front();
+            --idle_;
+            lock.unlock();
+            job->active.fetch_add(1);
+            job->run();
+            if (job->active.fetch_sub(1) == 1) {
+                std::lock_guard<std::mutex> done(job->mu);
+                job->done.notify_all();
+            }
+            job.reset();
+            lock.lock();
+            ++idle_;
         }
     }
-    worker();
-    for (auto& th : pool) th.join();
-    if (error) std::rethrow_exception(error);
+    std::mutex mu_;
+    std::condition_variable ready_;
+    std::deque<std::shared_ptr<Job>> queue_;
+    std::size_t threads_ = 0, idle_ = 0;
+};
+inline int ThreadPool::max_workers() { return max_threads() - 1; }
+}  // namespace detail
+
+// Calls f(i) for i in [0, n) on up to `threads` threads (dynamic scheduling): the calling
+// thread and up to threads - 1 threads of a pool kept for the process. The first exception
+// thrown by any f is rethrown here after every f that started has returned. Nested calls
+// are fine: the caller always works through the indices itself, so it never waits for a
+// busy pool.
+template <class F>
+void parallel_for(std::size_t n, int threads, F&& f) {
+    const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), n);
+    if (t <= 1) {
+        for (std::size_t i = 0; i < n; ++i) f(i);
+        return;
+    }
+    using Fn = std::remove_reference_t<F>;
+    auto job = std::make_shared<detail::Job>();
+    job->n = n;
+    job->f = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
+    job->call = [](void* p, std::size_t i) { (*static_cast<Fn*>(p))(i); };
+    detail::ThreadPool::get().offer(job, t - 1);
+    job->run();
+    {   // a helper that took the job after the last index was claimed never calls f
+        std::unique_lock<std::mutex> lock(job->mu);
+        job->done.wait(lock, [&] { return job->active.load() == 0; });
+    }
+    if (job->error) std::rethrow_exception(job->error);
 }
 
 }  // namespace favor
