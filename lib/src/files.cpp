@@ -122,6 +122,34 @@ std::string read_regular_file(const std::string& path, const std::string& what, 
     return text;
 }
 
+std::optional<std::string> read_file_if_exists(int dirfd, const std::string& name, const std::string& shown) {
+    const int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return std::nullopt;
+        throw Error(shown + ": cannot open (" + why(errno) + ")");
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw Error(shown + ": not a regular file");
+    }
+    std::string text;
+    char buf[1 << 16];
+    for (;;) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const std::string w = why(errno);
+            ::close(fd);
+            throw Error(shown + ": cannot read (" + w + ")");
+        }
+        if (n == 0) break;
+        text.append(buf, std::size_t(n));
+    }
+    ::close(fd);
+    return text;
+}
+
 void check_output_dir(const std::string& dir) {
     if (dir.empty()) throw Error("output directory: must not be empty");
     std::error_code ec;

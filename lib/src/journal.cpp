@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "favor/error.hpp"
+#include "favor/files.hpp"
 #include "favor/json_diff.hpp"
 #include "favor/rng.hpp"
 
@@ -23,34 +24,6 @@ std::string journal_fingerprint(const json& identity) {
 }
 
 namespace {
-
-// The whole file, if `path` is a regular file; "" and false if it does not exist.
-bool read_regular(const std::string& path, std::string& text) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return false;
-        throw Error(path + ": cannot open (" + std::string(std::strerror(errno)) + ")");
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error(path + ": not a regular file");
-    }
-    char buf[1 << 16];
-    for (;;) {
-        const ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            const std::string why = std::strerror(errno);
-            ::close(fd);
-            throw Error(path + ": cannot read (" + why + ")");
-        }
-        if (n == 0) break;
-        text.append(buf, std::size_t(n));
-    }
-    ::close(fd);
-    return true;
-}
 
 JournalRows parse_rows(const json& rows) {
     if (!rows.is_array()) throw std::invalid_argument("rows");
@@ -76,7 +49,9 @@ Journal::Journal(std::string path, json identity, bool resume, std::function<voi
         return;
     }
     std::string text;
-    existed_ = read_regular(path_, text);
+    const std::optional<std::string> content = read_file_if_exists(AT_FDCWD, path_, path_);
+    existed_ = content.has_value();
+    if (existed_) text = *content;
     if (existed_) load(text);
 }
 

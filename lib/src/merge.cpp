@@ -14,6 +14,7 @@
 #include <set>
 
 #include "favor/error.hpp"
+#include "favor/files.hpp"
 #include "favor/json_diff.hpp"
 #include "favor/metrics.hpp"
 #include "favor/result_dir.hpp"
@@ -543,32 +544,7 @@ namespace {
 // A file of a result directory, through the directory's handle: regular files only (a
 // symlink to /dev/zero or a FIFO is refused, not read forever).
 std::optional<std::string> read_member(int dirfd, const std::string& dir, const char* name) {
-    const std::string path = dir + "/" + name;
-    const int fd = ::openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return std::nullopt;
-        throw Error(path + ": cannot open (" + std::string(std::strerror(errno)) + ")");
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error(path + ": not a regular file");
-    }
-    std::string text;
-    char buf[1 << 16];
-    for (;;) {
-        const ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            const std::string why = std::strerror(errno);
-            ::close(fd);
-            throw Error(path + ": cannot read (" + why + ")");
-        }
-        if (n == 0) break;
-        text.append(buf, std::size_t(n));
-    }
-    ::close(fd);
-    return text;
+    return read_file_if_exists(dirfd, name, dir + "/" + name);
 }
 
 }  // namespace

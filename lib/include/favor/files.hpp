@@ -4,6 +4,7 @@
 // fsync, rename), so a failed run never leaves a partial or corrupt file and earlier results
 // stay intact; and the checks on an output place made before any work starts.
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace favor {
@@ -20,6 +21,12 @@ struct RegularFile {
 RegularFile open_regular_file(const std::string& path, const std::string& what);
 // The whole content of a regular file of at most `max_bytes` bytes (Error beyond that).
 std::string read_regular_file(const std::string& path, const std::string& what, std::size_t max_bytes);
+
+// The whole content of `name` opened relative to the directory descriptor `dirfd`
+// (AT_FDCWD: the working directory), or nullopt if it does not exist. O_NONBLOCK and an fstat
+// after the open: anything but a regular file is an Error "<shown>: not a regular file"; other
+// errors name `shown` too.
+std::optional<std::string> read_file_if_exists(int dirfd, const std::string& name, const std::string& shown);
 
 // Writes `content` to `path` through "<path>.tmp.<pid>", fsync and rename; throws Error
 // naming the path on failure and leaves no temporary file behind.
