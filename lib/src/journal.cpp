@@ -129,7 +129,9 @@ void Journal::record(std::size_t cell, std::size_t trial, const JournalRows& row
             line = header.dump() + "\n" + line;   // header and first entry in one write
         }
     }
-    if (broken_) throw Error(path_ + ": write failed earlier (" + broken_why_ + ")");
+    // The same line as the write that failed: items on other threads may still record after
+    // it, and whichever error parallel_for rethrows, the user reads one message.
+    if (broken_) throw Error(broken_why_);
     const off_t start = ::lseek(fd_, 0, SEEK_CUR);
     for (std::size_t done = 0; done < line.size();) {
         const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
@@ -137,9 +139,10 @@ void Journal::record(std::size_t cell, std::size_t trial, const JournalRows& row
         if (n <= 0) {
             // No torn line in the middle: cut the partial one off, and write nothing more.
             broken_ = true;
-            broken_why_ = n < 0 ? std::strerror(errno) : "nothing written";
+            broken_why_ = path_ + ": write failed (" + (n < 0 ? std::string(std::strerror(errno)) : "nothing written") +
+                          "); the entries before it are kept for --resume";
             if (start >= 0) (void)::ftruncate(fd_, start);
-            throw Error(path_ + ": write failed (" + broken_why_ + "); the entries before it are kept for --resume");
+            throw Error(broken_why_);
         }
         done += std::size_t(n);
     }

@@ -50,7 +50,7 @@ private:
     std::function<void()> prepare_;
     std::map<std::pair<std::size_t, std::size_t>, JournalRows> entries_;
     bool existed_ = false, append_ = false, broken_ = false;
-    std::string broken_why_;
+    std::string broken_why_;   // the whole message of the write that failed
     std::size_t keep_bytes_ = 0;   // valid prefix of an existing journal (resume)
     int fd_ = -1;
     std::mutex mutex_;
