@@ -1,10 +1,10 @@
 #include "favor/attention.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "favor/blas.hpp"
@@ -87,8 +87,31 @@ constexpr std::size_t kCausalStep = 16;
 // cache through the passes over them (product, exponent, exp, the product with V). 256 KB
 // measured best for the float64 Fig. 4 sweep (512 KB: 1.17x its time; docs/speed.md) and
 // within noise of 1 MB for float32 at F = 256.
-std::size_t fused_rows(std::size_t F, std::size_t elem, std::size_t bytes) {
-    return std::clamp<std::size_t>(bytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
+std::size_t fused_rows(std::size_t F, std::size_t elem) {
+    constexpr std::size_t kBlockBytes = std::size_t(1) << 18;
+    return std::clamp<std::size_t>(kBlockBytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
+}
+
+// v's storage, grown to at least n elements (never shrunk: scratch kept across calls).
+template <class V>
+auto* grown(V& v, std::size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+}
+
+// The features of `rows` rows at X, made by map.block into a buffer this thread keeps: a
+// thread that runs many blocks or cells (pool workers, the approximation runner's workers)
+// reuses the same pages instead of mapping and zeroing fresh ones (docs/speed.md, page faults).
+// Valid until the thread's next call. Returns the features (rows x F) and their row maxima.
+template <class T>
+std::pair<T*, double*> block_features(const FeatureMap& map, const T* X, std::size_t rows, std::size_t d, double xs,
+                                      const Mat<T>& W, Side side, std::size_t F) {
+    thread_local std::vector<T> buf;
+    thread_local std::vector<double> rmax;
+    T* phi = grown(buf, rows * F);
+    double* rm = grown(rmax, rows);
+    map.block(FeatureBlock<T>{X, rows, d, xs, W, side, phi, F, rm});
+    return {phi, rm};
 }
 
 // acc (F x (dv+1)) = phiK_b^T [V_b, 1] for the `rows` rows at phiK (ld F) and V (ld dv),
@@ -347,22 +370,6 @@ Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const
     return {std::move(out), std::move(fq), std::move(fk), overflow, entries};
 }
 
-// f(i, buf, rmax) for i in [0, n) on up to `threads` threads, with scratch buffers kept per
-// thread (a block's result depends on its index only, never on the worker that ran it).
-// The buffers are thread_local and outlive the call: a thread that runs many cells (the
-// approximation runner's workers) reuses the same pages instead of mapping and zeroing a
-// fresh multi-MB buffer per call (docs/speed.md, page faults).
-template <class T, class Fn>
-void for_blocks(std::size_t n, int threads, Fn&& f) {
-    const std::size_t workers = std::min<std::size_t>(std::size_t(std::max(threads, 1)), n);
-    std::atomic<std::size_t> next{0};
-    parallel_for(workers, threads, [&](std::size_t) {
-        thread_local std::vector<T> buf;
-        thread_local std::vector<double> rmax;
-        for (std::size_t i; (i = next.fetch_add(1)) < n;) f(i, buf, rmax);
-    });
-}
-
 template <class T>
 Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal,
                      int threads) {
@@ -392,42 +399,32 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
         // in a per-thread buffer as the chunk starts: no (L, F) query matrix.
         thread_local std::vector<T> keys;
         thread_local std::vector<double> key_log;
-        keys.resize(std::max(keys.size(), Lk * F));
-        key_log.resize(std::max(key_log.size(), Lk));
-        compute_features_into(map, K, xs, W, Side::key, threads, keys.data(), key_log.data());
-        causal_linear(keys.data(), key_log.data(), V.data(), L, F, dv, out.data(), threads, true,
-                      [&](std::size_t r0, std::size_t rows) {
-                          thread_local std::vector<T> buf;
-                          thread_local std::vector<double> rmax;
-                          buf.resize(std::max(buf.size(), rows * F));
-                          rmax.resize(std::max(rmax.size(), rows));
-                          map.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, Side::query, buf.data(), F,
-                                                    rmax.data()});
-                          return static_cast<const T*>(buf.data());
-                      });
+        T* const phiK = grown(keys, Lk * F);
+        double* const lk = grown(key_log, Lk);
+        compute_features_into(map, K, xs, W, Side::key, threads, phiK, lk);
+        causal_linear(phiK, lk, V.data(), L, F, dv, out.data(), threads, true, [&](std::size_t r0, std::size_t rows) {
+            return static_cast<const T*>(block_features(map, Q.data() + r0 * d, rows, d, xs, W, Side::query, F).first);
+        });
         return;
     }
 
     // Keys, per block of fused_rows rows: features into a cache-resident buffer with the
     // block's own shift M_b, then part_b = phiK_b^T [V_b, 1] at once.
-    const std::size_t kb = fused_rows(F, sizeof(T), std::size_t(1) << 18), nk = (Lk + kb - 1) / kb;
+    const std::size_t kb = fused_rows(F, sizeof(T)), nk = (Lk + kb - 1) / kb;
     // The partials, one F x (dv + 1) slot per block, in storage the calling thread keeps
     // (a fresh multi-MB buffer per call costs a page fault per 4 kB).
     thread_local std::vector<T> kept;
-    kept.resize(std::max(kept.size(), nk * F * e));
-    T* const parts = kept.data();   // the workers use the caller's storage (not their own thread_local)
+    T* const parts = grown(kept, nk * F * e);   // the workers use the caller's storage, not their own
     std::vector<double> shift(nk, 0.0);
-    for_blocks<T>(nk, threads, [&](std::size_t blk, std::vector<T>& buf, std::vector<double>& rmax) {
+    parallel_for(nk, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * kb, rows = std::min(kb, Lk - r0);
-        buf.resize(std::max(buf.size(), rows * F));
-        rmax.resize(std::max(rmax.size(), rows));
-        map.block(FeatureBlock<T>{K.data() + r0 * d, rows, d, xs, W, Side::key, buf.data(), F, rmax.data()});
-        const double s = max_of(rmax.data(), rows);
-        map.finish_key_block(buf.data(), F, rows, rmax.data(), s);
+        const auto [phi, rmax] = block_features(map, K.data() + r0 * d, rows, d, xs, W, Side::key, F);
+        const double s = max_of(rmax, rows);
+        map.finish_key_block(phi, F, rows, rmax, s);
         shift[blk] = s;
         T* part = parts + blk * F * e;
         std::fill(part, part + F * e, T(0));
-        kv_block(buf.data(), V.data() + r0 * dv, rows, F, dv, T(0), part);
+        kv_block(phi, V.data() + r0 * dv, rows, F, dv, T(0), part);
     });
     // KV1 = sum_b exp(M_b - M) part_b, M = max_b M_b, in block order (the common factor
     // exp(M) cancels in the normalisation).
@@ -442,18 +439,16 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
     // Queries, per block: features (per-row shift) -> times KV1 -> normalise.
     std::vector<T> z(F);
     for (std::size_t k = 0; k < F; ++k) z[k] = KV1[k * e + dv];
-    const std::size_t rb = fused_rows(F, sizeof(T), std::size_t(1) << 18), nq = (L + rb - 1) / rb;
-    for_blocks<T>(nq, threads, [&](std::size_t blk, std::vector<T>& buf, std::vector<double>& rmax) {
+    const std::size_t rb = fused_rows(F, sizeof(T)), nq = (L + rb - 1) / rb;
+    parallel_for(nq, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        buf.resize(std::max(buf.size(), rows * F));
-        rmax.resize(std::max(rmax.size(), rows));
-        map.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, Side::query, buf.data(), F, rmax.data()});
+        const T* phi = block_features(map, Q.data() + r0 * d, rows, d, xs, W, Side::query, F).first;
         // Numerators straight into the output rows (an even N = dv for the gemm), then each
         // row's denominator phiQ_i . z as a dot product while the features are in cache.
         T* o = out.data() + r0 * dv;
-        gemm<T>(false, false, rows, dv, F, T(1), buf.data(), F, KV1.data(), e, T(0), o, dv);
+        gemm<T>(false, false, rows, dv, F, T(1), phi, F, KV1.data(), e, T(0), o, dv);
         for (std::size_t i = 0; i < rows; ++i) {
-            const T den = dot_lanes(buf.data() + i * F, z.data(), F);
+            const T den = dot_lanes(phi + i * F, z.data(), F);
             scale_in_place(o + i * dv, dv, T(1) / den);
         }
     });

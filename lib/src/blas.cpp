@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <type_traits>
 #include <vector>
 
 #include "favor/parallel.hpp"
@@ -15,29 +16,20 @@
 namespace favor {
 
 #if defined(FAVOR_USE_BLIS)
-namespace {
-inline trans_t op(bool t) { return t ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE; }
-inline inc_t S(std::size_t n) { return static_cast<inc_t>(n); }
-}  // namespace
-
 // BLIS's typed API takes (row, column) strides: row-major storage is (ld, 1), and a
 // transposed operand passes the strides of the matrix as stored.
-template <>
-void gemm<float>(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
-                 const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
-                 float* C, std::size_t ldc) {
+template <class T>
+void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A, std::size_t lda,
+          const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
     if (M == 0 || N == 0) return;
-    bli_sgemm(op(ta), op(tb), S(M), S(N), S(K), &alpha, const_cast<float*>(A), S(lda), 1, const_cast<float*>(B),
-              S(ldb), 1, &beta, C, S(ldc), 1);
-}
-
-template <>
-void gemm<double>(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, double alpha,
-                  const double* A, std::size_t lda, const double* B, std::size_t ldb,
-                  double beta, double* C, std::size_t ldc) {
-    if (M == 0 || N == 0) return;
-    bli_dgemm(op(ta), op(tb), S(M), S(N), S(K), &alpha, const_cast<double*>(A), S(lda), 1, const_cast<double*>(B),
-              S(ldb), 1, &beta, C, S(ldc), 1);
+    const auto op = [](bool t) { return t ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE; };
+    const auto s = [](std::size_t n) { return static_cast<inc_t>(n); };
+    T* a = const_cast<T*>(A);
+    T* b = const_cast<T*>(B);
+    if constexpr (std::is_same_v<T, float>)
+        bli_sgemm(op(ta), op(tb), s(M), s(N), s(K), &alpha, a, s(lda), 1, b, s(ldb), 1, &beta, C, s(ldc), 1);
+    else
+        bli_dgemm(op(ta), op(tb), s(M), s(N), s(K), &alpha, a, s(lda), 1, b, s(ldb), 1, &beta, C, s(ldc), 1);
 }
 
 void set_blas_threads(int n) { bli_thread_set_num_threads(std::max(n, 1)); }
@@ -46,27 +38,16 @@ std::string blas_info() {
     return std::string("BLIS ") + bli_info_get_version_str() + " (" + bli_arch_string(bli_arch_query_id()) + ")";
 }
 #else
-namespace {
-inline CBLAS_TRANSPOSE op(bool t) { return t ? CblasTrans : CblasNoTrans; }
-inline blasint I(std::size_t n) { return static_cast<blasint>(n); }
-}  // namespace
-
-template <>
-void gemm<float>(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
-                 const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta,
-                 float* C, std::size_t ldc) {
+template <class T>
+void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A, std::size_t lda,
+          const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
     if (M == 0 || N == 0) return;
-    cblas_sgemm(CblasRowMajor, op(ta), op(tb), I(M), I(N), I(K), alpha, A, I(lda), B, I(ldb),
-                beta, C, I(ldc));
-}
-
-template <>
-void gemm<double>(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, double alpha,
-                  const double* A, std::size_t lda, const double* B, std::size_t ldb,
-                  double beta, double* C, std::size_t ldc) {
-    if (M == 0 || N == 0) return;
-    cblas_dgemm(CblasRowMajor, op(ta), op(tb), I(M), I(N), I(K), alpha, A, I(lda), B, I(ldb),
-                beta, C, I(ldc));
+    const auto op = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
+    const auto i = [](std::size_t n) { return static_cast<blasint>(n); };
+    if constexpr (std::is_same_v<T, float>)
+        cblas_sgemm(CblasRowMajor, op(ta), op(tb), i(M), i(N), i(K), alpha, A, i(lda), B, i(ldb), beta, C, i(ldc));
+    else
+        cblas_dgemm(CblasRowMajor, op(ta), op(tb), i(M), i(N), i(K), alpha, A, i(lda), B, i(ldb), beta, C, i(ldc));
 }
 
 void set_blas_threads(int n) { openblas_set_num_threads(std::max(n, 1)); }
@@ -77,6 +58,11 @@ std::string blas_info() {
     return config.rfind("OpenBLAS", 0) == 0 ? config : "OpenBLAS " + config;
 }
 #endif
+
+template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
+                          const float*, std::size_t, float, float*, std::size_t);
+template void gemm<double>(bool, bool, std::size_t, std::size_t, std::size_t, double, const double*, std::size_t,
+                           const double*, std::size_t, double, double*, std::size_t);
 
 void set_blas_single_threaded() { set_blas_threads(1); }
 
