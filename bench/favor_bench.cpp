@@ -9,6 +9,7 @@
 // --quick     skip the long checks (exact at L = 65536, the attention_mse cell, fig4).
 // --python    interpreter for scripts/numpy_fig4.py (default /usr/bin/python3).
 // --no-numpy  do not run the numpy script (the fig4 ratio is then not printed).
+// --only NAME  run only one section: favor, exact or timing (for profiling with perf).
 // --blas-threads N  let the BLAS itself use N threads inside every product (with --threads 1:
 //             "OpenBLAS with its threading" of the BLAS comparison in docs/speed.md).
 //
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
     int threads = 0, repeats = 7;
     bool quick = false, numpy = true;
     int blas_threads = 1;
+    std::string only;   // empty: every section
     std::string python = "/usr/bin/python3";
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -102,6 +104,7 @@ int main(int argc, char** argv) {
         else if (a == "--quick") quick = true;
         else if (a == "--python") python = next();
         else if (a == "--no-numpy") numpy = false;
+        else if (a == "--only") only = next(), quick = true;
         else if (a == "--blas-threads") blas_threads = std::max(1, std::atoi(next().c_str()));
         else {
             std::fprintf(stderr, "favor_bench: unknown argument '%s' (see the comment at the top of bench/favor_bench.cpp)\n", a.c_str());
@@ -128,8 +131,9 @@ int main(int argc, char** argv) {
     std::printf("\nreference: sgemm 4096^3 %.1f GFLOP/s, dgemm 3072^3 %.1f GFLOP/s, sgemm 2048^3 %.1f GFLOP/s "
                 "(the timing experiment's reference) (%d threads)\n\n", srate, drate, srate2k, threads);
 
+    auto section = [&](const char* name) { return only.empty() || only == name; };
     // ---- FAVOR forward, float32, L = 16384, d = 64, m = 256, positive + orthogonal ------
-    {
+    if (section("favor")) {
         const std::size_t L = 16384, d = 64, m = 256, dv = 64;
         const QKV in = random_inputs(0, L, d, dv, 1.0);
         const Mat<float> Q = cast_mat<float>(in.q), K = cast_mat<float>(in.k), V = cast_mat<float>(in.v);
@@ -172,7 +176,7 @@ int main(int argc, char** argv) {
     }
 
     // ---- exact attention, float32, L = 8192, d = 64 --------------------------------------
-    {
+    if (section("exact")) {
         const std::size_t L = 8192, d = 64, dv = 64;
         const QKV in = random_inputs(0, L, d, dv, 1.0);
         const Mat<float> Q = cast_mat<float>(in.q), K = cast_mat<float>(in.k), V = cast_mat<float>(in.v);
@@ -198,7 +202,7 @@ int main(int argc, char** argv) {
 
     // ---- the timing experiment's own rows: gemm_ratio as timing.csv reports it ----------
     // (not with --blas-threads: the experiment runs the BLAS single-threaded)
-    if (blas_threads == 1) {
+    if (blas_threads == 1 && section("timing")) {
         auto timing_row = [&](const nlohmann::json& variant, std::size_t L, std::size_t m) {
             nlohmann::json j = {{"name", "bench_timing"}, {"experiment", "timing"}, {"seed", 0}, {"dtype", "float32"},
                                 {"inputs", {{"source", "random"}, {"L", L}, {"d", 64}}},

@@ -82,14 +82,17 @@ constexpr std::size_t kLinearRows = 1024;
 // flops per row on top of the non-causal work, so small steps; 16 measured fastest (8: same,
 // 32: 1.16x, 64: 1.35x the time at L = 16384, d = 64, m = 256 float32; docs/speed.md).
 constexpr std::size_t kCausalStep = 16;
-// Rows per block of favor_forward's key and query passes: a function of F and the element
-// size only (never of the thread count), so that a block's features stay in the per-core L2
-// cache through the passes over them (product, exponent, exp, the product with V). 256 KB
-// measured best for the float64 Fig. 4 sweep (512 KB: 1.17x its time; docs/speed.md) and
-// within noise of 1 MB for float32 at F = 256.
-std::size_t fused_rows(std::size_t F, std::size_t elem) {
-    constexpr std::size_t kBlockBytes = std::size_t(1) << 18;
-    return std::clamp<std::size_t>(kBlockBytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
+// Rows per block of favor_forward's key and query passes: a function of F, d and the element
+// size only (never of the thread count). Two pulls: a block's features should stay in the
+// per-core L2 cache through the passes over them (product, exponent, exp, the product with V),
+// which matters most when d is small and those passes dominate; and every BLAS call has a fixed
+// cost (packing W, taking its buffers), which matters most when d is large and the products
+// dominate. Budget 256 KB x clamp(d / 16, 1, 4): measured best for the float64 Fig. 4 sweep
+// at d = 16 (1 MB: 1.12x its time) and for float32 at d = 64, F = 256 (256 KB: 1.04x the time
+// of 1 MB; 2 MB within noise of 1 MB); docs/speed.md.
+std::size_t fused_rows(std::size_t F, std::size_t d, std::size_t elem) {
+    const std::size_t bytes = (std::size_t(1) << 18) * std::clamp<std::size_t>(d / 16, 1, 4);
+    return std::clamp<std::size_t>(bytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
 }
 
 // v's storage, grown to at least n elements (never shrunk: scratch kept across calls).
@@ -102,31 +105,33 @@ auto* grown(V& v, std::size_t n) {
 // The features of `rows` rows at X, made by map.block into a buffer this thread keeps: a
 // thread that runs many blocks or cells (pool workers, the approximation runner's workers)
 // reuses the same pages instead of mapping and zeroing fresh ones (docs/speed.md, page faults).
-// Valid until the thread's next call. Returns the features (rows x F) and their row maxima.
+// Valid until the thread's next call. Every row is finished with its own shift, keys as
+// queries (FeatureBlock::per_row; callers use it only for maps with a blockwise key shift).
+// Returns the features (rows x F) and their row log scales.
 template <class T>
 std::pair<T*, double*> block_features(const FeatureMap& map, const T* X, std::size_t rows, std::size_t d, double xs,
                                       const Mat<T>& W, Side side, std::size_t F) {
     thread_local std::vector<T> buf;
-    thread_local std::vector<double> rmax;
+    thread_local std::vector<double> rlog;
     T* phi = grown(buf, rows * F);
-    double* rm = grown(rmax, rows);
-    map.block(FeatureBlock<T>{X, rows, d, xs, W, side, phi, F, rm});
-    return {phi, rm};
+    double* rl = grown(rlog, rows);
+    map.block(FeatureBlock<T>{X, rows, d, xs, W, side, phi, F, rl, /*per_row=*/true});
+    return {phi, rl};
 }
 
-// acc (F x (dv+1)) = phiK_b^T [V_b, 1] for the `rows` rows at phiK (ld F) and V (ld dv),
+// acc (F x (dv+1)) = phiK_b^T [V_b, 1] + beta acc for the `rows` rows at phiK (ld F) and V (ld dv),
 // ld of acc: dv + 1. With `c` (one factor per row, or null for all 1), row j counts c[j] times:
 // phiK_b^T diag(c) [V_b, 1], the factors folded into a scaled copy of V_b.
 template <class T>
 void kv_block(const T* phiK, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T beta, T* acc,
               const T* c = nullptr) {
     const std::size_t e = dv + 1;
-    std::vector<T> Vc;
     if (c) {
-        Vc.resize(rows * dv);
+        thread_local std::vector<T> kept;
+        T* const Vc = grown(kept, rows * dv);
         for (std::size_t i = 0; i < rows; ++i)
             for (std::size_t k = 0; k < dv; ++k) Vc[i * dv + k] = c[i] * V[i * dv + k];
-        V = Vc.data();
+        V = Vc;
     }
     gemm<T>(true, false, F, dv, rows, T(1), phiK, F, V, dv, beta, acc, e);
     // Column dv: the column sums of phiK_b (row by row, so in a fixed order, vectorised over F).
@@ -139,7 +144,8 @@ void kv_block(const T* phiK, const T* V, std::size_t rows, std::size_t F, std::s
         else
             for (std::size_t f = 0; f < F; ++f) z[f] += p[f];
     }
-    for (std::size_t f = 0; f < F; ++f) acc[f * e + dv] = beta * acc[f * e + dv] + z[f];
+    // beta = 0: acc is not read (as the BLAS does), so it need not be initialised.
+    for (std::size_t f = 0; f < F; ++f) acc[f * e + dv] = beta == T(0) ? z[f] : beta * acc[f * e + dv] + z[f];
 }
 
 // The factors exp(lk[j] - shift) of rows [r0, r0 + rows) into c, or false (c unused) when
@@ -408,9 +414,11 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
         return;
     }
 
-    // Keys, per block of fused_rows rows: features into a cache-resident buffer with the
-    // block's own shift M_b, then part_b = phiK_b^T [V_b, 1] at once.
-    const std::size_t kb = fused_rows(F, sizeof(T)), nk = (Lk + kb - 1) / kb;
+    // Keys, per block of fused_rows rows: features into a cache-resident buffer, each row
+    // finished with its own shift lk_j while it is in L1 (as compute_features does), then
+    // part_b = phiK_b^T diag(exp(lk_j - M_b)) [V_b, 1] at once, M_b the block's largest lk_j
+    // (the factors <= 1 go into a scaled copy of V_b, as in linear_attention_kv).
+    const std::size_t kb = fused_rows(F, d, sizeof(T)), nk = (Lk + kb - 1) / kb;
     // The partials, one F x (dv + 1) slot per block, in storage the calling thread keeps
     // (a fresh multi-MB buffer per call costs a page fault per 4 kB).
     thread_local std::vector<T> kept;
@@ -418,13 +426,11 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
     std::vector<double> shift(nk, 0.0);
     parallel_for(nk, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * kb, rows = std::min(kb, Lk - r0);
-        const auto [phi, rmax] = block_features(map, K.data() + r0 * d, rows, d, xs, W, Side::key, F);
-        const double s = max_of(rmax, rows);
-        map.finish_key_block(phi, F, rows, rmax, s);
-        shift[blk] = s;
-        T* part = parts + blk * F * e;
-        std::fill(part, part + F * e, T(0));
-        kv_block(phi, V.data() + r0 * dv, rows, F, dv, T(0), part);
+        const auto [phi, lk] = block_features(map, K.data() + r0 * d, rows, d, xs, W, Side::key, F);
+        shift[blk] = max_of(lk, rows);
+        thread_local std::vector<T> c;
+        const bool scaled = row_factors(lk, 0, rows, shift[blk], c);
+        kv_block(phi, V.data() + r0 * dv, rows, F, dv, T(0), parts + blk * F * e, scaled ? c.data() : nullptr);
     });
     // KV1 = sum_b exp(M_b - M) part_b, M = max_b M_b, in block order (the common factor
     // exp(M) cancels in the normalisation).
@@ -439,7 +445,7 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
     // Queries, per block: features (per-row shift) -> times KV1 -> normalise.
     std::vector<T> z(F);
     for (std::size_t k = 0; k < F; ++k) z[k] = KV1[k * e + dv];
-    const std::size_t rb = fused_rows(F, sizeof(T)), nq = (L + rb - 1) / rb;
+    const std::size_t rb = fused_rows(F, d, sizeof(T)), nq = (L + rb - 1) / rb;
     parallel_for(nq, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         const T* phi = block_features(map, Q.data() + r0 * d, rows, d, xs, W, Side::query, F).first;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <xsimd/xsimd.hpp>
 
 namespace favor {
@@ -58,12 +59,24 @@ inline xsimd::batch<T, A> vexp(const xsimd::batch<T, A>& x0) {
     B p(C::coeff[0]);
     for (std::size_t j = 1; j < sizeof(C::coeff) / sizeof(T); ++j) p = xsimd::fma(p, r, B(C::coeff[j]));
     p = xsimd::fma(p, r * r, r) + B(T(1));
-    // 2^k as 2^k1 * 2^k2 (k1 = k/2), so both factors are normal numbers for every k in range.
-    const BI ki = xsimd::bitwise_cast<BI>(shifted) - xsimd::bitwise_cast<BI>(magic);
-    const BI k1 = ki >> 1, k2 = ki - k1;
-    const B s1 = xsimd::bitwise_cast<B>((k1 + BI(I(C::bias))) << C::mant);
-    const B s2 = xsimd::bitwise_cast<B>((k2 + BI(I(C::bias))) << C::mant);
-    return xsimd::select(xsimd::isnan(x0), x0, p * s1 * s2);
+    B y;
+#if defined(__AVX512F__)
+    if constexpr (std::is_base_of<xsimd::avx512f, A>::value) {
+        // p * 2^k in one instruction (vscalefps / vscalefpd): exact in the normal range,
+        // rounded once into the subnormals, +inf past the top, as the two factors below.
+        if constexpr (std::is_same<T, float>::value) y = B(_mm512_scalef_ps(p, k));
+        else y = B(_mm512_scalef_pd(p, k));
+    } else
+#endif
+    {
+        // 2^k as 2^k1 * 2^k2 (k1 = k/2), so both factors are normal numbers for every k in range.
+        const BI ki = xsimd::bitwise_cast<BI>(shifted) - xsimd::bitwise_cast<BI>(magic);
+        const BI k1 = ki >> 1, k2 = ki - k1;
+        const B s1 = xsimd::bitwise_cast<B>((k1 + BI(I(C::bias))) << C::mant);
+        const B s2 = xsimd::bitwise_cast<B>((k2 + BI(I(C::bias))) << C::mant);
+        y = p * s1 * s2;
+    }
+    return xsimd::select(xsimd::isnan(x0), x0, y);
 }
 
 // p[i] = exp(p[i] - shift) for i < n.
