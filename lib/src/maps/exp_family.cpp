@@ -110,6 +110,14 @@ void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
         const double u2 = sum_squares(U + i * d, d) * us2;
         T* e = b.out + i * F;
         const T base = T(log_c - 0.5 * u2);
+        if (!mirrored_ && !dense && A == 0.0 && b.finish_rows()) {
+            // positive: the row constant goes into the shift instead of a pass over the row,
+            // exp(e_j + base - shift) = exp(e_j - (shift - base)); max_j (e_j + base) rounds
+            // to the same row log scale as before (rounding is monotonic).
+            b.row_log[i] = double(T(max_of(e, F) + base)) + (wx ? 0.5 * u2 : 0.0);
+            exp_shift_scale(e, F, T(double(T(b.row_log[i])) - double(base)), eps, T(norm));
+            continue;
+        }
         if (mirrored_)   // [exp(Wx), exp(-Wx)]
             for (std::size_t j = 0; j < m; ++j) e[m + j] = -e[j] + base;
         if (dense)
