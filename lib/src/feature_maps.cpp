@@ -1,6 +1,7 @@
 #include "favor/feature_maps.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <cmath>
 
 #include "favor/blas.hpp"
@@ -99,12 +100,18 @@ std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double x
     // wherever the map allows a blockwise key shift; a map that does not (epsilon added after
     // a shifted exp) is defined by one shift over all keys, which pass 2 applies.
     const bool per_row = side == Side::query || f.blockwise_key_shift();
+    // Rows finished in pass 1 are rounded (half dtypes) and their +-Inf counted there, while
+    // the block is in cache; otherwise once at the end, after the last change to phi.
+    const bool final_in_block = per_row && shift;
+    std::vector<std::size_t> overflow(nblocks, 0);
     // Pass 1 per block (rows shifted per row finish here).
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log + r0, per_row,
                                 rounding});
+        if (final_in_block) overflow[blk] = round_to(rounding, phi + r0 * F, rows * F);
     });
+    if (final_in_block) return std::accumulate(overflow.begin(), overflow.end(), std::size_t(0));
     if (!per_row && L > 0) {
         const double s = max_of(row_log, L);
         parallel_for(nblocks, threads, [&](std::size_t blk) {
