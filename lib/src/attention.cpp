@@ -12,6 +12,7 @@
 #include "favor/estimator.hpp"
 #include "favor/parallel.hpp"
 #include "favor/vmath.hpp"
+#include "tile_kernels.hpp"
 
 namespace favor {
 
@@ -25,13 +26,70 @@ namespace {
 constexpr std::size_t kExactRows = 256;
 template <class T>
 constexpr std::size_t exact_tile_keys() { return (std::size_t(1) << 19) / (kExactRows * sizeof(T)); }
+static_assert(exact_tile_keys<float>() % tiles::panel_keys<float>() == 0 &&
+              exact_tile_keys<double>() % tiles::panel_keys<double>() == 0);
+
+constexpr std::size_t round_up(std::size_t n, std::size_t k) { return (n + k - 1) / k * k; }
+
+// The operands in the layouts the tile kernels read (tile_kernels.hpp): K^T (d x Lkp) with the
+// keys padded by zeros to whole score panels, V with its columns padded to whole vectors
+// (V itself when dv already is), and the output accumulators as wide.
+template <class T>
+struct ExactOperands {
+    std::size_t Lkp, dvp;
+    std::vector<T> Kt, Vpad;
+    const T* Vp;
+    ExactOperands(const Mat<T>& K, const Mat<T>& V)
+        : Lkp(round_up(K.shape(0), tiles::panel_keys<T>())), dvp(round_up(V.shape(1), tiles::lanes<T>())) {
+        const std::size_t Lk = K.shape(0), d = K.shape(1), dv = V.shape(1);
+        Kt.assign(d * Lkp, T(0));
+        for (std::size_t j = 0; j < Lk; ++j)
+            for (std::size_t k = 0; k < d; ++k) Kt[k * Lkp + j] = K(j, k);
+        Vp = V.data();
+        if (dvp != dv) {
+            Vpad.assign(Lk * dvp, T(0));
+            for (std::size_t j = 0; j < Lk; ++j) std::copy(V.data() + j * dv, V.data() + (j + 1) * dv, Vpad.data() + j * dvp);
+            Vp = Vpad.data();
+        }
+    }
+};
+
+// S (rows x ncp, ld lds) = alpha Q_block Kt[:, c0 .. c0 + ncp) for the `rows` rows at Q.
+template <class T>
+void score_tile(const T* Q, std::size_t rows, std::size_t d, const ExactOperands<T>& op, std::size_t c0,
+                std::size_t ncp, T alpha, T* S, std::size_t lds) {
+    constexpr std::size_t W = tiles::lanes<T>();
+    const T* Kt = op.Kt.data() + c0;
+    auto k = [&](auto R, auto G, std::size_t r, std::size_t g) {
+        tiles::score_panel<T, R, G>(Q + r * d, d, Kt + g * W, op.Lkp, alpha, S + r * lds + g * W, lds);
+    };
+    tiles::tile_blocks(rows, ncp / tiles::lanes<T>(), k);
+}
+
+// acc (rows x dvp) += P (rows x n, ld ldp) V[c0 .. c0 + n).
+template <class T>
+void value_tile(const T* P, std::size_t rows, std::size_t ldp, std::size_t n, const ExactOperands<T>& op,
+                std::size_t c0, T* acc) {
+    constexpr std::size_t W = tiles::lanes<T>();
+    const T* V = op.Vp + c0 * op.dvp;
+    const std::size_t dvp = op.dvp;
+    auto k = [&](auto R, auto G, std::size_t r, std::size_t g) {
+        tiles::value_panel<T, R, G>(P + r * ldp, ldp, n, V + g * W, dvp, acc + r * dvp + g * W, dvp);
+    };
+    tiles::tile_blocks(rows, op.dvp / tiles::lanes<T>(), k);
+}
 }  // namespace
 
+// Row blocks of kExactRows over key tiles with a running row max (online softmax: the
+// rescaling is exact up to rounding). Both products run in the register-blocked tile kernels
+// on operands laid out once per call (no BLAS: it packs K, V and every score tile anew per
+// call; docs/speed.md).
 template <class T>
 Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal, int threads) {
     const std::size_t L = Q.shape(0), d = Q.shape(1), Lk = K.shape(0), dv = V.shape(1);
     Mat<T> out = Mat<T>::from_shape({L, dv});
-    const std::size_t rb = kExactRows, kt = exact_tile_keys<T>();
+    const ExactOperands<T> op(K, V);
+    const std::size_t rb = kExactRows, kt = exact_tile_keys<T>(), dvp = op.dvp;
     const std::size_t nblocks = (L + rb - 1) / rb;
     const T alpha = T(1.0 / std::sqrt(double(d)));
     constexpr T neg_inf = -std::numeric_limits<T>::infinity();
@@ -39,14 +97,13 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         // Causal rows r0..r0+rows-1 only see keys < r0 + rows.
         const std::size_t cols = causal ? std::min(Lk, r0 + rows) : Lk;
-        std::vector<T> S(rows * std::min(kt, std::max<std::size_t>(cols, 1)));
-        std::vector<T> acc(rows * dv, T(0)), row_max(rows, neg_inf);
+        std::vector<T> S(rows * kt), acc(rows * dvp, T(0)), row_max(rows, neg_inf);
         std::vector<double> row_sum(rows, 0.0);
         for (std::size_t c0 = 0; c0 < cols; c0 += kt) {
             const std::size_t nc = std::min(kt, cols - c0);
-            gemm<T>(false, true, rows, nc, d, alpha, Q.data() + r0 * d, d, K.data() + c0 * d, d, T(0), S.data(), nc);
+            score_tile(Q.data() + r0 * d, rows, d, op, c0, round_up(nc, tiles::panel_keys<T>()), alpha, S.data(), kt);
             for (std::size_t i = 0; i < rows; ++i) {
-                T* s = S.data() + i * nc;
+                T* s = S.data() + i * kt;
                 const std::size_t gi = r0 + i;
                 // Keys c0 .. c0+n-1 of this tile are visible to row gi.
                 const std::size_t n = !causal ? nc : (gi + 1 <= c0 ? 0 : std::min(nc, gi + 1 - c0));
@@ -56,7 +113,7 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
                         if (row_max[i] != neg_inf) {
                             const T f = std::exp(row_max[i] - mt);
                             row_sum[i] *= double(f);
-                            scale_in_place(acc.data() + i * dv, dv, f);
+                            scale_in_place(acc.data() + i * dvp, dvp, f);
                         }
                         row_max[i] = mt;
                     }
@@ -64,12 +121,11 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
                 }
                 std::fill(s + n, s + nc, T(0));
             }
-            gemm<T>(false, false, rows, dv, nc, T(1), S.data(), nc, V.data() + c0 * dv, dv,
-                    c0 == 0 ? T(0) : T(1), acc.data(), dv);
+            value_tile(S.data(), rows, kt, nc, op, c0, acc.data());
         }
         for (std::size_t i = 0; i < rows; ++i) {
             const T inv = T(1.0 / row_sum[i]);
-            for (std::size_t c = 0; c < dv; ++c) out(r0 + i, c) = acc[i * dv + c] * inv;
+            for (std::size_t c = 0; c < dv; ++c) out(r0 + i, c) = acc[i * dvp + c] * inv;
         }
     });
     return out;

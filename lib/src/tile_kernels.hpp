@@ -1,0 +1,110 @@
+#pragma once
+// Register-blocked kernels for exact attention's two products on one tile, with the operands
+// in the layouts exact_attention keeps them in, so that nothing is packed per call:
+//   scores:  S (R x keys) = alpha Q (R x d) K^T, from Kt = K^T (d x Lk, keys contiguous);
+//   values:  O (R x dv) += P (R x n) V (n x dv), V as given (row-major, dv contiguous).
+// A BLAS packs both operands of every call; exact attention calls it twice per (query block,
+// key tile), so K, V and the score tile were re-packed L / block times (docs/speed.md). Here
+// K is transposed once per call of exact_attention and V not at all.
+// Each output element is one chain of FMAs in k (or j) order: the numbers depend on the sizes
+// only, never on the thread count.
+#include <cstddef>
+#include <type_traits>
+#include <xsimd/xsimd.hpp>
+
+namespace favor::tiles {
+
+template <class T>
+using Vec = xsimd::batch<T>;
+template <class T>
+constexpr std::size_t lanes() { return Vec<T>::size; }
+
+// Accumulator rows per kernel call: R rows x G vectors of accumulators plus G loaded vectors
+// and one broadcast must fit the register file (32 vector registers with AVX-512, 16 else).
+constexpr bool kWideRegisterFile =
+#if defined(__AVX512F__)
+    true;
+#else
+    false;
+#endif
+constexpr std::size_t kGroup = 4;                                // vectors per row (G)
+constexpr std::size_t kRows = kWideRegisterFile ? 6 : 2;         // rows per call (R)
+
+// Keys per score panel: kGroup vectors.
+template <class T>
+constexpr std::size_t panel_keys() { return kGroup * lanes<T>(); }
+
+// S rows r < R, columns [0, G W): alpha * sum_k Q[r][k] Kt[k][c]. Q: ld d; Kt: ld ldk (the
+// panel's first key at column 0); S: ld lds.
+template <class T, std::size_t R, std::size_t G>
+inline void score_panel(const T* Q, std::size_t d, const T* Kt, std::size_t ldk, T alpha, T* S, std::size_t lds) {
+    using B = Vec<T>;
+    constexpr std::size_t W = B::size;
+    B acc[R][G];
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t g = 0; g < G; ++g) acc[r][g] = B(T(0));
+    for (std::size_t k = 0; k < d; ++k) {
+        B kv[G];
+        for (std::size_t g = 0; g < G; ++g) kv[g] = B::load_unaligned(Kt + k * ldk + g * W);
+        for (std::size_t r = 0; r < R; ++r) {
+            const B q(Q[r * d + k]);
+            for (std::size_t g = 0; g < G; ++g) acc[r][g] = xsimd::fma(q, kv[g], acc[r][g]);
+        }
+    }
+    const B a(alpha);
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t g = 0; g < G; ++g) (acc[r][g] * a).store_unaligned(S + r * lds + g * W);
+}
+
+// O rows r < R, columns [0, G W) += sum_{j < n} P[r][j] V[j][c]. P: ld ldp; V: ld ldv; O: ld ldo.
+template <class T, std::size_t R, std::size_t G>
+inline void value_panel(const T* P, std::size_t ldp, std::size_t n, const T* V, std::size_t ldv, T* O,
+                        std::size_t ldo) {
+    using B = Vec<T>;
+    constexpr std::size_t W = B::size;
+    B acc[R][G];
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t g = 0; g < G; ++g) acc[r][g] = B::load_unaligned(O + r * ldo + g * W);
+    for (std::size_t j = 0; j < n; ++j) {
+        B vv[G];
+        for (std::size_t g = 0; g < G; ++g) vv[g] = B::load_unaligned(V + j * ldv + g * W);
+        for (std::size_t r = 0; r < R; ++r) {
+            const B p(P[r * ldp + j]);
+            for (std::size_t g = 0; g < G; ++g) acc[r][g] = xsimd::fma(p, vv[g], acc[r][g]);
+        }
+    }
+    for (std::size_t r = 0; r < R; ++r)
+        for (std::size_t g = 0; g < G; ++g) acc[r][g].store_unaligned(O + r * ldo + g * W);
+}
+
+template <std::size_t N>
+using Size = std::integral_constant<std::size_t, N>;
+
+// Calls f(Size<R>, Size<G>, r, g) over `rows` rows x `vecs` vectors of columns, in blocks of
+// kRows x kGroup and smaller instantiations at the edges (r, g: the block's first row and
+// first vector).
+template <std::size_t R, class F>
+inline void vector_groups(std::size_t r, std::size_t vecs, F& f) {
+    std::size_t g = 0;
+    for (; g + kGroup <= vecs; g += kGroup) f(Size<R>{}, Size<kGroup>{}, r, g);
+    switch (vecs - g) {
+        case 3: f(Size<R>{}, Size<3>{}, r, g); break;
+        case 2: f(Size<R>{}, Size<2>{}, r, g); break;
+        case 1: f(Size<R>{}, Size<1>{}, r, g); break;
+        default: break;
+    }
+}
+
+template <std::size_t R = kRows, class F>
+inline void tile_blocks(std::size_t rows, std::size_t vecs, F& f) {
+    static_assert(R >= 1);
+    std::size_t r = 0;
+    for (; r + R <= rows; r += R) vector_groups<R>(r, vecs, f);
+    if constexpr (R > 1)
+        if (r < rows) {   // the last rows: the largest instantiation that fits, and so on
+            auto rest = [&f, r](auto R1, auto G1, std::size_t rr, std::size_t g) { f(R1, G1, r + rr, g); };
+            tile_blocks<R - 1>(rows - r, vecs, rest);
+        }
+}
+
+}  // namespace favor::tiles
