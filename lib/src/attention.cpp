@@ -54,30 +54,6 @@ struct ExactOperands {
     }
 };
 
-// S (rows x ncp, ld lds) = alpha Q_block Kt[:, c0 .. c0 + ncp) for the `rows` rows at Q.
-template <class T>
-void score_tile(const T* Q, std::size_t rows, std::size_t d, const ExactOperands<T>& op, std::size_t c0,
-                std::size_t ncp, T alpha, T* S, std::size_t lds) {
-    constexpr std::size_t W = tiles::lanes<T>();
-    const T* Kt = op.Kt.data() + c0;
-    auto k = [&](auto R, auto G, std::size_t r, std::size_t g) {
-        tiles::score_panel<T, R, G>(Q + r * d, d, Kt + g * W, op.Lkp, alpha, S + r * lds + g * W, lds);
-    };
-    tiles::tile_blocks(rows, ncp / tiles::lanes<T>(), k);
-}
-
-// acc (rows x dvp) += P (rows x n, ld ldp) V[c0 .. c0 + n).
-template <class T>
-void value_tile(const T* P, std::size_t rows, std::size_t ldp, std::size_t n, const ExactOperands<T>& op,
-                std::size_t c0, T* acc) {
-    constexpr std::size_t W = tiles::lanes<T>();
-    const T* V = op.Vp + c0 * op.dvp;
-    const std::size_t dvp = op.dvp;
-    auto k = [&](auto R, auto G, std::size_t r, std::size_t g) {
-        tiles::value_panel<T, R, G>(P + r * ldp, ldp, n, V + g * W, dvp, acc + r * dvp + g * W, dvp);
-    };
-    tiles::tile_blocks(rows, op.dvp / tiles::lanes<T>(), k);
-}
 }  // namespace
 
 // Row blocks of kExactRows over key tiles with a running row max (online softmax: the
@@ -101,7 +77,8 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
         std::vector<double> row_sum(rows, 0.0);
         for (std::size_t c0 = 0; c0 < cols; c0 += kt) {
             const std::size_t nc = std::min(kt, cols - c0);
-            score_tile(Q.data() + r0 * d, rows, d, op, c0, round_up(nc, tiles::panel_keys<T>()), alpha, S.data(), kt);
+            tiles::times_transposed(Q.data() + r0 * d, rows, d, op.Kt.data() + c0, op.Lkp, round_up(nc, tiles::panel_keys<T>()),
+                                    alpha, S.data(), kt);
             for (std::size_t i = 0; i < rows; ++i) {
                 T* s = S.data() + i * kt;
                 const std::size_t gi = r0 + i;
@@ -121,7 +98,7 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
                 }
                 std::fill(s + n, s + nc, T(0));
             }
-            value_tile(S.data(), rows, kt, nc, op, c0, acc.data());
+            tiles::times(S.data(), rows, kt, 1, nc, op.Vp + c0 * dvp, dvp, dvp, acc.data(), dvp, true);
         }
         for (std::size_t i = 0; i < rows; ++i) {
             const T inv = T(1.0 / row_sum[i]);
@@ -165,21 +142,26 @@ auto* grown(V& v, std::size_t n) {
 // queries (FeatureBlock::per_row; callers use it only for maps with a blockwise key shift).
 // Returns the features (rows x F) and their row log scales.
 template <class T>
+void features_into(const FeatureMap& map, const T* X, std::size_t rows, std::size_t d, double xs, const Mat<T>& W,
+                   const std::vector<T>& Wt, Side side, std::size_t F, T* phi, double* rlog) {
+    map.block(FeatureBlock<T>{X, rows, d, xs, W, side, phi, F, rlog, /*per_row=*/true, Rounding::none, Wt.data()});
+}
+template <class T>
 std::pair<T*, double*> block_features(const FeatureMap& map, const T* X, std::size_t rows, std::size_t d, double xs,
-                                      const Mat<T>& W, Side side, std::size_t F) {
+                                      const Mat<T>& W, const std::vector<T>& Wt, Side side, std::size_t F) {
     thread_local std::vector<T> buf;
     thread_local std::vector<double> rlog;
     T* phi = grown(buf, rows * F);
     double* rl = grown(rlog, rows);
-    map.block(FeatureBlock<T>{X, rows, d, xs, W, side, phi, F, rl, /*per_row=*/true});
+    features_into(map, X, rows, d, xs, W, Wt, side, F, phi, rl);
     return {phi, rl};
 }
 
-// acc (F x (dv+1)) = phiK_b^T [V_b, 1] + beta acc for the `rows` rows at phiK (ld F) and V (ld dv),
+// acc (F x (dv+1)) = phiK_b^T [V_b, 1] for the `rows` rows at phiK (ld F) and V (ld dv),
 // ld of acc: dv + 1. With `c` (one factor per row, or null for all 1), row j counts c[j] times:
 // phiK_b^T diag(c) [V_b, 1], the factors folded into a scaled copy of V_b.
 template <class T>
-void kv_block(const T* phiK, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T beta, T* acc,
+void kv_block(const T* phiK, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T* acc,
               const T* c = nullptr) {
     const std::size_t e = dv + 1;
     if (c) {
@@ -189,7 +171,8 @@ void kv_block(const T* phiK, const T* V, std::size_t rows, std::size_t F, std::s
             for (std::size_t k = 0; k < dv; ++k) Vc[i * dv + k] = c[i] * V[i * dv + k];
         V = Vc;
     }
-    gemm<T>(true, false, F, dv, rows, T(1), phiK, F, V, dv, beta, acc, e);
+    // phiK_b^T V_b in the value tile kernel reading phiK_b transposed in place (no packing).
+    tiles::times(phiK, F, 1, F, rows, V, dv, dv, acc, e, false);
     // Column dv: the column sums of phiK_b (row by row, so in a fixed order, vectorised over F).
     std::vector<T> z(F, T(0));
     for (std::size_t i = 0; i < rows; ++i) {
@@ -200,8 +183,7 @@ void kv_block(const T* phiK, const T* V, std::size_t rows, std::size_t F, std::s
         else
             for (std::size_t f = 0; f < F; ++f) z[f] += p[f];
     }
-    // beta = 0: acc is not read (as the BLAS does), so it need not be initialised.
-    for (std::size_t f = 0; f < F; ++f) acc[f * e + dv] = beta == T(0) ? z[f] : beta * acc[f * e + dv] + z[f];
+    for (std::size_t f = 0; f < F; ++f) acc[f * e + dv] = z[f];   // acc is written, never read
 }
 
 // The factors exp(lk[j] - shift) of rows [r0, r0 + rows) into c, or false (c unused) when
@@ -253,7 +235,7 @@ Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_lo
         shift[blk] = max_log(lk, r0, rows);
         std::vector<T> c;
         const bool scaled = row_factors(lk, r0, rows, shift[blk], c);
-        kv_block(phiK.data() + r0 * F, V.data() + r0 * dv, rows, F, dv, T(0), part[blk].data(), scaled ? c.data() : nullptr);
+        kv_block(phiK.data() + r0 * F, V.data() + r0 * dv, rows, F, dv, part[blk].data(), scaled ? c.data() : nullptr);
     });
     const double smax = max_of(shift.data(), nblocks);
     Mat<T> KV = Mat<T>::from_shape({F, e});
@@ -294,9 +276,12 @@ namespace {
 // per-row log scales lk (or null) and V (L x dv); the query features of rows [r0, r0 + rows)
 // of a chunk come from query_rows(r0, rows) (a pointer to rows x F, row-major), so the caller
 // can keep them all (linear_attention) or make them per chunk (favor_forward).
-template <class T, class QueryRows>
+// Before a chunk's keys are first read, make_keys(r0, rows) is called for them (pass 1, on
+// the thread that sums them): a caller can make the key features (and their log scales) there,
+// while the chunk is summed from cache (favor_forward), or do nothing (linear_attention).
+template <class T, class MakeKeys, class QueryRows>
 void causal_linear(const T* phiK, const double* lk, const T* V, std::size_t L, std::size_t F, std::size_t dv,
-                   T* out, int threads, bool normalise, QueryRows&& query_rows) {
+                   T* out, int threads, bool normalise, MakeKeys&& make_keys, QueryRows&& query_rows) {
     const std::size_t e = dv + 1;
     constexpr double none = -std::numeric_limits<double>::infinity();
     // Prefix sums G_i = sum_{j <= i} phiK_j [v_j, 1]^T over chunks of kLinearRows rows:
@@ -312,12 +297,13 @@ void causal_linear(const T* phiK, const double* lk, const T* V, std::size_t L, s
     std::vector<std::vector<T>> G(nchunks, std::vector<T>(F * e, T(0)));
     std::vector<double> own_shift(nchunks, 0.0), before(nchunks, none);
     parallel_for(nchunks, threads, [&](std::size_t ch) {
-        if (ch + 1 == nchunks) return;   // the last chunk's own sum is never used
         const std::size_t r0 = ch * kLinearRows, rows = std::min(kLinearRows, L - r0);
+        make_keys(r0, rows);
+        if (ch + 1 == nchunks) return;   // the last chunk's own sum is never used
         own_shift[ch] = max_log(lk, r0, rows);
         std::vector<T> c;
         const bool scaled = row_factors(lk, r0, rows, own_shift[ch], c);
-        kv_block(phiK + r0 * F, V + r0 * dv, rows, F, dv, T(0), G[ch].data(), scaled ? c.data() : nullptr);
+        kv_block(phiK + r0 * F, V + r0 * dv, rows, F, dv, G[ch].data(), scaled ? c.data() : nullptr);
     });
     // G[ch] becomes the sum over chunks before ch, relative to before[ch].
     std::vector<T> run(F * e, T(0)), own;
@@ -340,39 +326,53 @@ void causal_linear(const T* phiK, const double* lk, const T* V, std::size_t L, s
     const std::size_t c = kCausalStep;
     parallel_for(nchunks, threads, [&](std::size_t ch) {
         const std::size_t c0 = ch * kLinearRows, c1 = std::min(L, c0 + kLinearRows);
-        std::vector<T>& g = G[ch];
+        std::vector<T>& g = G[ch];   // the running sum: columns < dv phiK^T V, column dv phiK^T 1
         const T* q = query_rows(c0, c1 - c0);   // the chunk's query features, row c0 first
         double gs = before[ch];   // g is relative to exp(gs); none: g = 0
-        std::vector<T> S(c * c), V1(c * e), num(c * e), cf;
+        // g's last column kept apart and contiguous (z), so that every product below runs in
+        // the vector tile kernels on dv columns (tile_kernels.hpp).
+        std::vector<T> z(F), S(c * c), num(c * e), Vs(c * dv), cf;
+        for (std::size_t f = 0; f < F; ++f) z[f] = g[f * e + dv];
         std::vector<double> P(c);
         for (std::size_t r0 = c0; r0 < c1; r0 += c) {
             const std::size_t rows = std::min(c, c1 - r0);
-            for (std::size_t i = 0; i < rows; ++i) {
-                std::copy(V + (r0 + i) * dv, V + (r0 + i + 1) * dv, V1.data() + i * e);
-                V1[i * e + dv] = T(1);
-            }
+            const T *qs = q + (r0 - c0) * F, *ks = phiK + r0 * F, *Vr = V + r0 * dv;
             // P[i]: the running max of the key log scales through row r0 + i.
             double p = lk ? gs : 0.0;
             for (std::size_t i = 0; i < rows; ++i) P[i] = p = lk ? std::max(p, lk[r0 + i]) : 0.0;
-            gemm<T>(false, false, rows, e, F, T(1), q + (r0 - c0) * F, F, g.data(), e, T(0), num.data(), e);
+            // The rows before the step: num_i = q_i [g, z], rescaled from gs to P_i.
+            tiles::times(qs, rows, F, 1, F, g.data(), e, dv, num.data(), e, false);
+            for (std::size_t i = 0; i < rows; ++i) num[i * e + dv] = dot_lanes(qs + i * F, z.data(), F);
             if (lk && gs != none)
                 for (std::size_t i = 0; i < rows; ++i)
                     if (P[i] != gs) scale_in_place(num.data() + i * e, e, T(std::exp(gs - P[i])));
-            gemm<T>(false, true, rows, rows, F, T(1), q + (r0 - c0) * F, F, phiK + r0 * F, F, T(0), S.data(), rows);
-            for (std::size_t i = 0; i < rows; ++i) {
-                for (std::size_t j = i + 1; j < rows; ++j) S[i * rows + j] = T(0);
-                if (lk)
-                    for (std::size_t j = 0; j <= i; ++j)
-                        if (lk[r0 + j] != P[i]) S[i * rows + j] *= T(std::exp(lk[r0 + j] - P[i]));
-            }
-            gemm<T>(false, false, rows, e, rows, T(1), S.data(), rows, V1.data(), e, T(1), num.data(), e);
+            // The step's own rows: the lower triangle of q_s k_s^T, key j weighted exp(lk_j - P_i).
+            for (std::size_t i = 0; i < rows; ++i)
+                for (std::size_t j = 0; j < rows; ++j) {
+                    T sij = j <= i ? dot_lanes(qs + i * F, ks + j * F, F) : T(0);
+                    if (lk && j <= i && lk[r0 + j] != P[i]) sij *= T(std::exp(lk[r0 + j] - P[i]));
+                    S[i * rows + j] = sij;
+                }
+            tiles::times(S.data(), rows, rows, 1, rows, Vr, dv, dv, num.data(), e, true);
+            for (std::size_t i = 0; i < rows; ++i) num[i * e + dv] += T(sum_of(S.data() + i * rows, i + 1));
             if (r0 + rows < c1) {
-                // g += phiK_s^T diag(exp(lk_j - P_last)) [V_s, 1], after rescaling g to P_last.
+                // [g, z] += phiK_s^T diag(exp(lk_j - P_last)) [V_s, 1], after rescaling to P_last.
                 const double last = P[rows - 1];
-                if (lk && gs != none && gs != last) scale_in_place(g.data(), F * e, T(std::exp(gs - last)));
-                if (row_factors(lk, r0, rows, last, cf))
-                    for (std::size_t i = 0; i < rows; ++i) scale_in_place(V1.data() + i * e, e, cf[i]);
-                gemm<T>(true, false, F, e, rows, T(1), phiK + r0 * F, F, V1.data(), e, T(1), g.data(), e);
+                if (lk && gs != none && gs != last) {
+                    scale_in_place(g.data(), F * e, T(std::exp(gs - last)));
+                    scale_in_place(z.data(), F, T(std::exp(gs - last)));
+                }
+                const bool scaled = row_factors(lk, r0, rows, last, cf);
+                if (scaled) {
+                    for (std::size_t i = 0; i < rows; ++i)
+                        for (std::size_t k = 0; k < dv; ++k) Vs[i * dv + k] = cf[i] * Vr[i * dv + k];
+                    Vr = Vs.data();
+                }
+                tiles::times(ks, F, 1, F, rows, Vr, dv, dv, g.data(), e, true);
+                for (std::size_t j = 0; j < rows; ++j) {
+                    const T cj = scaled ? cf[j] : T(1);
+                    for (std::size_t f = 0; f < F; ++f) z[f] += cj * ks[j * F + f];
+                }
                 gs = last;
             }
             normalise_rows(num.data(), rows, dv, out + r0 * dv, normalise);
@@ -390,6 +390,7 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vecto
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1);
     Mat<T> out = Mat<T>::from_shape({L, dv});
     causal_linear(phiK.data(), log_or_null(key_log_scale, L), V.data(), L, F, dv, out.data(), threads, normalise,
+                  [](std::size_t, std::size_t) {},
                   [&](std::size_t r0, std::size_t) { return phiQ.data() + r0 * F; });
     return out;
 }
@@ -454,19 +455,27 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
     const double xs = 1.0 / std::pow(double(d), 0.25);
     const Mat<T>& W = est.W;
     const std::size_t F = map.num_features(W.shape(0), d);
+    const std::vector<T> Wt = transposed(W);   // W^T once for every block's product
     if (out.shape(0) != L || out.shape(1) != dv) out = Mat<T>::from_shape({L, dv});   // else reused as it is
     if (causal) {
-        // The key features once, into storage this thread keeps (the same per-row shifts as
-        // favor_attention), then the prefix-sum pass with each chunk's query features made
-        // in a per-thread buffer as the chunk starts: no (L, F) query matrix.
+        if (Lk != L) throw Error("causal attention needs as many keys as queries, got " + std::to_string(Lk) +
+                                 " keys for " + std::to_string(L) + " queries");
+        // The key features into storage this thread keeps (the same per-row shifts as
+        // favor_attention), each chunk's made as the prefix-sum pass first sums it (from
+        // cache); each chunk's query features in a per-thread buffer as the chunk starts: no
+        // (L, F) query matrix.
         thread_local std::vector<T> keys;
         thread_local std::vector<double> key_log;
         T* const phiK = grown(keys, Lk * F);
         double* const lk = grown(key_log, Lk);
-        compute_features_into(map, K, xs, W, Side::key, threads, phiK, lk);
-        causal_linear(phiK, lk, V.data(), L, F, dv, out.data(), threads, true, [&](std::size_t r0, std::size_t rows) {
-            return static_cast<const T*>(block_features(map, Q.data() + r0 * d, rows, d, xs, W, Side::query, F).first);
-        });
+        causal_linear(
+            phiK, lk, V.data(), L, F, dv, out.data(), threads, true,
+            [&](std::size_t r0, std::size_t rows) {
+                features_into(map, K.data() + r0 * d, rows, d, xs, W, Wt, Side::key, F, phiK + r0 * F, lk + r0);
+            },
+            [&](std::size_t r0, std::size_t rows) {
+                return static_cast<const T*>(block_features(map, Q.data() + r0 * d, rows, d, xs, W, Wt, Side::query, F).first);
+            });
         return;
     }
 
@@ -482,11 +491,11 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
     std::vector<double> shift(nk, 0.0);
     parallel_for(nk, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * kb, rows = std::min(kb, Lk - r0);
-        const auto [phi, lk] = block_features(map, K.data() + r0 * d, rows, d, xs, W, Side::key, F);
+        const auto [phi, lk] = block_features(map, K.data() + r0 * d, rows, d, xs, W, Wt, Side::key, F);
         shift[blk] = max_of(lk, rows);
         thread_local std::vector<T> c;
         const bool scaled = row_factors(lk, 0, rows, shift[blk], c);
-        kv_block(phi, V.data() + r0 * dv, rows, F, dv, T(0), parts + blk * F * e, scaled ? c.data() : nullptr);
+        kv_block(phi, V.data() + r0 * dv, rows, F, dv, parts + blk * F * e, scaled ? c.data() : nullptr);
     });
     // KV1 = sum_b exp(M_b - M) part_b, M = max_b M_b, in block order (the common factor
     // exp(M) cancels in the normalisation).
@@ -504,11 +513,11 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
     const std::size_t rb = fused_rows(F, d, sizeof(T)), nq = (L + rb - 1) / rb;
     parallel_for(nq, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        const T* phi = block_features(map, Q.data() + r0 * d, rows, d, xs, W, Side::query, F).first;
+        const T* phi = block_features(map, Q.data() + r0 * d, rows, d, xs, W, Wt, Side::query, F).first;
         // Numerators straight into the output rows (an even N = dv for the gemm), then each
         // row's denominator phiQ_i . z as a dot product while the features are in cache.
         T* o = out.data() + r0 * dv;
-        gemm<T>(false, false, rows, dv, F, T(1), phi, F, KV1.data(), e, T(0), o, dv);
+        tiles::times(phi, rows, F, 1, F, KV1.data(), e, dv, o, dv, false);
         for (std::size_t i = 0; i < rows; ++i) {
             const T den = dot_lanes(phi + i * F, z.data(), F);
             scale_in_place(o + i * dv, dv, T(1) / den);

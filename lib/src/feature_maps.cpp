@@ -8,6 +8,7 @@
 #include "favor/memory.hpp"
 #include "favor/parallel.hpp"
 #include "favor/vmath.hpp"
+#include "tile_kernels.hpp"
 
 namespace favor {
 
@@ -61,9 +62,27 @@ const FeatureMapEntry* find_feature_map(const std::string& name) {
 
 template <class T>
 void project_block(const FeatureBlock<T>& b) {
-    gemm<T>(false, true, b.rows, b.W.shape(0), b.d, T(b.xs), b.X, b.d, b.W.data(), b.d, T(0), b.out, b.F);
+    // The tile kernel on W^T (d x m), instead of a BLAS call that packs both operands and
+    // zeroes its output first (docs/speed.md).
+    const std::size_t m = b.W.shape(0), d = b.d;
+    thread_local std::vector<T> own;
+    const T* Wt = b.Wt;
+    if (!Wt) {
+        own = transposed(b.W);
+        Wt = own.data();
+    }
+    tiles::times_transposed(b.X, b.rows, d, Wt, m, m, T(b.xs), b.out, b.F);
     if (b.rounding != Rounding::none)
         for (std::size_t i = 0; i < b.rows; ++i) round_to(b.rounding, b.out + i * b.F, b.W.shape(0));
+}
+
+template <class T>
+std::vector<T> transposed(const Mat<T>& W) {
+    const std::size_t m = W.shape(0), d = W.shape(1);
+    std::vector<T> t(d * m);
+    for (std::size_t k = 0; k < d; ++k)
+        for (std::size_t j = 0; j < m; ++j) t[k * m + j] = W(j, k);
+    return t;
 }
 
 template <class T>
@@ -104,11 +123,12 @@ std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double x
     // the block is in cache; otherwise once at the end, after the last change to phi.
     const bool final_in_block = per_row && shift;
     std::vector<std::size_t> overflow(nblocks, 0);
+    const std::vector<T> Wt = transposed(W);
     // Pass 1 per block (rows shifted per row finish here).
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log + r0, per_row,
-                                rounding});
+                                rounding, Wt.data()});
         if (final_in_block) overflow[blk] = round_to(rounding, phi + r0 * F, rows * F);
     });
     if (final_in_block) return std::accumulate(overflow.begin(), overflow.end(), std::size_t(0));
@@ -173,6 +193,7 @@ std::optional<double> pair_mse_at(const FeatureMap& f, const Mat<double>& x, con
 
 #define FAVOR_INSTANTIATE(T)                                                                     \
     template void project_block<T>(const FeatureBlock<T>&);                                       \
+    template std::vector<T> transposed<T>(const Mat<T>&);                                          \
     template std::vector<double> row_norms2<T>(const Mat<T>&);                                    \
     template Features<T> compute_features<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int, \
                                              Rounding, bool);                                      \

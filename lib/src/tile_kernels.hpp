@@ -8,6 +8,7 @@
 // K is transposed once per call of exact_attention and V not at all.
 // Each output element is one chain of FMAs in k (or j) order: the numbers depend on the sizes
 // only, never on the thread count.
+#include <cmath>
 #include <cstddef>
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
@@ -56,20 +57,21 @@ inline void score_panel(const T* Q, std::size_t d, const T* Kt, std::size_t ldk,
         for (std::size_t g = 0; g < G; ++g) (acc[r][g] * a).store_unaligned(S + r * lds + g * W);
 }
 
-// O rows r < R, columns [0, G W) += sum_{j < n} P[r][j] V[j][c]. P: ld ldp; V: ld ldv; O: ld ldo.
+// O rows r < R, columns [0, G W) = (add ? O : 0) + sum_{j < n} P[r][j] V[j][c], with
+// P[r][j] at P[r * pr + j * pj] (P or P^T as stored); V: ld ldv; O: ld ldo.
 template <class T, std::size_t R, std::size_t G>
-inline void value_panel(const T* P, std::size_t ldp, std::size_t n, const T* V, std::size_t ldv, T* O,
-                        std::size_t ldo) {
+inline void value_panel(const T* P, std::size_t pr, std::size_t pj, std::size_t n, const T* V, std::size_t ldv, T* O,
+                        std::size_t ldo, bool add) {
     using B = Vec<T>;
     constexpr std::size_t W = B::size;
     B acc[R][G];
     for (std::size_t r = 0; r < R; ++r)
-        for (std::size_t g = 0; g < G; ++g) acc[r][g] = B::load_unaligned(O + r * ldo + g * W);
+        for (std::size_t g = 0; g < G; ++g) acc[r][g] = add ? B::load_unaligned(O + r * ldo + g * W) : B(T(0));
     for (std::size_t j = 0; j < n; ++j) {
         B vv[G];
         for (std::size_t g = 0; g < G; ++g) vv[g] = B::load_unaligned(V + j * ldv + g * W);
         for (std::size_t r = 0; r < R; ++r) {
-            const B p(P[r * ldp + j]);
+            const B p(P[r * pr + j * pj]);
             for (std::size_t g = 0; g < G; ++g) acc[r][g] = xsimd::fma(p, vv[g], acc[r][g]);
         }
     }
@@ -104,6 +106,44 @@ inline void tile_blocks(std::size_t rows, std::size_t vecs, F& f) {
         if (r < rows) {   // the last rows: the largest instantiation that fits, and so on
             auto rest = [&f, r](auto R1, auto G1, std::size_t rr, std::size_t g) { f(R1, G1, r + rr, g); };
             tile_blocks<R - 1>(rows - r, vecs, rest);
+        }
+}
+
+// C (rows x n, ld ldc) = alpha A Bt for A (rows x d, ld d) and Bt (d x n, ld ldb): the score
+// kernel over the whole vectors of columns, the last n % W columns as scalar FMA chains in the
+// same k order (what a row of C holds never depends on where it sits in a block).
+template <class T>
+inline void times_transposed(const T* A, std::size_t rows, std::size_t d, const T* Bt, std::size_t ldb,
+                             std::size_t n, T alpha, T* C, std::size_t ldc) {
+    constexpr std::size_t W = lanes<T>();
+    auto k = [&](auto R, auto G, std::size_t r, std::size_t g) {
+        score_panel<T, R, G>(A + r * d, d, Bt + g * W, ldb, alpha, C + r * ldc + g * W, ldc);
+    };
+    tile_blocks(rows, n / W, k);
+    for (std::size_t c = n / W * W; c < n; ++c)
+        for (std::size_t r = 0; r < rows; ++r) {
+            T acc = T(0);
+            for (std::size_t i = 0; i < d; ++i) acc = std::fma(A[r * d + i], Bt[i * ldb + c], acc);
+            C[r * ldc + c] = acc * alpha;
+        }
+}
+
+// O (rows x c, ld ldo) = (add ? O : 0) + P V for P (rows x n; P[r][j] at P[r * pr + j * pj])
+// and V (n x c, ld ldv): the value kernel over the whole vectors of columns, the last c % W
+// columns as scalar FMA chains in the same j order.
+template <class T>
+inline void times(const T* P, std::size_t rows, std::size_t pr, std::size_t pj, std::size_t n, const T* V,
+                  std::size_t ldv, std::size_t c, T* O, std::size_t ldo, bool add) {
+    constexpr std::size_t W = lanes<T>();
+    auto k = [&](auto R, auto G, std::size_t r, std::size_t g) {
+        value_panel<T, R, G>(P + r * pr, pr, pj, n, V + g * W, ldv, O + r * ldo + g * W, ldo, add);
+    };
+    tile_blocks(rows, c / W, k);
+    for (std::size_t col = c / W * W; col < c; ++col)
+        for (std::size_t r = 0; r < rows; ++r) {
+            T acc = add ? O[r * ldo + col] : T(0);
+            for (std::size_t j = 0; j < n; ++j) acc = std::fma(P[r * pr + j * pj], V[j * ldv + col], acc);
+            O[r * ldo + col] = acc;
         }
 }
 

@@ -48,6 +48,9 @@ struct FeatureBlock {
     // Half-precision emulation: project_block rounds its product x W^T to this format before
     // the nonlinearity (docs/design.md section 2.6).
     Rounding rounding = Rounding::none;
+    // W^T (d x m, row-major) when the caller laid it out once for many blocks (project_block
+    // reads it); null: project_block lays it out itself.
+    const T* Wt = nullptr;
     bool finish_rows() const { return side == Side::query || per_row; }
 };
 
@@ -164,6 +167,9 @@ private:
 // as b.rounding says.
 template <class T>
 void project_block(const FeatureBlock<T>& b);
+// W^T (d x m, row-major) for FeatureBlock::Wt.
+template <class T>
+std::vector<T> transposed(const Mat<T>& W);
 
 // --- the registry -------------------------------------------------------------------------
 

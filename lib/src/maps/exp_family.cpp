@@ -87,7 +87,7 @@ void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
     }
     // P W^T straight into the feature rows, then the exponents and their row maxima;
     // queries (per-row shift) finish here, while the block is in cache.
-    project_block(FeatureBlock<T>{P, rows, d, dense ? 1.0 : us, b.W, b.side, b.out, F, b.row_log, b.per_row, b.rounding});
+    project_block(FeatureBlock<T>{P, rows, d, dense ? 1.0 : us, b.W, b.side, b.out, F, b.row_log, b.per_row, b.rounding, b.Wt});
     std::vector<T> wterm;
     if (dense) {   // w_j^T A w_j = row j of (W A) . row j of W, in double
         wterm.assign(m, T(0));
