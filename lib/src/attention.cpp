@@ -135,27 +135,37 @@ auto* grown(V& v, std::size_t n) {
     return v.data();
 }
 
-// The features of `rows` rows at X, made by map.block into a buffer this thread keeps: a
-// thread that runs many blocks or cells (pool workers, the approximation runner's workers)
-// reuses the same pages instead of mapping and zeroing fresh ones (docs/speed.md, page faults).
-// Valid until the thread's next call. Every row is finished with its own shift, keys as
-// queries (FeatureBlock::per_row; callers use it only for maps with a blockwise key shift).
-// Returns the features (rows x F) and their row log scales.
+// What favor_forward's passes share: the map, W and W^T (laid out once for every block's
+// product), the input scale x = q / d^{1/4}, d and F. Every row is finished with its own
+// shift, keys as queries (FeatureBlock::per_row; favor_forward uses it only for maps with a
+// blockwise key shift), so a row's features do not depend on the block it is made in.
 template <class T>
-void features_into(const FeatureMap& map, const T* X, std::size_t rows, std::size_t d, double xs, const Mat<T>& W,
-                   const std::vector<T>& Wt, Side side, std::size_t F, T* phi, double* rlog) {
-    map.block(FeatureBlock<T>{X, rows, d, xs, W, side, phi, F, rlog, /*per_row=*/true, Rounding::none, Wt.data()});
-}
-template <class T>
-std::pair<T*, double*> block_features(const FeatureMap& map, const T* X, std::size_t rows, std::size_t d, double xs,
-                                      const Mat<T>& W, const std::vector<T>& Wt, Side side, std::size_t F) {
-    thread_local std::vector<T> buf;
-    thread_local std::vector<double> rlog;
-    T* phi = grown(buf, rows * F);
-    double* rl = grown(rlog, rows);
-    features_into(map, X, rows, d, xs, W, Wt, side, F, phi, rl);
-    return {phi, rl};
-}
+struct FusedFeatures {
+    const FeatureMap& map;
+    const Mat<T>& W;
+    std::vector<T> Wt;
+    double xs;
+    std::size_t d, F;
+    FusedFeatures(const FeatureMap& m, const Mat<T>& w, std::size_t dim)
+        : map(m), W(w), Wt(transposed(w)), xs(1.0 / std::pow(double(dim), 0.25)), d(dim),
+          F(m.num_features(w.shape(0), dim)) {}
+    // The features of rows [r0, r0 + rows) of X into phi (rows x F) and their log scales.
+    void into(const Mat<T>& X, std::size_t r0, std::size_t rows, Side side, T* phi, double* rlog) const {
+        map.block(FeatureBlock<T>{X.data() + r0 * d, rows, d, xs, W, side, phi, F, rlog, /*per_row=*/true,
+                                  Rounding::none, Wt.data()});
+    }
+    // The same into a buffer this thread keeps: a thread that runs many blocks or cells (pool
+    // workers, the approximation runner's workers) reuses the same pages instead of mapping
+    // and zeroing fresh ones (docs/speed.md, page faults). Valid until the thread's next call.
+    std::pair<T*, double*> block(const Mat<T>& X, std::size_t r0, std::size_t rows, Side side) const {
+        thread_local std::vector<T> buf;
+        thread_local std::vector<double> rlog;
+        T* phi = grown(buf, rows * F);
+        double* rl = grown(rlog, rows);
+        into(X, r0, rows, side, phi, rl);
+        return {phi, rl};
+    }
+};
 
 // acc (F x (dv+1)) = phiK_b^T [V_b, 1] for the `rows` rows at phiK (ld F) and V (ld dv),
 // ld of acc: dv + 1. With `c` (one factor per row, or null for all 1), row j counts c[j] times:
@@ -272,30 +282,17 @@ Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads
 }
 
 namespace {
-// Causal linear attention: out (L x dv) from the key features phiK (L x F, row-major) with
-// per-row log scales lk (or null) and V (L x dv); the query features of rows [r0, r0 + rows)
-// of a chunk come from query_rows(r0, rows) (a pointer to rows x F, row-major), so the caller
-// can keep them all (linear_attention) or make them per chunk (favor_forward).
-// Before a chunk's keys are first read, make_keys(r0, rows) is called for them (pass 1, on
-// the thread that sums them): a caller can make the key features (and their log scales) there,
-// while the chunk is summed from cache (favor_forward), or do nothing (linear_attention).
-template <class T, class MakeKeys, class QueryRows>
-void causal_linear(const T* phiK, const double* lk, const T* V, std::size_t L, std::size_t F, std::size_t dv,
-                   T* out, int threads, bool normalise, MakeKeys&& make_keys, QueryRows&& query_rows) {
-    const std::size_t e = dv + 1;
-    constexpr double none = -std::numeric_limits<double>::infinity();
-    // Prefix sums G_i = sum_{j <= i} phiK_j [v_j, 1]^T over chunks of kLinearRows rows:
-    // (1) each chunk's own sum, in parallel; (2) the sums before each chunk, in chunk order;
-    // (3) each chunk in steps of c rows from its starting G, in parallel: inside a step the
-    // lower triangle of phiQ_b phiK_b^T, before it the running G.
-    // With key log scales, every sum carries the shift it is relative to, as online softmax
-    // does: a chunk's own sum its largest lk; the running sums the running max P_i of lk_j,
-    // j <= i, rescaling what was accumulated by exp(P_old - P_new) <= 1 when the max grows.
-    // Row i thus sees each key j <= i with the factor exp(lk_j - P_i) <= 1 and the largest of
-    // them exactly 1, however much larger a later key's scale is.
-    const std::size_t nchunks = (L + kLinearRows - 1) / kLinearRows;
-    std::vector<std::vector<T>> G(nchunks, std::vector<T>(F * e, T(0)));
-    std::vector<double> own_shift(nchunks, 0.0), before(nchunks, none);
+constexpr double kNoShift = -std::numeric_limits<double>::infinity();   // a sum that is still 0
+
+// Passes 1 and 2 of causal_linear: G[ch] = the sum of phiK_j [v_j, 1]^T over the chunks
+// before ch, relative to exp(before[ch]) (kNoShift: G[ch] = 0). Pass 1 sums each chunk on its
+// own, relative to its largest lk, in parallel; pass 2 adds them up in chunk order, rescaling
+// the running sum when the largest shift grows.
+template <class T, class MakeKeys>
+void chunk_starts(const T* phiK, const double* lk, const T* V, std::size_t L, std::size_t F, std::size_t dv,
+                  int threads, MakeKeys& make_keys, std::vector<std::vector<T>>& G, std::vector<double>& before) {
+    const std::size_t e = dv + 1, nchunks = G.size();
+    std::vector<double> own_shift(nchunks, 0.0);
     parallel_for(nchunks, threads, [&](std::size_t ch) {
         const std::size_t r0 = ch * kLinearRows, rows = std::min(kLinearRows, L - r0);
         make_keys(r0, rows);
@@ -305,16 +302,15 @@ void causal_linear(const T* phiK, const double* lk, const T* V, std::size_t L, s
         const bool scaled = row_factors(lk, r0, rows, own_shift[ch], c);
         kv_block(phiK + r0 * F, V + r0 * dv, rows, F, dv, G[ch].data(), scaled ? c.data() : nullptr);
     });
-    // G[ch] becomes the sum over chunks before ch, relative to before[ch].
     std::vector<T> run(F * e, T(0)), own;
-    double run_shift = none;
+    double run_shift = kNoShift;
     for (std::size_t ch = 0; ch < nchunks; ++ch) {
         own.swap(G[ch]);
         G[ch] = run;
         before[ch] = run_shift;
         if (ch + 1 == nchunks) break;
         const double s = std::max(run_shift, own_shift[ch]);
-        if (run_shift != none && run_shift != s) scale_in_place(run.data(), F * e, T(std::exp(run_shift - s)));
+        if (run_shift != kNoShift && run_shift != s) scale_in_place(run.data(), F * e, T(std::exp(run_shift - s)));
         if (own_shift[ch] == s) {
             for (std::size_t k = 0; k < F * e; ++k) run[k] += own[k];
         } else {
@@ -323,60 +319,91 @@ void causal_linear(const T* phiK, const double* lk, const T* V, std::size_t L, s
         }
         run_shift = s;
     }
-    const std::size_t c = kCausalStep;
+}
+
+// Pass 3 of causal_linear for the chunk of rows [c0, c1), in steps of kCausalStep rows from its
+// starting sum g (relative to exp(gs)), with the chunk's query features q (row c0 first): a
+// step's rows see the running sum and, inside the step, the lower triangle of q_s k_s^T.
+template <class T>
+void causal_chunk(const T* q, const T* phiK, const double* lk, const T* V, std::size_t c0, std::size_t c1,
+                  std::size_t F, std::size_t dv, std::vector<T>& g, double gs, T* out, bool normalise) {
+    const std::size_t e = dv + 1, c = kCausalStep;
+    // g's last column kept apart and contiguous (z), so that every product below runs in
+    // the vector tile kernels on dv columns (tile_kernels.hpp).
+    std::vector<T> z(F), S(c * c), num(c * e), Vs(c * dv), cf;
+    for (std::size_t f = 0; f < F; ++f) z[f] = g[f * e + dv];
+    std::vector<double> P(c);
+    for (std::size_t r0 = c0; r0 < c1; r0 += c) {
+        const std::size_t rows = std::min(c, c1 - r0);
+        const T *qs = q + (r0 - c0) * F, *ks = phiK + r0 * F, *Vr = V + r0 * dv;
+        // P[i]: the running max of the key log scales through row r0 + i.
+        double p = lk ? gs : 0.0;
+        for (std::size_t i = 0; i < rows; ++i) P[i] = p = lk ? std::max(p, lk[r0 + i]) : 0.0;
+        // The rows before the step: num_i = q_i [g, z], rescaled from gs to P_i.
+        tiles::times(qs, rows, F, 1, F, g.data(), e, dv, num.data(), e, false);
+        for (std::size_t i = 0; i < rows; ++i) num[i * e + dv] = dot_lanes(qs + i * F, z.data(), F);
+        if (lk && gs != kNoShift)
+            for (std::size_t i = 0; i < rows; ++i)
+                if (P[i] != gs) scale_in_place(num.data() + i * e, e, T(std::exp(gs - P[i])));
+        // The step's own rows: the lower triangle of q_s k_s^T, key j weighted exp(lk_j - P_i).
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t j = 0; j < rows; ++j) {
+                T sij = j <= i ? dot_lanes(qs + i * F, ks + j * F, F) : T(0);
+                if (lk && j <= i && lk[r0 + j] != P[i]) sij *= T(std::exp(lk[r0 + j] - P[i]));
+                S[i * rows + j] = sij;
+            }
+        tiles::times(S.data(), rows, rows, 1, rows, Vr, dv, dv, num.data(), e, true);
+        for (std::size_t i = 0; i < rows; ++i) num[i * e + dv] += T(sum_of(S.data() + i * rows, i + 1));
+        if (r0 + rows < c1) {
+            // [g, z] += phiK_s^T diag(exp(lk_j - P_last)) [V_s, 1], after rescaling to P_last.
+            const double last = P[rows - 1];
+            if (lk && gs != kNoShift && gs != last) {
+                scale_in_place(g.data(), F * e, T(std::exp(gs - last)));
+                scale_in_place(z.data(), F, T(std::exp(gs - last)));
+            }
+            const bool scaled = row_factors(lk, r0, rows, last, cf);
+            if (scaled) {
+                for (std::size_t i = 0; i < rows; ++i)
+                    for (std::size_t k = 0; k < dv; ++k) Vs[i * dv + k] = cf[i] * Vr[i * dv + k];
+                Vr = Vs.data();
+            }
+            tiles::times(ks, F, 1, F, rows, Vr, dv, dv, g.data(), e, true);
+            for (std::size_t j = 0; j < rows; ++j) {
+                const T cj = scaled ? cf[j] : T(1);
+                for (std::size_t f = 0; f < F; ++f) z[f] += cj * ks[j * F + f];
+            }
+            gs = last;
+        }
+        normalise_rows(num.data(), rows, dv, out + r0 * dv, normalise);
+    }
+}
+
+// Causal linear attention: out (L x dv) from the key features phiK (L x F, row-major) with
+// per-row log scales lk (or null) and V (L x dv); the query features of rows [r0, r0 + rows)
+// of a chunk come from query_rows(r0, rows) (a pointer to rows x F, row-major), so the caller
+// can keep them all (linear_attention) or make them per chunk (favor_forward).
+// Before a chunk's keys are first read, make_keys(r0, rows) is called for them (pass 1, on
+// the thread that sums them): a caller can make the key features (and their log scales) there,
+// while the chunk is summed from cache (favor_forward), or do nothing (linear_attention).
+// Prefix sums G_i = sum_{j <= i} phiK_j [v_j, 1]^T over chunks of kLinearRows rows:
+// (1) each chunk's own sum, in parallel; (2) the sums before each chunk, in chunk order;
+// (3) each chunk in steps of c rows from its starting G, in parallel: inside a step the
+// lower triangle of phiQ_b phiK_b^T, before it the running G.
+// With key log scales, every sum carries the shift it is relative to, as online softmax
+// does: a chunk's own sum its largest lk; the running sums the running max P_i of lk_j,
+// j <= i, rescaling what was accumulated by exp(P_old - P_new) <= 1 when the max grows.
+// Row i thus sees each key j <= i with the factor exp(lk_j - P_i) <= 1 and the largest of
+// them exactly 1, however much larger a later key's scale is.
+template <class T, class MakeKeys, class QueryRows>
+void causal_linear(const T* phiK, const double* lk, const T* V, std::size_t L, std::size_t F, std::size_t dv,
+                   T* out, int threads, bool normalise, MakeKeys&& make_keys, QueryRows&& query_rows) {
+    const std::size_t nchunks = (L + kLinearRows - 1) / kLinearRows;
+    std::vector<std::vector<T>> G(nchunks, std::vector<T>(F * (dv + 1), T(0)));
+    std::vector<double> before(nchunks, kNoShift);
+    chunk_starts(phiK, lk, V, L, F, dv, threads, make_keys, G, before);
     parallel_for(nchunks, threads, [&](std::size_t ch) {
         const std::size_t c0 = ch * kLinearRows, c1 = std::min(L, c0 + kLinearRows);
-        std::vector<T>& g = G[ch];   // the running sum: columns < dv phiK^T V, column dv phiK^T 1
-        const T* q = query_rows(c0, c1 - c0);   // the chunk's query features, row c0 first
-        double gs = before[ch];   // g is relative to exp(gs); none: g = 0
-        // g's last column kept apart and contiguous (z), so that every product below runs in
-        // the vector tile kernels on dv columns (tile_kernels.hpp).
-        std::vector<T> z(F), S(c * c), num(c * e), Vs(c * dv), cf;
-        for (std::size_t f = 0; f < F; ++f) z[f] = g[f * e + dv];
-        std::vector<double> P(c);
-        for (std::size_t r0 = c0; r0 < c1; r0 += c) {
-            const std::size_t rows = std::min(c, c1 - r0);
-            const T *qs = q + (r0 - c0) * F, *ks = phiK + r0 * F, *Vr = V + r0 * dv;
-            // P[i]: the running max of the key log scales through row r0 + i.
-            double p = lk ? gs : 0.0;
-            for (std::size_t i = 0; i < rows; ++i) P[i] = p = lk ? std::max(p, lk[r0 + i]) : 0.0;
-            // The rows before the step: num_i = q_i [g, z], rescaled from gs to P_i.
-            tiles::times(qs, rows, F, 1, F, g.data(), e, dv, num.data(), e, false);
-            for (std::size_t i = 0; i < rows; ++i) num[i * e + dv] = dot_lanes(qs + i * F, z.data(), F);
-            if (lk && gs != none)
-                for (std::size_t i = 0; i < rows; ++i)
-                    if (P[i] != gs) scale_in_place(num.data() + i * e, e, T(std::exp(gs - P[i])));
-            // The step's own rows: the lower triangle of q_s k_s^T, key j weighted exp(lk_j - P_i).
-            for (std::size_t i = 0; i < rows; ++i)
-                for (std::size_t j = 0; j < rows; ++j) {
-                    T sij = j <= i ? dot_lanes(qs + i * F, ks + j * F, F) : T(0);
-                    if (lk && j <= i && lk[r0 + j] != P[i]) sij *= T(std::exp(lk[r0 + j] - P[i]));
-                    S[i * rows + j] = sij;
-                }
-            tiles::times(S.data(), rows, rows, 1, rows, Vr, dv, dv, num.data(), e, true);
-            for (std::size_t i = 0; i < rows; ++i) num[i * e + dv] += T(sum_of(S.data() + i * rows, i + 1));
-            if (r0 + rows < c1) {
-                // [g, z] += phiK_s^T diag(exp(lk_j - P_last)) [V_s, 1], after rescaling to P_last.
-                const double last = P[rows - 1];
-                if (lk && gs != none && gs != last) {
-                    scale_in_place(g.data(), F * e, T(std::exp(gs - last)));
-                    scale_in_place(z.data(), F, T(std::exp(gs - last)));
-                }
-                const bool scaled = row_factors(lk, r0, rows, last, cf);
-                if (scaled) {
-                    for (std::size_t i = 0; i < rows; ++i)
-                        for (std::size_t k = 0; k < dv; ++k) Vs[i * dv + k] = cf[i] * Vr[i * dv + k];
-                    Vr = Vs.data();
-                }
-                tiles::times(ks, F, 1, F, rows, Vr, dv, dv, g.data(), e, true);
-                for (std::size_t j = 0; j < rows; ++j) {
-                    const T cj = scaled ? cf[j] : T(1);
-                    for (std::size_t f = 0; f < F; ++f) z[f] += cj * ks[j * F + f];
-                }
-                gs = last;
-            }
-            normalise_rows(num.data(), rows, dv, out + r0 * dv, normalise);
-        }
+        causal_chunk(query_rows(c0, c1 - c0), phiK, lk, V, c0, c1, F, dv, G[ch], before[ch], out, normalise);
     });
 }
 }  // namespace
@@ -441,49 +468,38 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
     return out;
 }
 
+namespace {
+// favor_forward, causal: the key features into storage this thread keeps (the same per-row
+// shifts as favor_attention), each chunk's made as the prefix-sum pass first sums it (from
+// cache); each chunk's query features in a per-thread buffer as the chunk starts: no (L, F)
+// query matrix.
 template <class T>
-void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
-                        bool causal, int threads) {
-    const FeatureMap& map = est.ready_map();
-    const std::size_t Lk = K.shape(0), L = Q.shape(0), d = Q.shape(1), dv = V.shape(1), e = dv + 1;
-    // Half emulation and unshifted features: the unfused path only (docs/design.md 2.6).
-    if (est.rounding != Rounding::none || !est.shift || Lk == 0 || !map.blockwise_key_shift() ||
-        !map.row_normalised() || (causal && !map.supports_causal())) {
-        out = favor_attention(est, Q, K, V, causal, threads).out;
-        return;
-    }
-    const double xs = 1.0 / std::pow(double(d), 0.25);
-    const Mat<T>& W = est.W;
-    const std::size_t F = map.num_features(W.shape(0), d);
-    const std::vector<T> Wt = transposed(W);   // W^T once for every block's product
-    if (out.shape(0) != L || out.shape(1) != dv) out = Mat<T>::from_shape({L, dv});   // else reused as it is
-    if (causal) {
-        if (Lk != L) throw Error("causal attention needs as many keys as queries, got " + std::to_string(Lk) +
-                                 " keys for " + std::to_string(L) + " queries");
-        // The key features into storage this thread keeps (the same per-row shifts as
-        // favor_attention), each chunk's made as the prefix-sum pass first sums it (from
-        // cache); each chunk's query features in a per-thread buffer as the chunk starts: no
-        // (L, F) query matrix.
-        thread_local std::vector<T> keys;
-        thread_local std::vector<double> key_log;
-        T* const phiK = grown(keys, Lk * F);
-        double* const lk = grown(key_log, Lk);
-        causal_linear(
-            phiK, lk, V.data(), L, F, dv, out.data(), threads, true,
-            [&](std::size_t r0, std::size_t rows) {
-                features_into(map, K.data() + r0 * d, rows, d, xs, W, Wt, Side::key, F, phiK + r0 * F, lk + r0);
-            },
-            [&](std::size_t r0, std::size_t rows) {
-                return static_cast<const T*>(block_features(map, Q.data() + r0 * d, rows, d, xs, W, Wt, Side::query, F).first);
-            });
-        return;
-    }
+void fused_causal(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
+                  int threads) {
+    const std::size_t L = Q.shape(0), F = f.F;
+    if (K.shape(0) != L)
+        throw Error("causal attention needs as many keys as queries, got " + std::to_string(K.shape(0)) +
+                    " keys for " + std::to_string(L) + " queries");
+    thread_local std::vector<T> keys;
+    thread_local std::vector<double> key_log;
+    T* const phiK = grown(keys, L * F);
+    double* const lk = grown(key_log, L);
+    causal_linear(
+        phiK, lk, V.data(), L, F, V.shape(1), out.data(), threads, true,
+        [&](std::size_t r0, std::size_t rows) { f.into(K, r0, rows, Side::key, phiK + r0 * F, lk + r0); },
+        [&](std::size_t r0, std::size_t rows) { return static_cast<const T*>(f.block(Q, r0, rows, Side::query).first); });
+}
 
-    // Keys, per block of fused_rows rows: features into a cache-resident buffer, each row
-    // finished with its own shift lk_j while it is in L1 (as compute_features does), then
-    // part_b = phiK_b^T diag(exp(lk_j - M_b)) [V_b, 1] at once, M_b the block's largest lk_j
-    // (the factors <= 1 go into a scaled copy of V_b, as in linear_attention_kv).
-    const std::size_t kb = fused_rows(F, d, sizeof(T)), nk = (Lk + kb - 1) / kb;
+// favor_forward, non-causal keys: KV1 = phiK^T [V, 1] (F x (dv + 1)) per block of fused_rows
+// rows: features into a cache-resident buffer, each row finished with its own shift lk_j
+// while it is in L1 (as compute_features does), then part_b = phiK_b^T diag(exp(lk_j - M_b))
+// [V_b, 1] at once, M_b the block's largest lk_j (the factors <= 1 go into a scaled copy of
+// V_b, as in linear_attention_kv); KV1 = sum_b exp(M_b - M) part_b, M = max_b M_b, in block
+// order (the common factor exp(M) cancels in the normalisation).
+template <class T>
+std::vector<T> fused_kv1(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T>& V, int threads) {
+    const std::size_t Lk = K.shape(0), F = f.F, dv = V.shape(1), e = dv + 1;
+    const std::size_t kb = fused_rows(F, f.d, sizeof(T)), nk = (Lk + kb - 1) / kb;
     // The partials, one F x (dv + 1) slot per block, in storage the calling thread keeps
     // (a fresh multi-MB buffer per call costs a page fault per 4 kB).
     thread_local std::vector<T> kept;
@@ -491,14 +507,12 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
     std::vector<double> shift(nk, 0.0);
     parallel_for(nk, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * kb, rows = std::min(kb, Lk - r0);
-        const auto [phi, lk] = block_features(map, K.data() + r0 * d, rows, d, xs, W, Wt, Side::key, F);
+        const auto [phi, lk] = f.block(K, r0, rows, Side::key);
         shift[blk] = max_of(lk, rows);
         thread_local std::vector<T> c;
         const bool scaled = row_factors(lk, 0, rows, shift[blk], c);
         kv_block(phi, V.data() + r0 * dv, rows, F, dv, parts + blk * F * e, scaled ? c.data() : nullptr);
     });
-    // KV1 = sum_b exp(M_b - M) part_b, M = max_b M_b, in block order (the common factor
-    // exp(M) cancels in the normalisation).
     const double smax = max_of(shift.data(), nk);
     std::vector<T> KV1(F * e, T(0));
     for (std::size_t b = 0; b < nk; ++b) {
@@ -506,23 +520,44 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
         const T* p = parts + b * F * e;
         for (std::size_t k = 0; k < F * e; ++k) KV1[k] += c * p[k];
     }
+    return KV1;
+}
 
-    // Queries, per block: features (per-row shift) -> times KV1 -> normalise.
+// favor_forward, non-causal queries, per block: features (per-row shift) -> times KV1 ->
+// normalise, the numerators straight into the output rows, then each row's denominator
+// phiQ_i . z (z: KV1's last column) while the features are in cache.
+template <class T>
+void fused_queries(const FusedFeatures<T>& f, const Mat<T>& Q, const std::vector<T>& KV1, std::size_t dv, Mat<T>& out,
+                   int threads) {
+    const std::size_t L = Q.shape(0), F = f.F, e = dv + 1;
     std::vector<T> z(F);
     for (std::size_t k = 0; k < F; ++k) z[k] = KV1[k * e + dv];
-    const std::size_t rb = fused_rows(F, d, sizeof(T)), nq = (L + rb - 1) / rb;
+    const std::size_t rb = fused_rows(F, f.d, sizeof(T)), nq = (L + rb - 1) / rb;
     parallel_for(nq, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        const T* phi = block_features(map, Q.data() + r0 * d, rows, d, xs, W, Wt, Side::query, F).first;
-        // Numerators straight into the output rows (an even N = dv for the gemm), then each
-        // row's denominator phiQ_i . z as a dot product while the features are in cache.
+        const T* phi = f.block(Q, r0, rows, Side::query).first;
         T* o = out.data() + r0 * dv;
         tiles::times(phi, rows, F, 1, F, KV1.data(), e, dv, o, dv, false);
-        for (std::size_t i = 0; i < rows; ++i) {
-            const T den = dot_lanes(phi + i * F, z.data(), F);
-            scale_in_place(o + i * dv, dv, T(1) / den);
-        }
+        for (std::size_t i = 0; i < rows; ++i) scale_in_place(o + i * dv, dv, T(1) / dot_lanes(phi + i * F, z.data(), F));
     });
+}
+}  // namespace
+
+template <class T>
+void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
+                        bool causal, int threads) {
+    const FeatureMap& map = est.ready_map();
+    const std::size_t L = Q.shape(0), dv = V.shape(1);
+    // Half emulation and unshifted features: the unfused path only (docs/design.md 2.6).
+    if (est.rounding != Rounding::none || !est.shift || K.shape(0) == 0 || !map.blockwise_key_shift() ||
+        !map.row_normalised() || (causal && !map.supports_causal())) {
+        out = favor_attention(est, Q, K, V, causal, threads).out;
+        return;
+    }
+    const FusedFeatures<T> f(map, est.W, Q.shape(1));
+    if (out.shape(0) != L || out.shape(1) != dv) out = Mat<T>::from_shape({L, dv});   // else reused as it is
+    if (causal) fused_causal(f, Q, K, V, out, threads);
+    else fused_queries(f, Q, fused_kv1(f, K, V, threads), dv, out, threads);
 }
 
 #define FAVOR_INSTANTIATE(T)                                                                        \
