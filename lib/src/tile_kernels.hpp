@@ -28,8 +28,10 @@ constexpr bool kWideRegisterFile =
 #else
     false;
 #endif
-constexpr std::size_t kGroup = 4;                                // vectors per row (G)
-constexpr std::size_t kRows = kWideRegisterFile ? 6 : 2;         // rows per call (R)
+// 6 x 4 with 32 registers (24 accumulators), 6 x 2 with 16 (12 accumulators, as the usual
+// AVX2 GEMM kernels): per k, G loads and R broadcasts feed R G FMAs.
+constexpr std::size_t kGroup = kWideRegisterFile ? 4 : 2;        // vectors per row (G)
+constexpr std::size_t kRows = 6;                                 // rows per call (R)
 
 // Keys per score panel: kGroup vectors.
 template <class T>
