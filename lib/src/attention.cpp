@@ -10,6 +10,7 @@
 #include "favor/blas.hpp"
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
+#include "favor/memory.hpp"
 #include "favor/parallel.hpp"
 #include "favor/vmath.hpp"
 
@@ -90,13 +91,6 @@ constexpr std::size_t kCausalStep = 16;
 std::size_t fused_rows(std::size_t F, std::size_t elem) {
     constexpr std::size_t kBlockBytes = std::size_t(1) << 18;
     return std::clamp<std::size_t>(kBlockBytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
-}
-
-// v's storage, grown to at least n elements (never shrunk: scratch kept across calls).
-template <class V>
-auto* grown(V& v, std::size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v.data();
 }
 
 // The features of `rows` rows at X, made by map.block into a buffer this thread keeps: a
