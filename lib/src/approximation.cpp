@@ -69,8 +69,10 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
     }
     std::vector<Instance<T>> out(ax.L * ax.d * ax.scale);
     bool pairwise = false;   // some metric (or baseline) of the streamed pairwise pass
-    for (const auto& c : metric_columns(cfg.approximation.metrics))
-        pairwise = pairwise || find_metric(c)->source == MetricInfo::Source::pairwise;
+    for (const auto& c : metric_columns(cfg.approximation.metrics)) {
+        const MetricInfo::Source src = find_metric(c)->source;
+        pairwise = pairwise || src == MetricInfo::Source::pairwise || src == MetricInfo::Source::theory;
+    }
     std::vector<bool> needed(out.size(), false);
     for (std::size_t c : cells) needed[ax.instance(ax.grid().at(c))] = true;
     for (std::size_t li = 0, i = 0; li < ax.L; ++li)

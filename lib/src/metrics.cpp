@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -433,6 +434,8 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, cons
     PairwiseResult res;
     if (!req.any()) return res;
     const std::size_t L = X.shape(0), Lk = Y.shape(0);
+    if (exact.max.size() != L || exact.sum.size() != L)
+        throw std::logic_error("pairwise_metrics: the softmax rows are not those of these queries");
     const Keys keys = key_pass(fk, L, Lk, req, threads);
     const bool attention = req.attention_mse || req.attention_tv || req.attention_kl || req.negative_fraction;
     const Pass p{X, Y, exact, fq, fk, req, keys, L, Lk, X.shape(1), fq.columns(), attention};
