@@ -1,6 +1,6 @@
 #pragma once
-// The error metrics of docs/design.md section 3. Pairwise ones stream over row blocks: memory
-// O(block x L), never an L x L matrix.
+// The error metrics of docs/design.md section 3. Pairwise ones stream over query blocks and key
+// tiles, making features as they need them: never an (L, F) nor an L x L matrix.
 #include <cstddef>
 #include <functional>
 #include <limits>
