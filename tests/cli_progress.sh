@@ -12,12 +12,12 @@ cat > "$tmp/c.json" <<'JSON'
  "m": [8, 32], "trials": 8, "metrics": ["output_mse", "attention_tv", "attention_kl"]}
 JSON
 start=$(date +%s%N)
-"$favor" run "$tmp/c.json" --out "$tmp/a" --threads 1 --progress-every 0.1 >/dev/null 2>"$tmp/log"
+"$favor" run "$tmp/c.json" --trials 32 --out "$tmp/a" --threads 1 --progress-every 0.1 >/dev/null 2>"$tmp/log"
 ms=$((($(date +%s%N) - start) / 1000000))
 lines=$(wc -l < "$tmp/log")
 [ "$lines" -ge 2 ] || fail "$lines progress lines in $ms ms [$(cat "$tmp/log")]"
 [ "$lines" -le $((ms / 100 + 1)) ] || fail "$lines lines in $ms ms: more than one per 0.1 s"
-bad=$(grep -cv '^\[favor\] [0-9]*/192 cell trials done ([0-9]*%), [0-9]*s elapsed, \(~[0-9hms]* left\|time left unknown\)$' "$tmp/log" || true)
+bad=$(grep -cv '^\[favor\] [0-9]*/768 cell trials done ([0-9]*%), [0-9]*s elapsed, \(~[0-9hms]* left\|time left unknown\)$' "$tmp/log" || true)
 [ "$bad" = 0 ] || fail "malformed progress lines [$(cat "$tmp/log")]"
 ! grep -q $'\r' "$tmp/log" || fail "carriage returns in a log"
 "$favor" run "$tmp/c.json" --out "$tmp/b" --quiet --progress-every 0.2 2>"$tmp/quiet"
@@ -27,7 +27,7 @@ err=$("$favor" run "$tmp/c.json" --out "$tmp/c" --progress-every 0 2>&1); rc=$?
 set -e
 [ $rc = 2 ] && grep -q -- "--progress-every: must be a number of seconds > 0" <<<"$err" || fail "--progress-every 0: rc=$rc [$err]"
 if command -v script >/dev/null; then
-  script -qec "'$favor' run '$tmp/c.json' --trials 32 --out '$tmp/d' --threads 1 >/dev/null" /dev/null > "$tmp/tty" </dev/null
-  grep -q $'\r\\[favor\\] \\[[#.]*\\] [0-9]*/768 cell trials' "$tmp/tty" || fail "no progress bar on a terminal [$(head -c 300 "$tmp/tty")]"
+  script -qec "'$favor' run '$tmp/c.json' --trials 128 --out '$tmp/d' --threads 1 >/dev/null" /dev/null > "$tmp/tty" </dev/null
+  grep -q $'\r\\[favor\\] \\[[#.]*\\] [0-9]*/3072 cell trials' "$tmp/tty" || fail "no progress bar on a terminal [$(head -c 300 "$tmp/tty")]"
 fi
 echo "cli_progress: ok ($lines lines in $ms ms)"

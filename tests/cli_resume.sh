@@ -10,7 +10,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 cat > "$tmp/c.json" <<'JSON'
 {"name": "r", "seed": 7, "inputs": {"source": "random", "L": [256, 384], "d": 8, "scale": [0.5, 1.0]},
  "variants": [{"features": "positive", "projection": "orthogonal"}, {"features": "trig"}, {"features": "hyperbolic"}],
- "m": [8, 32], "trials": 8, "metrics": ["output_mse", "attention_tv", "attention_kl"]}
+ "m": [8, 32], "trials": 64, "metrics": ["output_mse", "attention_tv", "attention_kl"]}
 JSON
 start=$(date +%s%N)
 "$favor" run "$tmp/c.json" --out "$tmp/full" --threads 2 --quiet
@@ -32,7 +32,7 @@ for i in 1 2 3 4; do
     echo "cli_resume: try $i finished before the signal"
   else
     [ $rc = $want ] || fail "try $i: SIG$sig gave exit $rc [$(cat "$tmp/err")]"
-    grep -q "^favor: stopped by SIG$sig after [0-9]* of 192 cell trials; they are kept in $out/journal.jsonl" "$tmp/err" ||
+    grep -q "^favor: stopped by SIG$sig after [0-9]* of 1536 cell trials; they are kept in $out/journal.jsonl" "$tmp/err" ||
       fail "try $i: message [$(cat "$tmp/err")]"
     grep -q "^favor: continue with: .*--out $out --threads 2 --quiet --resume$" "$tmp/err" || fail "try $i: no resume command"
     [ -f "$out/journal.jsonl" ] || fail "try $i: no journal"
@@ -56,7 +56,7 @@ kill -TERM $pid 2>/dev/null || true; wait $pid || true
 set +e
 err=$("$favor" run "$tmp/c.json" --trials 5 --out "$tmp/other" --resume 2>&1); rc=$?
 set -e
-[ $rc = 2 ] && grep -q "journal.jsonl: written by a different run (config.trials: 8 vs 5); rerun without --resume" <<<"$err" ||
+[ $rc = 2 ] && grep -q "journal.jsonl: written by a different run (config.trials: 64 vs 5); rerun without --resume" <<<"$err" ||
   fail "other config: rc=$rc [$err]"
 set +e
 err=$("$favor" run "$tmp/c.json" --shard 1/2 --out "$tmp/other" --resume 2>&1); rc=$?

@@ -1,11 +1,15 @@
 // Attention paths against naive references, the streamed metrics against full matrices,
 // and the stabilisation against an unshifted long-double computation.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <tuple>
 #include <type_traits>
 
 #include "favor/attention.hpp"
+#include "favor/estimator.hpp"
+#include "favor/half.hpp"
 #include "favor/inputs.hpp"
 #include "favor/metrics.hpp"
 #include "favor/projections.hpp"
@@ -260,4 +264,116 @@ TEST_CASE("the fused forward equals favor_attention and ignores the thread count
     }
     // Rounding only; trig outputs cancel (denominators near zero), which magnifies it.
     REQUIRE(worst <= (kind == std::string("trig") ? 1e-9 : 1e-13) * scale);
+}
+
+namespace {
+// The pairwise metrics as they were defined on whole matrices (docs/design.md section 3),
+// written out as double loops over favor_attention's features: A_hat_ij = K_ij w_ij / sum_j
+// K_ij w_ij, w_ij = exp(lk_j - P_i), P_i the largest key log scale row i sees, or (maps that
+// are not row-normalised) K_ij with the shifts undone.
+PairwiseResult pairwise_by_loops(const Mat<double>& X, const Mat<double>& Y, const Features<double>& fq,
+                                 const Features<double>& fk, bool causal, bool normalised) {
+    const std::size_t L = X.shape(0), Lk = Y.shape(0), d = X.shape(1), F = fq.phi.shape(1);
+    double att = 0, tv = 0, kl = 0, ker = 0, neg = 0, pairs = 0;
+    bool kl_undefined = false;
+    for (std::size_t i = 0; i < L; ++i) {
+        const std::size_t n = causal ? std::min(Lk, i + 1) : Lk;
+        std::vector<double> s(n), k(n);
+        double mx = -INFINITY, P = -INFINITY, z = 0, D = 0, row_tv = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+            for (std::size_t c = 0; c < d; ++c) s[j] += X(i, c) * Y(j, c);
+            for (std::size_t c = 0; c < F; ++c) k[j] += fq.phi(i, c) * fk.phi(j, c);
+            mx = std::max(mx, s[j]);
+            P = std::max(P, fk.log_scale[j]);
+        }
+        for (std::size_t j = 0; j < n; ++j) z += std::exp(s[j] - mx), D += k[j] * std::exp(fk.log_scale[j] - P);
+        for (std::size_t j = 0; j < n; ++j) {
+            const double a = std::exp(s[j] - mx) / z;
+            const double ah = normalised ? k[j] * std::exp(fk.log_scale[j] - P) / D
+                                         : k[j] * std::exp(fq.log_scale[i] + fk.log_scale[j]);
+            att += (a - ah) * (a - ah);
+            row_tv += std::fabs(a - ah);
+            neg += ah >= 0 ? 0 : 1;
+            if (!(ah > 0)) kl_undefined = true;
+            else if (a > 0) kl += a * (s[j] - mx - std::log(z) - std::log(ah));
+            const double est = k[j] == 0 ? 0 : std::copysign(std::exp(fq.log_scale[i] + fk.log_scale[j] + std::log(std::fabs(k[j]))), k[j]);
+            ker += (std::exp(s[j]) - est) * (std::exp(s[j]) - est);
+        }
+        tv += 0.5 * row_tv;
+        pairs += double(n);
+    }
+    PairwiseResult r;
+    r.attention_mse = att / pairs, r.attention_tv = tv / double(L), r.kernel_mse = ker / pairs;
+    r.negative_fraction = neg / pairs;
+    if (!kl_undefined) r.attention_kl = kl / double(L);
+    return r;
+}
+}  // namespace
+
+TEST_CASE("the streamed pass from an estimator equals the whole-matrix definition", "[metrics]") {
+    // L not a multiple of the 256-row blocks and tiles; positive keys have differing log scales.
+    const std::string kind = GENERATE(std::string("positive"), std::string("nystrom"));
+    const bool causal = GENERATE(false, true);
+    if (kind == "nystrom" && causal) return;   // nystrom has no causal form
+    CAPTURE(kind, causal);
+    const std::size_t L = 600, d = 8, m = 16;
+    const QKV in = random_inputs(9, L, d, d, 1.5);
+    const FeatureMapPtr f = map_named(kind);
+    const Mat<double> W = kind == "nystrom" ? Mat<double>(xt::zeros<double>({m, d})) : draw_projection(Projection::iid, m, d, 9, 0);
+    const Estimator<double> est = fitted(f, W, in.q, in.k);
+    const Approximation<double> a = favor_attention(est, in.q, in.k, in.v, causal);
+    const Mat<double> X = scale_rows(in.q), Y = scale_rows(in.k);
+    if (kind == "positive")
+        REQUIRE(std::any_of(a.k.log_scale.begin(), a.k.log_scale.end(), [&](double v) { return v != a.k.log_scale[0]; }));
+    PairwiseRequest req;
+    req.attention_mse = req.attention_tv = req.attention_kl = req.negative_fraction = true;
+    req.kernel_mse = f->is_kernel();
+    req.causal = causal;
+    req.row_normalised = f->row_normalised();
+    auto streamed = [&](int threads) {
+        return pairwise_metrics(X, Y, softmax_rows(X, Y, causal, threads), EstimatorRows<double>(est, in.q, Side::query),
+                                EstimatorRows<double>(est, in.k, Side::key), req, threads);
+    };
+    const PairwiseResult p1 = streamed(1), p2 = streamed(2);
+    for (auto field : {&PairwiseResult::attention_mse, &PairwiseResult::attention_tv, &PairwiseResult::attention_kl,
+                       &PairwiseResult::kernel_mse, &PairwiseResult::negative_fraction})
+        REQUIRE(std::memcmp(&(p1.*field), &(p2.*field), sizeof(double)) == 0);   // bitwise, NaN included
+    const PairwiseResult ref = pairwise_by_loops(X, Y, a.q, a.k, causal, f->row_normalised());
+    REQUIRE(p1.attention_mse == Approx(ref.attention_mse).epsilon(1e-12));
+    REQUIRE(p1.attention_tv == Approx(ref.attention_tv).epsilon(1e-12));
+    REQUIRE(std::isnan(p1.attention_kl) == std::isnan(ref.attention_kl));
+    if (!std::isnan(ref.attention_kl)) REQUIRE(p1.attention_kl == Approx(ref.attention_kl).epsilon(1e-10));
+    REQUIRE(p1.negative_fraction == ref.negative_fraction);
+    if (req.kernel_mse) REQUIRE(p1.kernel_mse == Approx(ref.kernel_mse).epsilon(1e-12));
+    // The same from the whole matrices (MatrixRows): the same features, so the same bits.
+    const PairwiseResult pm = pairwise_metrics(X, Y, a.q, a.k, req, 1);
+    REQUIRE(std::memcmp(&pm.attention_mse, &p1.attention_mse, sizeof(double)) == 0);
+    REQUIRE(std::memcmp(&pm.attention_tv, &p1.attention_tv, sizeof(double)) == 0);
+}
+
+TEST_CASE("feature_rows gives the bits of compute_features' rows", "[features]") {
+    // A common key shift (epsilon > 0), half rounding, unshifted features; rows from offset 256.
+    const std::size_t L = 700, d = 8, m = 16;
+    const QKV in = random_inputs(4, L, d, d, 1.0);
+    const Mat<float> q = cast_mat<float>(in.q), W = cast_mat<float>(draw_projection(Projection::iid, m, d, 4, 0));
+    const double xs = 1.0 / std::pow(double(d), 0.25);
+    for (const auto& c : {std::tuple{"positive", 0.0, Rounding::none, true}, std::tuple{"positive", 1e-3, Rounding::none, true},
+                          std::tuple{"hyperbolic", 1e-3, Rounding::fp16, true}, std::tuple{"positive", 0.0, Rounding::bf16, false}}) {
+        const std::string name = std::get<0>(c);
+        const double eps = std::get<1>(c);
+        const Rounding rounding = std::get<2>(c);
+        const bool shift = std::get<3>(c);
+        CAPTURE(name, eps, shift);
+        const FeatureMapPtr f = map_named(name, {{"epsilon", eps}});
+        for (Side side : {Side::query, Side::key}) {
+            const Features<float> whole = compute_features(*f, q, xs, W, side, 2, rounding, shift);
+            const double ks = side == Side::key ? common_key_shift(*f, q, xs, W, 2, rounding) : 0.0;
+            const std::size_t F = whole.phi.shape(1), r0 = 256, n = L - r0;
+            std::vector<float> phi(n * F);
+            std::vector<double> lg(n);
+            feature_rows(*f, q, r0, n, xs, W, side, phi.data(), lg.data(), rounding, shift, ks);
+            REQUIRE(std::memcmp(phi.data(), whole.phi.data() + r0 * F, n * F * sizeof(float)) == 0);
+            REQUIRE(std::memcmp(lg.data(), whole.log_scale.data() + r0, n * sizeof(double)) == 0);
+        }
+    }
 }

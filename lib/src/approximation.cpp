@@ -29,6 +29,7 @@ struct Head {
     Mat<T> q, k, v;            // inputs in the compute dtype (half dtypes: rounded floats)
     Mat<double> x, y;          // scaled q, k in float64 (pairwise metrics)
     Mat<double> reference;     // exact softmax attention output, float64
+    SoftmaxRows softmax;       // the exact side of the pairwise metrics (if any is asked)
 };
 
 // The inputs of one (L, d, scale) point of the grid.
@@ -41,10 +42,11 @@ struct Instance {
 
 template <class T>
 Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads,
-                  Rounding rounding) {
+                  Rounding rounding, bool pairwise) {
     Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
-              exact_attention(q, k, v, causal, threads)};
+              exact_attention(q, k, v, causal, threads), {}};
     for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
+    if (pairwise) h.softmax = softmax_rows(h.x, h.y, causal, threads);
     return h;
 }
 
@@ -66,6 +68,11 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
         check_map_sizes(cfg, files.d(), files.L(), files.k.empty() ? 0 : files.k[0].shape(0));
     }
     std::vector<Instance<T>> out(ax.L * ax.d * ax.scale);
+    bool pairwise = false;   // some metric (or baseline) of the streamed pairwise pass
+    for (const auto& c : metric_columns(cfg.approximation.metrics)) {
+        const MetricInfo::Source src = find_metric(c)->source;
+        pairwise = pairwise || src == MetricInfo::Source::pairwise || src == MetricInfo::Source::theory;
+    }
     std::vector<bool> needed(out.size(), false);
     for (std::size_t c : cells) needed[ax.instance(ax.grid().at(c))] = true;
     for (std::size_t li = 0, i = 0; li < ax.L; ++li)
@@ -79,10 +86,11 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
                 if (npy) {
                     for (std::size_t h = 0; h < files.q.size(); ++h)
                         in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads,
-                                                        dtype_rounding(cfg.dtype)));
+                                                        dtype_rounding(cfg.dtype), pairwise));
                 } else {
                     QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale);
-                    in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype)));
+                    in.heads.push_back(
+                        make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise));
                 }
             }
     if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", files.L()}, {"d", files.d()}, {"heads", files.q.size()}};
@@ -100,10 +108,10 @@ void output_values(const Mat<double>& reference, const Mat<T>& out, Values& v) {
 // The metrics of the streamed pass over all pairs (i, j); attention_kl stays blank where it
 // is undefined (some A_hat entry <= 0).
 template <class T>
-void pairwise_values(const Head<T>& h, const Features<double>& fq, const Features<double>& fk,
-                     const PairwiseRequest& req, int threads, Values& v) {
+void pairwise_values(const Head<T>& h, const FeatureRows& fq, const FeatureRows& fk, const PairwiseRequest& req,
+                     int threads, Values& v) {
     if (!req.any()) return;
-    const PairwiseResult p = pairwise_metrics(h.x, h.y, fq, fk, req, threads);
+    const PairwiseResult p = pairwise_metrics(h.x, h.y, h.softmax, fq, fk, req, threads);
     if (req.attention_mse) v["attention_mse"] = p.attention_mse;
     if (req.attention_tv) v["attention_tv"] = p.attention_tv;
     if (req.attention_kl && !std::isnan(p.attention_kl)) v["attention_kl"] = p.attention_kl;
@@ -119,25 +127,27 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     Values v;
     const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     const auto t0 = std::chrono::steady_clock::now();
-    // The output alone (and no overflow count): the fused forward, no (L, F) feature
-    // matrices; half-precision emulation and unshifted maps always take favor_attention.
-    const bool fused = !req.any() && std::find(cols.begin(), cols.end(), "overflow_fraction") == cols.end() &&
+    // The output: the fused forward, no (L, F) feature matrices, unless overflow_fraction is
+    // asked (favor_attention counts it); half-precision emulation and unshifted maps always
+    // take favor_attention (docs/design.md 2.6).
+    const bool fused = std::find(cols.begin(), cols.end(), "overflow_fraction") == cols.end() &&
                        est.rounding == Rounding::none && est.shift;
     if (fused) {
         thread_local Mat<T> out;   // reused across the cells this worker runs (no page faults)
         favor_forward_into(est, h.q, h.k, h.v, out, causal);
         v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         output_values(h.reference, out, v);
-        return v;
+    } else {
+        const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
+        v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        output_values(h.reference, a.out, v);
+        v["overflow_fraction"] = a.entries ? double(a.overflow) / double(a.entries) : 0.0;
     }
-    const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
-    v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    output_values(h.reference, a.out, v);
-    v["overflow_fraction"] = a.entries ? double(a.overflow) / double(a.entries) : 0.0;
-    // The float64 copies of the features, for the pairwise metrics.
+    // The pairwise metrics stream over the pairs, each tile's features made again from the
+    // estimator (bitwise favor_attention's): never the (L, F) matrices (docs/design.md 3).
     if (req.any())
-        pairwise_values(h, Features<double>{cast_mat<double>(a.q.phi), a.q.log_scale},
-                        Features<double>{cast_mat<double>(a.k.phi), a.k.log_scale}, req, inner_threads, v);
+        pairwise_values(h, EstimatorRows<T>(est, h.q, Side::query, inner_threads),
+                        EstimatorRows<T>(est, h.k, Side::key, inner_threads), req, inner_threads, v);
     return v;
 }
 
@@ -155,7 +165,8 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
     fq.phi.fill(1.0);
     fk.phi.fill(1.0);
     output_values(h.reference, linear_attention(fq.phi, fk.phi, cast_mat<double>(h.v), causal, threads), v);
-    pairwise_values(h, fq, fk, PairwiseRequest::of(wanted, causal, nullptr, 0, h.x, h.y), threads, v);
+    pairwise_values(h, MatrixRows<double>(fq), MatrixRows<double>(fk),
+                    PairwiseRequest::of(wanted, causal, nullptr, 0, h.x, h.y), threads, v);
     Values out;
     for (const auto& c : wanted) out[c] = v[c];
     return out;

@@ -10,6 +10,7 @@
 #include "favor/blas.hpp"
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
+#include "favor/memory.hpp"
 #include "favor/parallel.hpp"
 #include "favor/vmath.hpp"
 #include "tile_kernels.hpp"
@@ -126,13 +127,6 @@ constexpr std::size_t kCausalStep = 16;
 std::size_t fused_rows(std::size_t F, std::size_t d, std::size_t elem) {
     const std::size_t bytes = (std::size_t(1) << 18) * std::clamp<std::size_t>(d / 16, 1, 4);
     return std::clamp<std::size_t>(bytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
-}
-
-// v's storage, grown to at least n elements (never shrunk: scratch kept across calls).
-template <class V>
-auto* grown(V& v, std::size_t n) {
-    if (v.size() < n) v.resize(n);
-    return v.data();
 }
 
 // What favor_forward's passes share: the map, W and W^T (laid out once for every block's

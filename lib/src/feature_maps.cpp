@@ -1,7 +1,7 @@
 #include "favor/feature_maps.hpp"
 
 #include <algorithm>
-#include <numeric>
+#include <cassert>
 #include <cmath>
 
 #include "favor/blas.hpp"
@@ -107,6 +107,40 @@ Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double xs, co
     return out;
 }
 
+namespace {
+// map.block on `rows` rows at X into phi (ld F) and row_log: queries, and keys of a map with a
+// blockwise key shift, finished with their own per-row shift (docs/design.md section 2.3).
+// Wt: W^T laid out once by the caller for many blocks, or null (project_block lays it out).
+template <class T>
+void block_rows_of(const FeatureMap& f, const T* X, std::size_t rows, std::size_t d, double xs, const Mat<T>& W,
+                   Side side, T* phi, std::size_t F, double* row_log, Rounding rounding, const T* Wt = nullptr) {
+    const bool per_row = side == Side::query || f.blockwise_key_shift();
+    f.block(FeatureBlock<T>{X, rows, d, xs, W, side, phi, F, row_log, per_row, rounding, Wt});
+}
+
+// compute_features' steps after map.block, for `rows` rows of phi (ld F): keys of a map
+// without a blockwise key shift finished with the common shift *common (null: the rows are
+// finished); without `shift` the log scales multiplied in; the rounding. Each step is per
+// entry or per row, so a block finished alone gives the bits of all rows finished together.
+// Returns the +-Inf entries.
+template <class T>
+std::size_t finish_rows(const FeatureMap& f, T* phi, std::size_t F, std::size_t rows, double* row_log,
+                        const double* common, Rounding rounding, bool shift) {
+    if (common) {
+        f.finish_key_block(phi, F, rows, row_log, *common);
+        std::fill(row_log, row_log + rows, *common);
+    }
+    if (!shift)   // exp(log_scale) phi~ in double, then stored: Inf or 0 where the plain exp is
+        for (std::size_t i = 0; i < rows; ++i) {
+            if (row_log[i] == 0.0) continue;
+            const double c = std::exp(row_log[i]);
+            for (T* p = phi + i * F; p != phi + (i + 1) * F; ++p) *p = *p == T(0) ? T(0) : T(double(*p) * c);
+            row_log[i] = 0.0;
+        }
+    return round_to(rounding, phi, rows * F);
+}
+}  // namespace
+
 template <class T>
 std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double xs, const Mat<T>& W, Side side,
                                   int threads, T* phi, double* row_log, Rounding rounding, bool shift) {
@@ -119,35 +153,55 @@ std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double x
     // wherever the map allows a blockwise key shift; a map that does not (epsilon added after
     // a shifted exp) is defined by one shift over all keys, which pass 2 applies.
     const bool per_row = side == Side::query || f.blockwise_key_shift();
-    // Rows finished in pass 1 are rounded (half dtypes) and their +-Inf counted there, while
-    // the block is in cache; otherwise once at the end, after the last change to phi.
-    const bool final_in_block = per_row && shift;
     std::vector<std::size_t> overflow(nblocks, 0);
-    const std::vector<T> Wt = transposed(W);
+    const std::vector<T> Wt = transposed(W);   // once for every block's product
     // Pass 1 per block (rows shifted per row finish here).
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        f.block(FeatureBlock<T>{Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log + r0, per_row,
-                                rounding, Wt.data()});
-        if (final_in_block) overflow[blk] = round_to(rounding, phi + r0 * F, rows * F);
+        block_rows_of(f, Q.data() + r0 * d, rows, d, xs, W, side, phi + r0 * F, F, row_log + r0, rounding, Wt.data());
+        if (per_row) overflow[blk] = finish_rows(f, phi + r0 * F, F, rows, row_log + r0, nullptr, rounding, shift);
     });
-    if (final_in_block) return std::accumulate(overflow.begin(), overflow.end(), std::size_t(0));
     if (!per_row && L > 0) {
         const double s = max_of(row_log, L);
         parallel_for(nblocks, threads, [&](std::size_t blk) {
             const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-            f.finish_key_block(phi + r0 * F, F, rows, row_log + r0, s);
+            overflow[blk] = finish_rows(f, phi + r0 * F, F, rows, row_log + r0, &s, rounding, shift);
         });
-        std::fill(row_log, row_log + L, s);
     }
-    if (!shift)   // exp(log_scale) phi~ in double, then stored: Inf or 0 where the plain exp is
-        for (std::size_t i = 0; i < L; ++i) {
-            if (row_log[i] == 0.0) continue;
-            const double c = std::exp(row_log[i]);
-            for (T* p = phi + i * F; p != phi + (i + 1) * F; ++p) *p = *p == T(0) ? T(0) : T(double(*p) * c);
-            row_log[i] = 0.0;
-        }
-    return round_to(rounding, phi, L * F);
+    std::size_t total = 0;
+    for (std::size_t o : overflow) total += o;
+    return total;
+}
+
+template <class T>
+double common_key_shift(const FeatureMap& f, const Mat<T>& K, double xs, const Mat<T>& W, int threads,
+                        Rounding rounding) {
+    const std::size_t L = K.shape(0), d = K.shape(1), F = f.num_features(W.shape(0), d);
+    if (f.blockwise_key_shift() || L == 0) return 0.0;
+    const std::size_t rb = feature_block_rows(), nblocks = (L + rb - 1) / rb;
+    std::vector<double> row_log(L);
+    parallel_for(nblocks, threads, [&](std::size_t blk) {   // compute_features' pass 1, features dropped
+        const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
+        std::vector<T> phi(rows * F);
+        block_rows_of(f, K.data() + r0 * d, rows, d, xs, W, Side::key, phi.data(), F, row_log.data() + r0, rounding);
+    });
+    return max_of(row_log.data(), L);
+}
+
+template <class T>
+std::size_t feature_rows(const FeatureMap& f, const Mat<T>& Q, std::size_t r0, std::size_t rows, double xs,
+                         const Mat<T>& W, Side side, T* phi, double* row_log, Rounding rounding, bool shift,
+                         double key_shift) {
+    const std::size_t d = Q.shape(1), F = f.num_features(W.shape(0), d), rb = feature_block_rows();
+    assert(r0 % rb == 0);
+    const bool per_row = side == Side::query || f.blockwise_key_shift();
+    std::size_t overflow = 0;
+    for (std::size_t b0 = 0; b0 < rows; b0 += rb) {   // the blocks compute_features makes
+        const std::size_t n = std::min(rb, rows - b0);
+        block_rows_of(f, Q.data() + (r0 + b0) * d, n, d, xs, W, side, phi + b0 * F, F, row_log + b0, rounding);
+        overflow += finish_rows(f, phi + b0 * F, F, n, row_log + b0, per_row ? nullptr : &key_shift, rounding, shift);
+    }
+    return overflow;
 }
 
 double mean_pair_sum_norm2(const Mat<double>& X, const Mat<double>& Y) {
@@ -198,7 +252,10 @@ std::optional<double> pair_mse_at(const FeatureMap& f, const Mat<double>& x, con
     template Features<T> compute_features<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int, \
                                              Rounding, bool);                                      \
     template std::size_t compute_features_into<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int, \
-                                                  T*, double*, Rounding, bool);
+                                                  T*, double*, Rounding, bool);                       \
+    template double common_key_shift<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, int, Rounding); \
+    template std::size_t feature_rows<T>(const FeatureMap&, const Mat<T>&, std::size_t, std::size_t, double,      \
+                                         const Mat<T>&, Side, T*, double*, Rounding, bool, double);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

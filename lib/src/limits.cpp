@@ -38,8 +38,8 @@ constexpr double kThreadRss = 4 * MiB;
 // 128 MiB in Debian's 0.3.21), glibc's arena reservation (64 MiB); the stack comes on top.
 constexpr double kBlasBuffer = 128 * MiB, kArena = 64 * MiB;
 // Rough rates per thread: matrix-product flops (float64; float32 twice as fast),
-// vectorised exp, and scalar exp / log in the pairwise metrics.
-constexpr double kGemmRate = 8e9, kVexpRate = 1e9, kExpRate = 6e7;
+// vectorised exp (and the pairwise metrics' vectorised exp / log).
+constexpr double kGemmRate = 8e9, kVexpRate = 1e9;
 // The kernel experiment: each (pair, trial) estimate costs two small feature computations
 // (allocations dominate), each trial a draw of W (a normal costs ~40 ns).
 constexpr double kPairSeconds = 12e-6, kNormalSeconds = 40e-9;
@@ -123,15 +123,21 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, std::size_t m, 
     }
     double pair_flops = 0, pair_exps = 0;
     if (pair) {
-        const double rows = double(block_rows(Lk));
-        // float64 copies of both feature matrices, then per block of rows S and K (rows x Lk).
-        c.pairwise = 8.0 * (Lq + Lkd) * F + double(inner) * (2.0 * rows * Lkd * 8.0 + 4.0 * Lkd * 8.0) + 24.0 * (Lq + Lkd);
+        // The streamed pass (docs/design.md section 3): per thread the features of a block of
+        // R query rows and of a tile of R keys, K and S (R x R), row sums; whole: the key log
+        // scales, P_i and the per-tile key column sums (float32: the tile made in float first).
+        const double R = double(feature_block_rows()), tiles = std::ceil(Lkd / R);
+        c.pairwise = double(inner) * (8.0 * (2.0 * R * F + 2.0 * R * R + 6.0 * R) + double(s) * R * F) +
+                     8.0 * (Lq + Lkd + (tiles + 1.0) * F);
         const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
-        pair_flops = 2.0 * pairs * (double(d) + F);
-        pair_exps = pairs * (1.0 + (wants("attention_kl") ? 2.0 : 0.0) + (wants("kernel_mse") ? 3.0 : 0.0));
+        // K and S per tile (causal: K once more for D_i), and each tile's key features made again
+        // for every row block.
+        const double remade = (std::ceil(Lq / R) + 1.0) * Lkd;
+        pair_flops = 2.0 * pairs * (double(d) + F * (cfg.causal ? 2.0 : 1.0)) + 2.0 * remade * double(m) * double(d);
+        pair_exps = remade * F + pairs * (1.0 + (wants("attention_kl") ? 1.0 : 0.0) + (wants("kernel_mse") ? 3.0 : 0.0));
     }
     const double flops = 2.0 * (Lq + Lkd) * double(m) * double(d) + 4.0 * (Lq + Lkd) * F * e + pair_flops;
-    c.seconds = double(heads) * (gemm_seconds(flops, s) + (Lq + Lkd) * F / kVexpRate + pair_exps / kExpRate);
+    c.seconds = double(heads) * (gemm_seconds(flops, s) + ((Lq + Lkd) * F + pair_exps) / kVexpRate);
     return c;
 }
 
@@ -165,9 +171,10 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
         needed[(at[1] * nd + at[2]) * ns + at[4]] = true;
     }
     double inputs = 0, load_extra = 0, seconds = 0;
-    bool baseline_pairwise = false;
+    bool pairwise = false, baseline_pairwise = false;
     for (const auto& col : metric_columns(cfg.approximation.metrics)) {
         const MetricInfo* mi = find_metric(col);
+        pairwise |= mi && mi->source == MetricInfo::Source::pairwise;
         baseline_pairwise |= mi && mi->has_baseline && mi->source == MetricInfo::Source::pairwise;
     }
     for (std::size_t li = 0; li < nL; ++li)
@@ -177,14 +184,15 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
                 std::size_t L, Lk, d, dv, H;
                 sizes(li, di, L, Lk, d, dv, H);
                 const double Lq = double(L), Lkd = double(Lk);
-                inputs += double(H) * (double(s) * (Lq * d + Lkd * d + Lkd * dv) + 8.0 * (Lq * d + Lkd * d + Lq * dv));
+                inputs += double(H) * (double(s) * (Lq * d + Lkd * d + Lkd * dv) + 8.0 * (Lq * d + Lkd * d + Lq * dv) +
+                                       (pairwise ? 16.0 * Lq : 0.0));   // + the exact softmax rows
                 const double draw = is_npy ? 8.0 * double(H) * (Lq * d + Lkd * d + Lkd * dv) * 1.5
                                            : 8.0 * (2 * Lq * d + Lq * dv);
                 load_extra = std::max(load_extra, draw + double(threads) * (256.0 * 256.0 + 512.0 * dv) * 8.0);
                 const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
                 seconds += double(H) * (gemm_seconds(2.0 * pairs * double(d + dv), 8) + pairs / kVexpRate) / threads;
                 // The uniform-attention baseline of the pairwise metrics: one more pass.
-                if (baseline_pairwise) seconds += double(H) * (gemm_seconds(2.0 * pairs * double(d + 1), 8) + 2 * pairs / kExpRate) / threads;
+                if (baseline_pairwise) seconds += double(H) * (gemm_seconds(2.0 * pairs * double(d + 1), 8) + 2 * pairs / kVexpRate) / threads;
             }
     // Items: `conc` at once, each its worst cell.
     ItemCost worst;

@@ -217,6 +217,21 @@ std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double i
                                   Side side, int threads, T* phi, double* row_log, Rounding rounding = Rounding::none,
                                   bool shift = true);
 
+// Rows [r0, r0 + rows) of compute_features(f, Q, ...) (r0 a multiple of feature_block_rows())
+// into phi (rows x F) and row_log (rows), made block by block with the same calls: bitwise
+// those rows of the whole matrix, so a pass can make the rows it needs when it needs them.
+// key_shift: for the keys of a map without a blockwise key shift, their common shift
+// (common_key_shift); unused otherwise. Returns the entries of phi that are +-Inf.
+template <class T>
+std::size_t feature_rows(const FeatureMap& f, const Mat<T>& Q, std::size_t r0, std::size_t rows, double input_scale,
+                         const Mat<T>& W, Side side, T* phi, double* row_log, Rounding rounding = Rounding::none,
+                         bool shift = true, double key_shift = 0.0);
+// The one shift of all keys K (L, d) of a map without a blockwise key shift (epsilon after a
+// shifted exp: docs/design.md section 2.3), as compute_features takes it; 0 for other maps.
+template <class T>
+double common_key_shift(const FeatureMap& f, const Mat<T>& K, double input_scale, const Mat<T>& W, int threads = 1,
+                        Rounding rounding = Rounding::none);
+
 // phi(x) . phi(y) for one pair, with the shifts undone: the kernel estimate of SM(x, y).
 // x, y: (1, d); x goes through the query side of the map, y through the key side;
 // data-dependent parameters (oprf's A*) are resolved for this pair.

@@ -23,4 +23,12 @@ namespace favor {
 // large fresh buffer: it cuts the page faults of filling it ~500-fold. No-op elsewhere.
 void advise_hugepages(void* p, std::size_t bytes);
 
+// v's storage, grown to at least n elements (never shrunk: scratch a thread keeps across
+// calls, so a worker that runs many blocks or cells reuses the same pages).
+template <class V>
+auto* grown(V& v, std::size_t n) {
+    if (v.size() < n) v.resize(n);
+    return v.data();
+}
+
 }  // namespace favor
