@@ -113,8 +113,9 @@ namespace {
 // Rows per block of the products of linear attention (fixed: results never depend on threads).
 constexpr std::size_t kLinearRows = 1024;
 // Rows per step of the causal prefix sums: the lower triangle of each step costs 2 c (F + dv)
-// flops per row on top of the non-causal work, so small steps; 16 measured fastest (8: same,
-// 32: 1.16x, 64: 1.35x the time at L = 16384, d = 64, m = 256 float32; docs/speed.md).
+// flops per row on top of the non-causal work, so small steps; 16 measured fastest (with the
+// tile kernels: 8: 1.06x, 32: 1.03x the time at L = 16384, d = 64, m = 256 float32; with
+// BLAS before them 32: 1.16x, 64: 1.35x; docs/speed.md).
 constexpr std::size_t kCausalStep = 16;
 // Rows per block of favor_forward's key and query passes: a function of F, d and the element
 // size only (never of the thread count). Two pulls: a block's features should stay in the
