@@ -117,17 +117,20 @@ constexpr std::size_t kLinearRows = 1024;
 // tile kernels: 8: 1.06x, 32: 1.03x the time at L = 16384, d = 64, m = 256 float32; with
 // BLAS before them 32: 1.16x, 64: 1.35x; docs/speed.md).
 constexpr std::size_t kCausalStep = 16;
-// Rows per block of favor_forward's key and query passes: a function of F, d and the element
-// size only (never of the thread count). Two pulls: a block's features should stay in the
-// per-core L2 cache through the passes over them (product, exponent, exp, the product with V),
-// which matters most when d is small and those passes dominate; and every BLAS call has a fixed
-// cost (packing W, taking its buffers), which matters most when d is large and the products
+// Rows per block of favor_forward's key and query passes: a function of the sizes only (never
+// of the thread count). Two pulls: a block's features should stay in the per-core L2 cache
+// through the passes over them (product, exponent, exp, the product with V), which matters
+// most when d is small and those passes dominate; and every block has a fixed cost (laying out
+// and reading W^T, the partials), which matters most when d is large and the products
 // dominate. Budget 256 KB x clamp(d / 16, 1, 4): measured best for the float64 Fig. 4 sweep
 // at d = 16 (1 MB: 1.12x its time) and for float32 at d = 64, F = 256 (256 KB: 1.04x the time
-// of 1 MB; 2 MB within noise of 1 MB); docs/speed.md.
-std::size_t fused_rows(std::size_t F, std::size_t d, std::size_t elem) {
+// of 1 MB; 2 MB within noise of 1 MB); docs/speed.md. At most L / 8 rows (and at least 64), so
+// that short sequences still give every core blocks (L = 1024 in one 1024-row block ran on
+// one thread: results/timing_vs_L).
+std::size_t fused_rows(std::size_t L, std::size_t F, std::size_t d, std::size_t elem) {
     const std::size_t bytes = (std::size_t(1) << 18) * std::clamp<std::size_t>(d / 16, 1, 4);
-    return std::clamp<std::size_t>(bytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
+    const std::size_t budget = std::clamp<std::size_t>(bytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
+    return std::min(budget, std::max<std::size_t>(64, (L / 8 + 15) / 16 * 16));
 }
 
 // What favor_forward's passes share: the map, W and W^T (laid out once for every block's
@@ -494,7 +497,7 @@ void fused_causal(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& K, c
 template <class T>
 std::vector<T> fused_kv1(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T>& V, int threads) {
     const std::size_t Lk = K.shape(0), F = f.F, dv = V.shape(1), e = dv + 1;
-    const std::size_t kb = fused_rows(F, f.d, sizeof(T)), nk = (Lk + kb - 1) / kb;
+    const std::size_t kb = fused_rows(Lk, F, f.d, sizeof(T)), nk = (Lk + kb - 1) / kb;
     // The partials, one F x (dv + 1) slot per block, in storage the calling thread keeps
     // (a fresh multi-MB buffer per call costs a page fault per 4 kB).
     thread_local std::vector<T> kept;
@@ -527,7 +530,7 @@ void fused_queries(const FusedFeatures<T>& f, const Mat<T>& Q, const std::vector
     const std::size_t L = Q.shape(0), F = f.F, e = dv + 1;
     std::vector<T> z(F);
     for (std::size_t k = 0; k < F; ++k) z[k] = KV1[k * e + dv];
-    const std::size_t rb = fused_rows(F, f.d, sizeof(T)), nq = (L + rb - 1) / rb;
+    const std::size_t rb = fused_rows(L, F, f.d, sizeof(T)), nq = (L + rb - 1) / rb;
     parallel_for(nq, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         const T* phi = f.block(Q, r0, rows, Side::query).first;
