@@ -8,6 +8,7 @@
 // K is transposed once per call of exact_attention and V not at all.
 // Each output element is one chain of FMAs in k (or j) order: the numbers depend on the sizes
 // only, never on the thread count.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <type_traits>
@@ -68,7 +69,7 @@ inline void value_panel(const T* P, std::size_t pr, std::size_t pj, std::size_t 
     constexpr std::size_t W = B::size;
     B acc[R][G];
     for (std::size_t r = 0; r < R; ++r)
-        for (std::size_t g = 0; g < G; ++g) acc[r][g] = add ? B::load_unaligned(O + r * ldo + g * W) : B(T(0));
+        for (std::size_t g = 0; g < G; ++g) acc[r][g] = B(T(0));
     for (std::size_t j = 0; j < n; ++j) {
         B vv[G];
         for (std::size_t g = 0; g < G; ++g) vv[g] = B::load_unaligned(V + j * ldv + g * W);
@@ -78,8 +79,17 @@ inline void value_panel(const T* P, std::size_t pr, std::size_t pj, std::size_t 
         }
     }
     for (std::size_t r = 0; r < R; ++r)
-        for (std::size_t g = 0; g < G; ++g) acc[r][g].store_unaligned(O + r * ldo + g * W);
+        for (std::size_t g = 0; g < G; ++g) {
+            T* o = O + r * ldo + g * W;
+            (add ? acc[r][g] + B::load_unaligned(o) : acc[r][g]).store_unaligned(o);
+        }
 }
+
+// Terms per partial sum of the value products: a long product (P V over thousands of keys)
+// is summed as partial sums of kChunk terms added in order, so its rounding error grows like
+// kChunk + n / kChunk instead of n (a single FMA chain over 4096 float32 terms lost 4x the
+// accuracy of the BLAS, whose kernels also add blocks of K; results/precision_scale_sweep).
+constexpr std::size_t kChunk = 128;
 
 template <std::size_t N>
 using Size = std::integral_constant<std::size_t, N>;
@@ -132,21 +142,29 @@ inline void times_transposed(const T* A, std::size_t rows, std::size_t d, const 
 
 // O (rows x c, ld ldo) = (add ? O : 0) + P V for P (rows x n; P[r][j] at P[r * pr + j * pj])
 // and V (n x c, ld ldv): the value kernel over the whole vectors of columns, the last c % W
-// columns as scalar FMA chains in the same j order.
+// columns as scalar FMA chains in the same j order; both in partial sums of kChunk terms.
 template <class T>
 inline void times(const T* P, std::size_t rows, std::size_t pr, std::size_t pj, std::size_t n, const T* V,
                   std::size_t ldv, std::size_t c, T* O, std::size_t ldo, bool add) {
     constexpr std::size_t W = lanes<T>();
-    auto k = [&](auto R, auto G, std::size_t r, std::size_t g) {
-        value_panel<T, R, G>(P + r * pr, pr, pj, n, V + g * W, ldv, O + r * ldo + g * W, ldo, add);
-    };
-    tile_blocks(rows, c / W, k);
-    for (std::size_t col = c / W * W; col < c; ++col)
-        for (std::size_t r = 0; r < rows; ++r) {
-            T acc = add ? O[r * ldo + col] : T(0);
-            for (std::size_t j = 0; j < n; ++j) acc = std::fma(P[r * pr + j * pj], V[j * ldv + col], acc);
-            O[r * ldo + col] = acc;
-        }
+    std::size_t j0 = 0;
+    do {   // partial sums of kChunk terms, added to O in j order (n = 0: O = add ? O : 0)
+        const std::size_t nj = std::min(kChunk, n - j0);
+        const bool first_add = add || j0 > 0;
+        const T* Pj = P + j0 * pj;
+        const T* Vj = V + j0 * ldv;
+        auto k = [&](auto R, auto G, std::size_t r, std::size_t g) {
+            value_panel<T, R, G>(Pj + r * pr, pr, pj, nj, Vj + g * W, ldv, O + r * ldo + g * W, ldo, first_add);
+        };
+        tile_blocks(rows, c / W, k);
+        for (std::size_t col = c / W * W; col < c; ++col)
+            for (std::size_t r = 0; r < rows; ++r) {
+                T acc = T(0);
+                for (std::size_t j = 0; j < nj; ++j) acc = std::fma(Pj[r * pr + j * pj], Vj[j * ldv + col], acc);
+                O[r * ldo + col] = first_add ? O[r * ldo + col] + acc : acc;
+            }
+        j0 += kChunk;
+    } while (j0 < n);
 }
 
 }  // namespace favor::tiles
