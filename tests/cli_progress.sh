@@ -11,13 +11,21 @@ cat > "$tmp/c.json" <<'JSON'
  "variants": [{"features": "positive", "projection": "orthogonal"}, {"features": "trig"}, {"features": "hyperbolic"}],
  "m": [8, 32], "trials": 8, "metrics": ["output_mse", "attention_tv", "attention_kl"]}
 JSON
-start=$(date +%s%N)
-"$favor" run "$tmp/c.json" --trials 32 --out "$tmp/a" --threads 1 --progress-every 0.1 >/dev/null 2>"$tmp/log"
-ms=$((($(date +%s%N) - start) / 1000000))
+# Trials such that a run lasts at least ~0.5 s here (a few progress lines), doubling from 8
+# up to 32 (24 cells each): a Release build needs about 32, a sanitizer build fewer.
+trials=8
+while :; do
+  rm -rf "$tmp/a"
+  start=$(date +%s%N)
+  "$favor" run "$tmp/c.json" --trials $trials --out "$tmp/a" --threads 1 --progress-every 0.1 >/dev/null 2>"$tmp/log"
+  ms=$((($(date +%s%N) - start) / 1000000))
+  [ $ms -lt 500 ] && [ $trials -lt 32 ] || break
+  trials=$((trials * 2))
+done
 lines=$(wc -l < "$tmp/log")
 [ "$lines" -ge 2 ] || fail "$lines progress lines in $ms ms [$(cat "$tmp/log")]"
 [ "$lines" -le $((ms / 100 + 1)) ] || fail "$lines lines in $ms ms: more than one per 0.1 s"
-bad=$(grep -cv '^\[favor\] [0-9]*/768 cell trials done ([0-9]*%), [0-9]*s elapsed, \(~[0-9hms]* left\|time left unknown\)$' "$tmp/log" || true)
+bad=$(grep -cv '^\[favor\] [0-9]*/'$((24 * trials))' cell trials done ([0-9]*%), [0-9]*s elapsed, \(~[0-9hms]* left\|time left unknown\)$' "$tmp/log" || true)
 [ "$bad" = 0 ] || fail "malformed progress lines [$(cat "$tmp/log")]"
 ! grep -q $'\r' "$tmp/log" || fail "carriage returns in a log"
 "$favor" run "$tmp/c.json" --out "$tmp/b" --quiet --progress-every 0.2 2>"$tmp/quiet"
@@ -27,7 +35,7 @@ err=$("$favor" run "$tmp/c.json" --out "$tmp/c" --progress-every 0 2>&1); rc=$?
 set -e
 [ $rc = 2 ] && grep -q -- "--progress-every: must be a number of seconds > 0" <<<"$err" || fail "--progress-every 0: rc=$rc [$err]"
 if command -v script >/dev/null; then
-  script -qec "'$favor' run '$tmp/c.json' --trials 128 --out '$tmp/d' --threads 1 >/dev/null" /dev/null > "$tmp/tty" </dev/null
-  grep -q $'\r\\[favor\\] \\[[#.]*\\] [0-9]*/3072 cell trials' "$tmp/tty" || fail "no progress bar on a terminal [$(head -c 300 "$tmp/tty")]"
+  script -qec "'$favor' run '$tmp/c.json' --trials $((4 * trials)) --out '$tmp/d' --threads 1 >/dev/null" /dev/null > "$tmp/tty" </dev/null
+  grep -q $'\r\\[favor\\] \\[[#.]*\\] [0-9]*/'$((96 * trials))' cell trials' "$tmp/tty" || fail "no progress bar on a terminal [$(head -c 300 "$tmp/tty")]"
 fi
 echo "cli_progress: ok ($lines lines in $ms ms)"

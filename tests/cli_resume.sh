@@ -7,14 +7,26 @@ set -euo pipefail
 favor=$1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-cat > "$tmp/c.json" <<'JSON'
+config() {   # 24 cells x $1 trials
+  cat > "$tmp/c.json" <<JSON
 {"name": "r", "seed": 7, "inputs": {"source": "random", "L": [256, 384], "d": 8, "scale": [0.5, 1.0]},
  "variants": [{"features": "positive", "projection": "orthogonal"}, {"features": "trig"}, {"features": "hyperbolic"}],
- "m": [8, 32], "trials": 64, "metrics": ["output_mse", "attention_tv", "attention_kl"]}
+ "m": [8, 32], "trials": $1, "metrics": ["output_mse", "attention_tv", "attention_kl"]}
 JSON
-start=$(date +%s%N)
-"$favor" run "$tmp/c.json" --out "$tmp/full" --threads 2 --quiet
-ms=$((($(date +%s%N) - start) / 1000000))   # how long a run takes here
+}
+# Trials such that a run lasts at least ~1.5 s here (so a signal lands inside it), doubling
+# from 8 up to 64: a Release build needs about 64, a sanitizer build far fewer.
+trials=8
+while :; do
+  config $trials
+  rm -rf "$tmp/full"
+  start=$(date +%s%N)
+  "$favor" run "$tmp/c.json" --out "$tmp/full" --threads 2 --quiet
+  ms=$((($(date +%s%N) - start) / 1000000))   # how long a run takes here
+  [ $ms -lt 1500 ] && [ $trials -lt 64 ] || break
+  trials=$((trials * 2))
+done
+cells=$((24 * trials))
 pause() { sleep "$(($1 / 1000)).$(printf %03d $(($1 % 1000)))"; }   # milliseconds
 stopped=0
 for i in 1 2 3 4; do
@@ -32,7 +44,7 @@ for i in 1 2 3 4; do
     echo "cli_resume: try $i finished before the signal"
   else
     [ $rc = $want ] || fail "try $i: SIG$sig gave exit $rc [$(cat "$tmp/err")]"
-    grep -q "^favor: stopped by SIG$sig after [0-9]* of 1536 cell trials; they are kept in $out/journal.jsonl" "$tmp/err" ||
+    grep -q "^favor: stopped by SIG$sig after [0-9]* of $cells cell trials; they are kept in $out/journal.jsonl" "$tmp/err" ||
       fail "try $i: message [$(cat "$tmp/err")]"
     grep -q "^favor: continue with: .*--out $out --threads 2 --quiet --resume$" "$tmp/err" || fail "try $i: no resume command"
     [ -f "$out/journal.jsonl" ] || fail "try $i: no journal"
@@ -56,7 +68,7 @@ kill -TERM $pid 2>/dev/null || true; wait $pid || true
 set +e
 err=$("$favor" run "$tmp/c.json" --trials 5 --out "$tmp/other" --resume 2>&1); rc=$?
 set -e
-[ $rc = 2 ] && grep -q "journal.jsonl: written by a different run (config.trials: 64 vs 5); rerun without --resume" <<<"$err" ||
+[ $rc = 2 ] && grep -q "journal.jsonl: written by a different run (config.trials: $trials vs 5); rerun without --resume" <<<"$err" ||
   fail "other config: rc=$rc [$err]"
 set +e
 err=$("$favor" run "$tmp/c.json" --shard 1/2 --out "$tmp/other" --resume 2>&1); rc=$?
@@ -77,4 +89,4 @@ pause 300; kill -TERM $pid 2>/dev/null || true; set +e; wait $pid; rc=$?; set -e
 [ $rc = 0 ] || [ $rc = 143 ] || fail "kernel: exit $rc"
 [ $rc = 0 ] || "$favor" run "$tmp/k.json" --out "$tmp/kpart" --resume --quiet
 cmp "$tmp/kfull/summary.csv" "$tmp/kpart/summary.csv" || fail "kernel: summary.csv differs after resume"
-echo "cli_resume: ok ($stopped of 4 interrupted runs resumed byte for byte; a run takes $ms ms)"
+echo "cli_resume: ok ($stopped of 4 interrupted runs resumed byte for byte; a run of $cells cell trials takes $ms ms)"
