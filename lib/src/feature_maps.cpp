@@ -191,14 +191,14 @@ double common_key_shift(const FeatureMap& f, const Mat<T>& K, double xs, const M
 template <class T>
 std::size_t feature_rows(const FeatureMap& f, const Mat<T>& Q, std::size_t r0, std::size_t rows, double xs,
                          const Mat<T>& W, Side side, T* phi, double* row_log, Rounding rounding, bool shift,
-                         double key_shift) {
+                         double key_shift, const T* Wt) {
     const std::size_t d = Q.shape(1), F = f.num_features(W.shape(0), d), rb = feature_block_rows();
     assert(r0 % rb == 0);
     const bool per_row = side == Side::query || f.blockwise_key_shift();
     std::size_t overflow = 0;
     for (std::size_t b0 = 0; b0 < rows; b0 += rb) {   // the blocks compute_features makes
         const std::size_t n = std::min(rb, rows - b0);
-        block_rows_of(f, Q.data() + (r0 + b0) * d, n, d, xs, W, side, phi + b0 * F, F, row_log + b0, rounding);
+        block_rows_of(f, Q.data() + (r0 + b0) * d, n, d, xs, W, side, phi + b0 * F, F, row_log + b0, rounding, Wt);
         overflow += finish_rows(f, phi + b0 * F, F, n, row_log + b0, per_row ? nullptr : &key_shift, rounding, shift);
     }
     return overflow;
@@ -255,7 +255,7 @@ std::optional<double> pair_mse_at(const FeatureMap& f, const Mat<double>& x, con
                                                   T*, double*, Rounding, bool);                       \
     template double common_key_shift<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, int, Rounding); \
     template std::size_t feature_rows<T>(const FeatureMap&, const Mat<T>&, std::size_t, std::size_t, double,      \
-                                         const Mat<T>&, Side, T*, double*, Rounding, bool, double);
+                                         const Mat<T>&, Side, T*, double*, Rounding, bool, double, const T*);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

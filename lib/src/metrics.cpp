@@ -411,7 +411,7 @@ void MatrixRows<T>::rows(std::size_t r0, std::size_t n, double* phi, double* log
 template <class T>
 EstimatorRows<T>::EstimatorRows(const Estimator<T>& est, const Mat<T>& X, Side side, int threads)
     : est_(est), X_(X), side_(side), xs_(1.0 / std::pow(double(X.shape(1)), 0.25)),
-      F_(est.ready_map().num_features(est.W.shape(0), X.shape(1))) {
+      F_(est.ready_map().num_features(est.W.shape(0), X.shape(1))), Wt_(transposed(est.W)) {
     if (side == Side::key) key_shift_ = common_key_shift(est.ready_map(), X, xs_, est.W, threads, est.rounding);
 }
 
@@ -419,11 +419,11 @@ template <class T>
 void EstimatorRows<T>::rows(std::size_t r0, std::size_t n, double* phi, double* log_scale) const {
     const FeatureMap& map = est_.ready_map();
     if constexpr (std::is_same_v<T, double>) {
-        feature_rows(map, X_, r0, n, xs_, est_.W, side_, phi, log_scale, est_.rounding, est_.shift, key_shift_);
+        feature_rows(map, X_, r0, n, xs_, est_.W, side_, phi, log_scale, est_.rounding, est_.shift, key_shift_, Wt_.data());
     } else {   // made in T, as favor_attention makes them, then widened
         thread_local std::vector<T> buf;
         T* p = grown(buf, n * F_);
-        feature_rows(map, X_, r0, n, xs_, est_.W, side_, p, log_scale, est_.rounding, est_.shift, key_shift_);
+        feature_rows(map, X_, r0, n, xs_, est_.W, side_, p, log_scale, est_.rounding, est_.shift, key_shift_, Wt_.data());
         std::transform(p, p + n * F_, phi, [](T v) { return double(v); });
     }
 }

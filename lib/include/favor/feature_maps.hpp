@@ -221,11 +221,12 @@ std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double i
 // into phi (rows x F) and row_log (rows), made block by block with the same calls: bitwise
 // those rows of the whole matrix, so a pass can make the rows it needs when it needs them.
 // key_shift: for the keys of a map without a blockwise key shift, their common shift
-// (common_key_shift); unused otherwise. Returns the entries of phi that are +-Inf.
+// (common_key_shift); unused otherwise. Wt: W^T laid out once by a caller that asks for many
+// ranges (transposed(W)), or null. Returns the entries of phi that are +-Inf.
 template <class T>
 std::size_t feature_rows(const FeatureMap& f, const Mat<T>& Q, std::size_t r0, std::size_t rows, double input_scale,
                          const Mat<T>& W, Side side, T* phi, double* row_log, Rounding rounding = Rounding::none,
-                         bool shift = true, double key_shift = 0.0);
+                         bool shift = true, double key_shift = 0.0, const T* Wt = nullptr);
 // The one shift of all keys K (L, d) of a map without a blockwise key shift (epsilon after a
 // shifted exp: docs/design.md section 2.3), as compute_features takes it; 0 for other maps.
 template <class T>

@@ -133,6 +133,7 @@ private:
     Side side_;
     double xs_, key_shift_ = 0.0;
     std::size_t F_;
+    std::vector<T> Wt_;   // W^T, laid out once for every block's product (FeatureBlock::Wt)
 };
 
 // The pairwise metrics of `req` over all pairs (i, j), streamed: query rows in blocks of
