@@ -191,6 +191,53 @@ TEST_CASE("the streamed pairwise metrics equal those from full matrices", "[metr
     if (kind == std::string("trig")) REQUIRE(p1.negative_fraction > 0.0);
 }
 
+TEST_CASE("causal linear attention over several chunks equals the masked A_hat V, whatever the thread count",
+          "[attention]") {
+    // 2500 rows: chunks of 1024, 1024 and 452, the last step of each partial. Key norms grow
+    // along the sequence, so the largest key log scale keeps growing inside every chunk: the
+    // chunk starts, the running sums and the steps' own rows are all rescaled somewhere.
+    const std::size_t L = 2500, d = 8, dv = 5;
+    const std::string kind = GENERATE(std::string("positive"), std::string("hyperbolic"));
+    CAPTURE(kind);
+    QKV in = random_inputs(21, L, d, dv, 1.0);
+    for (std::size_t j = 0; j < L; ++j)
+        for (std::size_t c = 0; c < d; ++c) in.k(j, c) *= 0.2 + 0.8 * double(j) / double(L);
+    const FeatureMapPtr f = map_named(kind);
+    const Mat<double> W = draw_projection(Projection::orthogonal, 16, d, 21, 0);
+    const Estimator<double> est = fitted(f, W, in.q, in.k);
+    const Approximation<double> a = favor_attention(est, in.q, in.k, in.v, true, 1);
+    const bool same_threads = a.out == favor_attention(est, in.q, in.k, in.v, true, 3).out;
+    REQUIRE(same_threads);
+    const Mat<double> fused1 = favor_forward(est, in.q, in.k, in.v, true, 1);
+    const bool same_fused = fused1 == favor_forward(est, in.q, in.k, in.v, true, 2);
+    REQUIRE(same_fused);
+    const std::size_t F = a.q.phi.shape(1);
+    const double lmax = *std::max_element(a.k.log_scale.begin(), a.k.log_scale.end());
+    // The running max of the key log scales does grow in every chunk.
+    for (std::size_t c0 = 1024; c0 < L; c0 += 1024) {
+        const double before = *std::max_element(a.k.log_scale.begin(), a.k.log_scale.begin() + c0);
+        REQUIRE(*std::max_element(a.k.log_scale.begin() + c0, a.k.log_scale.begin() + std::min(L, c0 + 1024)) > before);
+    }
+    double worst = 0, worst_fused = 0;
+    for (std::size_t i = 0; i < L; i += 7) {   // every 7th row: all chunks, all step positions
+        std::vector<double> row(i + 1, 0.0);
+        double z = 0;
+        for (std::size_t j = 0; j <= i; ++j) {
+            for (std::size_t c = 0; c < F; ++c) row[j] += a.q.phi(i, c) * a.k.phi(j, c);
+            row[j] *= std::exp(a.k.log_scale[j] - lmax);
+            z += row[j];
+        }
+        for (std::size_t c = 0; c < dv; ++c) {
+            double o = 0;
+            for (std::size_t j = 0; j <= i; ++j) o += row[j] / z * in.v(j, c);
+            worst = std::max(worst, std::fabs(a.out(i, c) - o) / std::max(1.0, std::fabs(o)));
+            worst_fused = std::max(worst_fused, std::fabs(fused1(i, c) - o) / std::max(1.0, std::fabs(o)));
+        }
+    }
+    REQUIRE(worst <= 1e-10);
+    REQUIRE(worst_fused <= 1e-10);
+}
+
 TEST_CASE("the max-shift stabilisation changes no output beyond rounding", "[attention][stability]") {
     const double scale = GENERATE(1.0, 3.0);
     const std::string kind = GENERATE(std::string("positive"), std::string("trig"), std::string("hyperbolic"));

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <condition_variable>
 #include <limits>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -113,9 +115,9 @@ namespace {
 // Rows per block of the products of linear attention (fixed: results never depend on threads).
 constexpr std::size_t kLinearRows = 1024;
 // Rows per step of the causal prefix sums: the lower triangle of each step costs 2 c (F + dv)
-// flops per row on top of the non-causal work, so small steps; 16 measured fastest (with the
-// tile kernels: 8: 1.06x, 32: 1.03x the time at L = 16384, d = 64, m = 256 float32; with
-// BLAS before them 32: 1.16x, 64: 1.35x; docs/speed.md).
+// flops per row on top of the non-causal work, so small steps; 16 measured fastest (at
+// L = 16384, d = 64, m = 256 float32: 12 the same, 8: 1.04x, 24: 1.02x, 32: 1.05x the time;
+// with BLAS before the tile kernels 32: 1.16x, 64: 1.35x; docs/speed.md).
 constexpr std::size_t kCausalStep = 16;
 // Rows per block of favor_forward's key and query passes: a function of the sizes only (never
 // of the thread count). Two pulls: a block's features should stay in the per-core L2 cache
@@ -282,126 +284,194 @@ Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads
 namespace {
 constexpr double kNoShift = -std::numeric_limits<double>::infinity();   // a sum that is still 0
 
-// Passes 1 and 2 of causal_linear: G[ch] = the sum of phiK_j [v_j, 1]^T over the chunks
-// before ch, relative to exp(before[ch]) (kNoShift: G[ch] = 0). Pass 1 sums each chunk on its
-// own, relative to its largest lk, in parallel; pass 2 adds them up in chunk order, rescaling
-// the running sum when the largest shift grows.
-template <class T, class MakeKeys>
-void chunk_starts(const T* phiK, const double* lk, const T* V, std::size_t L, std::size_t F, std::size_t dv,
-                  int threads, MakeKeys& make_keys, std::vector<std::vector<T>>& G, std::vector<double>& before) {
-    const std::size_t e = dv + 1, nchunks = G.size();
-    std::vector<double> own_shift(nchunks, 0.0);
-    parallel_for(nchunks, threads, [&](std::size_t ch) {
-        const std::size_t r0 = ch * kLinearRows, rows = std::min(kLinearRows, L - r0);
-        make_keys(r0, rows);
-        if (ch + 1 == nchunks) return;   // the last chunk's own sum is never used
-        own_shift[ch] = max_log(lk, r0, rows);
-        std::vector<T> c;
-        const bool scaled = row_factors(lk, r0, rows, own_shift[ch], c);
-        kv_block(phiK + r0 * F, V + r0 * dv, rows, F, dv, G[ch].data(), scaled ? c.data() : nullptr);
-    });
-    std::vector<T> run(F * e, T(0)), own;
-    double run_shift = kNoShift;
-    for (std::size_t ch = 0; ch < nchunks; ++ch) {
-        own.swap(G[ch]);
-        G[ch] = run;
-        before[ch] = run_shift;
-        if (ch + 1 == nchunks) break;
-        const double s = std::max(run_shift, own_shift[ch]);
-        if (run_shift != kNoShift && run_shift != s) scale_in_place(run.data(), F * e, T(std::exp(run_shift - s)));
-        if (own_shift[ch] == s) {
-            for (std::size_t k = 0; k < F * e; ++k) run[k] += own[k];
-        } else {
-            const T co = T(std::exp(own_shift[ch] - s));
-            for (std::size_t k = 0; k < F * e; ++k) run[k] += co * own[k];
-        }
-        run_shift = s;
-    }
-}
-
-// Pass 3 of causal_linear for the chunk of rows [c0, c1), in steps of kCausalStep rows from its
-// starting sum g (relative to exp(gs)), with the chunk's query features q (row c0 first): a
-// step's rows see the running sum and, inside the step, the lower triangle of q_s k_s^T.
+// The starting sums of causal_linear's chunks, built as the chunks' own sums arrive:
+// own sum of chunk ch = sum of phiK_j [v_j, 1]^T over its rows, relative to exp(its largest
+// lk); start(ch) = the sum over the chunks before ch, relative to exp(before(ch)) (kNoShift:
+// 0), ready once every chunk before ch has sent its own. The starts are always added up in
+// chunk order (rescaling the running sum when the largest shift grows), whichever chunk
+// arrives first: the numbers never depend on the thread count.
 template <class T>
-void causal_chunk(const T* q, const T* phiK, const double* lk, const T* V, std::size_t c0, std::size_t c1,
-                  std::size_t F, std::size_t dv, std::vector<T>& g, double gs, T* out, bool normalise) {
+class ChunkStarts {
+public:
+    ChunkStarts(std::size_t nchunks, std::size_t size)
+        : own_(nchunks), own_shift_(nchunks, 0.0), arrived_(nchunks, false), start_(nchunks),
+          before_(nchunks, kNoShift) {
+        start_[0].assign(size, T(0));
+    }
+    // Chunk ch's own sum, relative to exp(shift) (every chunk but the last sends one).
+    void put(std::size_t ch, std::vector<T>&& own, double shift) {
+        std::lock_guard<std::mutex> lock(mu_);
+        own_[ch] = std::move(own);
+        own_shift_[ch] = shift;
+        arrived_[ch] = true;
+        for (; ready_ < start_.size() && arrived_[ready_ - 1]; ++ready_) extend(ready_ - 1);
+        cv_.notify_all();
+    }
+    // A chunk failed before sending its sum: the chunks that wait for it stop too.
+    void fail() {
+        std::lock_guard<std::mutex> lock(mu_);
+        failed_ = true;
+        cv_.notify_all();
+    }
+    // Waits for start(ch); returns it (to be used as the chunk's running sum) and before(ch).
+    std::pair<std::vector<T>, double> take(std::size_t ch) {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return ready_ > ch || failed_; });
+        if (ready_ <= ch) throw Error("causal attention: an earlier chunk failed");
+        return {std::move(start_[ch]), before_[ch]};
+    }
+
+private:
+    // start(k + 1) from start(k) and chunk k's own sum (start(k) is copied: chunk k may be
+    // taking it at the same time, and takes it only once).
+    void extend(std::size_t k) {
+        std::vector<T> run = start_[k];
+        const double s = std::max(before_[k], own_shift_[k]);
+        if (before_[k] != kNoShift && before_[k] != s) scale_in_place(run.data(), run.size(), T(std::exp(before_[k] - s)));
+        const T co = own_shift_[k] == s ? T(1) : T(std::exp(own_shift_[k] - s));
+        for (std::size_t i = 0; i < run.size(); ++i) run[i] += co * own_[k][i];
+        std::vector<T>().swap(own_[k]);
+        start_[k + 1] = std::move(run);
+        before_[k + 1] = s;
+    }
+    std::vector<std::vector<T>> own_;
+    std::vector<double> own_shift_;
+    std::vector<bool> arrived_;
+    std::vector<std::vector<T>> start_;
+    std::vector<double> before_;
+    std::size_t ready_ = 1;   // start(ch) is ready for ch < ready_
+    bool failed_ = false;
+    std::mutex mu_;
+    std::condition_variable cv_;
+};
+
+// One chunk of causal_linear, its n rows in steps of kCausalStep rows from its starting sum
+// g0 (F x (dv + 1), relative to exp(gs)): q, phiK, lk, V and out point at the chunk's first
+// row. A step's rows see the running sum and, inside the step, the lower triangle of q_s k_s^T.
+// The running sum is kept as G (F x dv, rows aligned to the vector width) and z (its last
+// column) apart, so that every product runs in the vector tile kernels on dv columns.
+// (Running both products of a step per block of G's rows, so that a block is read from L2
+// once per step, measured the same: 18.1-18.3 ms against 18.3-18.4 at L = 16384, d = 64,
+// m = 256, float32; not done.)
+template <class T>
+void causal_chunk(const T* q, const T* phiK, const double* lk, const T* V, std::size_t n, std::size_t F,
+                  std::size_t dv, const std::vector<T>& g0, double gs, T* out, bool normalise) {
     const std::size_t e = dv + 1, c = kCausalStep;
-    // g's last column kept apart and contiguous (z), so that every product below runs in
-    // the vector tile kernels on dv columns (tile_kernels.hpp).
-    std::vector<T> z(F), S(c * c), num(c * e), Vs(c * dv), cf;
-    for (std::size_t f = 0; f < F; ++f) z[f] = g[f * e + dv];
+    thread_local std::vector<T, xsimd::aligned_allocator<T>> kept;
+    T* const G = grown(kept, F * dv);
+    std::vector<T> z(F), S(c * c), num(c * dv), den(c), Vs(c * dv), cf;
+    for (std::size_t f = 0; f < F; ++f) {
+        std::copy(g0.data() + f * e, g0.data() + f * e + dv, G + f * dv);
+        z[f] = g0[f * e + dv];
+    }
     std::vector<double> P(c);
-    for (std::size_t r0 = c0; r0 < c1; r0 += c) {
-        const std::size_t rows = std::min(c, c1 - r0);
-        const T *qs = q + (r0 - c0) * F, *ks = phiK + r0 * F, *Vr = V + r0 * dv;
+    for (std::size_t r0 = 0; r0 < n; r0 += c) {
+        const std::size_t rows = std::min(c, n - r0);
+        const T *qs = q + r0 * F, *ks = phiK + r0 * F, *Vr = V + r0 * dv;
         // P[i]: the running max of the key log scales through row r0 + i.
         double p = lk ? gs : 0.0;
         for (std::size_t i = 0; i < rows; ++i) P[i] = p = lk ? std::max(p, lk[r0 + i]) : 0.0;
-        // The rows before the step: num_i = q_i [g, z], rescaled from gs to P_i.
-        tiles::times(qs, rows, F, 1, F, g.data(), e, dv, num.data(), e, false);
-        for (std::size_t i = 0; i < rows; ++i) num[i * e + dv] = dot_lanes(qs + i * F, z.data(), F);
-        if (lk && gs != kNoShift)
+        const bool more = r0 + rows < n;   // a step after this one
+        const double last = P[rows - 1];
+        const T rescale = more && lk && gs != kNoShift && gs != last ? T(std::exp(gs - last)) : T(1);
+        // cf_j = exp(lk_j - P_last): the weights of the update, and of the triangle's rows
+        // whose running max is P_last already (below).
+        const bool scaled = row_factors(lk, r0, rows, last, cf);
+        if (scaled)
             for (std::size_t i = 0; i < rows; ++i)
-                if (P[i] != gs) scale_in_place(num.data() + i * e, e, T(std::exp(gs - P[i])));
-        // The step's own rows: the lower triangle of q_s k_s^T, key j weighted exp(lk_j - P_i).
-        for (std::size_t i = 0; i < rows; ++i)
-            for (std::size_t j = 0; j < rows; ++j) {
-                T sij = j <= i ? dot_lanes(qs + i * F, ks + j * F, F) : T(0);
-                if (lk && j <= i && lk[r0 + j] != P[i]) sij *= T(std::exp(lk[r0 + j] - P[i]));
-                S[i * rows + j] = sij;
+                for (std::size_t k = 0; k < dv; ++k) Vs[i * dv + k] = cf[i] * Vr[i * dv + k];
+        const T* Vu = scaled ? Vs.data() : Vr;
+        // The rows before the step: num_i = q_i G, den_i = q_i z.
+        tiles::times(qs, rows, F, 1, F, G, dv, dv, num.data(), dv, false);
+        for (std::size_t i = 0; i < rows; ++i) den[i] = dot_lanes(qs + i * F, z.data(), F);
+        // After the step (not after the chunk's last): [G, z] += phiK_s^T diag(exp(lk_j -
+        // P_last)) [V_s, 1], after rescaling from gs to P_last.
+        if (more) {
+            if (rescale != T(1)) {
+                scale_in_place(G, F * dv, rescale);
+                scale_in_place(z.data(), F, rescale);
             }
-        tiles::times(S.data(), rows, rows, 1, rows, Vr, dv, dv, num.data(), e, true);
-        for (std::size_t i = 0; i < rows; ++i) num[i * e + dv] += T(sum_of(S.data() + i * rows, i + 1));
-        if (r0 + rows < c1) {
-            // [g, z] += phiK_s^T diag(exp(lk_j - P_last)) [V_s, 1], after rescaling to P_last.
-            const double last = P[rows - 1];
-            if (lk && gs != kNoShift && gs != last) {
-                scale_in_place(g.data(), F * e, T(std::exp(gs - last)));
-                scale_in_place(z.data(), F, T(std::exp(gs - last)));
-            }
-            const bool scaled = row_factors(lk, r0, rows, last, cf);
-            if (scaled) {
-                for (std::size_t i = 0; i < rows; ++i)
-                    for (std::size_t k = 0; k < dv; ++k) Vs[i * dv + k] = cf[i] * Vr[i * dv + k];
-                Vr = Vs.data();
-            }
-            tiles::times(ks, F, 1, F, rows, Vr, dv, dv, g.data(), e, true);
+            tiles::times(ks, F, 1, F, rows, Vu, dv, dv, G, dv, true);
             for (std::size_t j = 0; j < rows; ++j) {
                 const T cj = scaled ? cf[j] : T(1);
                 for (std::size_t f = 0; f < F; ++f) z[f] += cj * ks[j * F + f];
             }
-            gs = last;
         }
-        normalise_rows(num.data(), rows, dv, out + r0 * dv, normalise);
+        // ... rescaled from gs to P_i.
+        if (lk && gs != kNoShift)
+            for (std::size_t i = 0; i < rows; ++i)
+                if (P[i] != gs) {
+                    const T s = T(std::exp(gs - P[i]));
+                    scale_in_place(num.data() + i * dv, dv, s);
+                    den[i] *= s;
+                }
+        // The step's own rows: the lower triangle of q_s k_s^T, key j weighted exp(lk_j - P_i).
+        // From the first row i0 whose running max is P_last (every row but a few at the start of
+        // a sequence, where the max of lk_j still grows) the weights are cf_j, already in V_s;
+        // the rows before take one exp per pair.
+        std::size_t i0 = 0;
+        while (lk && i0 < rows && P[i0] != last) ++i0;
+        for (std::size_t i = 0; i < rows; ++i)
+            for (std::size_t j = 0; j < rows; ++j) {
+                T sij = j <= i ? dot_lanes(qs + i * F, ks + j * F, F) : T(0);
+                if (i < i0 && j <= i && lk[r0 + j] != P[i]) sij *= T(std::exp(lk[r0 + j] - P[i]));
+                S[i * rows + j] = sij;
+            }
+        if (i0 > 0) tiles::times(S.data(), i0, rows, 1, rows, Vr, dv, dv, num.data(), dv, true);
+        tiles::times(S.data() + i0 * rows, rows - i0, rows, 1, rows, Vu, dv, dv, num.data() + i0 * dv, dv, true);
+        for (std::size_t i = 0; i < rows; ++i) {
+            double t = 0.0;   // the row's own denominator terms, in double
+            for (std::size_t j = 0; j <= i; ++j) t += double(S[i * rows + j]) * (i >= i0 && scaled ? cf[j] : 1.0);
+            den[i] += T(t);
+            const T inv = normalise ? T(1) / den[i] : T(1);
+            for (std::size_t k = 0; k < dv; ++k) out[(r0 + i) * dv + k] = num[i * dv + k] * inv;
+        }
+        if (more) gs = last;
     }
 }
 
-// Causal linear attention: out (L x dv) from the key features phiK (L x F, row-major) with
-// per-row log scales lk (or null) and V (L x dv); the query features of rows [r0, r0 + rows)
-// of a chunk come from query_rows(r0, rows) (a pointer to rows x F, row-major), so the caller
-// can keep them all (linear_attention) or make them per chunk (favor_forward).
-// Before a chunk's keys are first read, make_keys(r0, rows) is called for them (pass 1, on
-// the thread that sums them): a caller can make the key features (and their log scales) there,
-// while the chunk is summed from cache (favor_forward), or do nothing (linear_attention).
-// Prefix sums G_i = sum_{j <= i} phiK_j [v_j, 1]^T over chunks of kLinearRows rows:
-// (1) each chunk's own sum, in parallel; (2) the sums before each chunk, in chunk order;
-// (3) each chunk in steps of c rows from its starting G, in parallel: inside a step the
-// lower triangle of phiQ_b phiK_b^T, before it the running G.
+// Causal linear attention: out (L x dv) from V (L x dv) and the features of chunks of
+// kLinearRows rows: key_rows(r0, rows) gives the key features of rows [r0, r0 + rows) (rows x
+// F, row-major) and their log scales (or null), query_rows(r0, rows) the query features; the
+// caller can keep them all (linear_attention) or make them per chunk (favor_forward). A chunk's
+// pointers are used until the same thread asks for the next chunk's.
+// Prefix sums G_i = sum_{j <= i} phiK_j [v_j, 1]^T, per chunk, in parallel: (1) the chunk's
+// own sum (ChunkStarts::put); (2) its query features; (3) its starting sum, the own sums of the
+// chunks before it added in chunk order (ChunkStarts::take, waiting for them if need be);
+// (4) its rows in steps of c rows from there (causal_chunk): inside a step the lower triangle
+// of phiQ_b phiK_b^T, before it the running G. Chunks are claimed in order, so the sums a
+// chunk waits for are being made already. The chunk's features stay in cache through (1)-(4)
+// (a pass over every chunk's sums first, then one over the steps, read all L x F key features
+// back from memory: 1.14x the time at L = 16384, d = 64, m = 256, float32).
 // With key log scales, every sum carries the shift it is relative to, as online softmax
 // does: a chunk's own sum its largest lk; the running sums the running max P_i of lk_j,
 // j <= i, rescaling what was accumulated by exp(P_old - P_new) <= 1 when the max grows.
 // Row i thus sees each key j <= i with the factor exp(lk_j - P_i) <= 1 and the largest of
 // them exactly 1, however much larger a later key's scale is.
-template <class T, class MakeKeys, class QueryRows>
-void causal_linear(const T* phiK, const double* lk, const T* V, std::size_t L, std::size_t F, std::size_t dv,
-                   T* out, int threads, bool normalise, MakeKeys&& make_keys, QueryRows&& query_rows) {
-    const std::size_t nchunks = (L + kLinearRows - 1) / kLinearRows;
-    std::vector<std::vector<T>> G(nchunks, std::vector<T>(F * (dv + 1), T(0)));
-    std::vector<double> before(nchunks, kNoShift);
-    chunk_starts(phiK, lk, V, L, F, dv, threads, make_keys, G, before);
+template <class T, class KeyRows, class QueryRows>
+void causal_linear(const T* V, std::size_t L, std::size_t F, std::size_t dv, T* out, int threads, bool normalise,
+                   KeyRows&& key_rows, QueryRows&& query_rows) {
+    const std::size_t nchunks = (L + kLinearRows - 1) / kLinearRows, e = dv + 1;
+    if (nchunks == 0) return;
+    ChunkStarts<T> starts(nchunks, F * e);
     parallel_for(nchunks, threads, [&](std::size_t ch) {
-        const std::size_t c0 = ch * kLinearRows, c1 = std::min(L, c0 + kLinearRows);
-        causal_chunk(query_rows(c0, c1 - c0), phiK, lk, V, c0, c1, F, dv, G[ch], before[ch], out, normalise);
+        const std::size_t c0 = ch * kLinearRows, rows = std::min(kLinearRows, L - c0);
+        try {
+            const auto [phiK, lk] = key_rows(c0, rows);
+            if (ch + 1 < nchunks) {   // the last chunk's own sum is never used
+                const double shift = max_log(lk, 0, rows);
+                std::vector<T> own(F * e), c;
+                const bool scaled = row_factors(lk, 0, rows, shift, c);
+                kv_block(phiK, V + c0 * dv, rows, F, dv, own.data(), scaled ? c.data() : nullptr);
+                starts.put(ch, std::move(own), shift);
+            }
+            const T* phiQ = query_rows(c0, rows);
+            const auto [g, gs] = starts.take(ch);
+            causal_chunk(phiQ, phiK, lk, V + c0 * dv, rows, F, dv, g, gs, out + c0 * dv, normalise);
+        } catch (...) {
+            starts.fail();
+            throw;
+        }
     });
 }
 }  // namespace
@@ -414,9 +484,11 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vecto
         return linear_attention_apply(phiQ, linear_attention_kv(phiK, key_log_scale, V, threads), threads, normalise);
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1);
     Mat<T> out = Mat<T>::from_shape({L, dv});
-    causal_linear(phiK.data(), log_or_null(key_log_scale, L), V.data(), L, F, dv, out.data(), threads, normalise,
-                  [](std::size_t, std::size_t) {},
-                  [&](std::size_t r0, std::size_t) { return phiQ.data() + r0 * F; });
+    const double* lk = log_or_null(key_log_scale, L);
+    causal_linear(
+        V.data(), L, F, dv, out.data(), threads, normalise,
+        [&](std::size_t r0, std::size_t) { return std::make_pair(phiK.data() + r0 * F, lk ? lk + r0 : nullptr); },
+        [&](std::size_t r0, std::size_t) { return phiQ.data() + r0 * F; });
     return out;
 }
 
@@ -467,10 +539,8 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
 }
 
 namespace {
-// favor_forward, causal: the key features into storage this thread keeps (the same per-row
-// shifts as favor_attention), each chunk's made as the prefix-sum pass first sums it (from
-// cache); each chunk's query features in a per-thread buffer as the chunk starts: no (L, F)
-// query matrix.
+// favor_forward, causal: each chunk's key and query features into buffers the thread that
+// runs the chunk keeps (the same per-row shifts as favor_attention): no (L, F) matrix.
 template <class T>
 void fused_causal(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
                   int threads) {
@@ -478,13 +548,16 @@ void fused_causal(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& K, c
     if (K.shape(0) != L)
         throw Error("causal attention needs as many keys as queries, got " + std::to_string(K.shape(0)) +
                     " keys for " + std::to_string(L) + " queries");
-    thread_local std::vector<T> keys;
-    thread_local std::vector<double> key_log;
-    T* const phiK = grown(keys, L * F);
-    double* const lk = grown(key_log, L);
     causal_linear(
-        phiK, lk, V.data(), L, F, V.shape(1), out.data(), threads, true,
-        [&](std::size_t r0, std::size_t rows) { f.into(K, r0, rows, Side::key, phiK + r0 * F, lk + r0); },
+        V.data(), L, F, V.shape(1), out.data(), threads, true,
+        [&](std::size_t r0, std::size_t rows) {
+            thread_local std::vector<T> keys;   // apart from f.block's, which holds the queries
+            thread_local std::vector<double> key_log;
+            T* const phi = grown(keys, rows * F);
+            double* const lk = grown(key_log, rows);
+            f.into(K, r0, rows, Side::key, phi, lk);
+            return std::make_pair(static_cast<const T*>(phi), static_cast<const double*>(lk));
+        },
         [&](std::size_t r0, std::size_t rows) { return static_cast<const T*>(f.block(Q, r0, rows, Side::query).first); });
 }
 
