@@ -313,12 +313,15 @@ public:
         failed_ = true;
         cv_.notify_all();
     }
-    // Waits for start(ch); returns it (to be used as the chunk's running sum) and before(ch).
-    std::pair<std::vector<T>, double> take(std::size_t ch) {
+    // Waits for start(ch) and moves it into g (the chunk's running sum), before(ch) into gs;
+    // false if a chunk before ch failed (its exception is the one the call reports).
+    bool take(std::size_t ch, std::vector<T>& g, double& gs) {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return ready_ > ch || failed_; });
-        if (ready_ <= ch) throw Error("causal attention: an earlier chunk failed");
-        return {std::move(start_[ch]), before_[ch]};
+        if (ready_ <= ch) return false;
+        g = std::move(start_[ch]);
+        gs = before_[ch];
+        return true;
     }
 
 private:
@@ -466,7 +469,9 @@ void causal_linear(const T* V, std::size_t L, std::size_t F, std::size_t dv, T* 
                 starts.put(ch, std::move(own), shift);
             }
             const T* phiQ = query_rows(c0, rows);
-            const auto [g, gs] = starts.take(ch);
+            std::vector<T> g;
+            double gs = kNoShift;
+            if (!starts.take(ch, g, gs)) return;
             causal_chunk(phiQ, phiK, lk, V + c0 * dv, rows, F, dv, g, gs, out + c0 * dv, normalise);
         } catch (...) {
             starts.fail();
