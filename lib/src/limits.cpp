@@ -306,8 +306,9 @@ Cost estimate_kernel(const Config& cfg, int threads) {
                            threads;
                 if (item > worst) worst = item, where = v.name + " at d = " + std::to_string(d) + ", m = " + std::to_string(m);
             }
-    // Every trial's squared error of every point, kept until the summary.
-    const double results = double(cfg.variants.size() * k.d.size() * cfg.m.size()) * double(cfg.trials) * n * 8.0;
+    // Every trial's squared error of every point and the closed form at its pair (sq and th,
+    // kernel_experiment.cpp; th filled with NaN for every projection), kept until the summary.
+    const double results = double(cfg.variants.size() * k.d.size() * cfg.m.size()) * double(cfg.trials) * n * 16.0;
     Terms t;
     t.add("features", "m", double(threads) * worst);
     t.add("results", "trials", results);
