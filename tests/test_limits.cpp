@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 
+#include "favor/attention.hpp"
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
@@ -190,4 +192,51 @@ TEST_CASE("cost estimate: grows with the sizes, names the field, fits the thread
     REQUIRE(p.threads >= 1);
     REQUIRE(has(p.warning, "--threads 4 would need an estimated"));
     REQUIRE(fitted.peak <= one.peak * 1.5);
+}
+
+TEST_CASE("cost estimate: the fused forward's blocks, the (L, F) features where the run makes them", "[limits]") {
+    // L = 16384, d = 16, d_v = 4, m = 2048, float64: favor_attention's two (L, F) feature
+    // matrices are 512 MiB; the fused forward keeps a block of fused_rows rows of features and
+    // the key partials, ceil(L / fused_rows) x F x (d_v + 1) (80 MiB).
+    json j = json::parse(kGood);
+    j["inputs"]["L"] = 16384;
+    j["inputs"]["d"] = 16;
+    j["inputs"]["d_v"] = 4;
+    j["m"] = 2048;
+    j["trials"] = 1;
+    j["metrics"] = {"output_mse"};
+    auto features = [](const json& c) {
+        const Cost cost = estimate_run(parse_config(c, "c.json"), 1);
+        for (const auto& [name, b] : cost.parts)
+            if (name == "features") return b;
+        FAIL("no features term in " + cost.summary());
+        return 0.0;
+    };
+    const double L = 16384, F = 2048, matrices = 2 * L * F * 8;
+    const double kb = double(fused_rows(16384, 2048, 16, 8)), partials = std::ceil(L / kb) * F * 5 * 8;
+    const double fused = features(j);
+    REQUIRE(fused >= partials + kb * F * 8);
+    REQUIRE(fused < matrices / 4);
+    j["causal"] = true;   // a 1024-row chunk's key and query features
+    REQUIRE(features(j) >= 2 * 1024 * F * 8);
+    REQUIRE(features(j) < matrices / 4);
+    j["causal"] = false;
+    // overflow_fraction is counted by favor_attention only: the matrices are made.
+    j["metrics"] = {"output_mse", "overflow_fraction"};
+    REQUIRE(features(j) >= matrices);
+    j["metrics"] = {"output_mse"};
+    // Half emulation (overflow_fraction comes with it) in 4 bytes; float32 fused.
+    j["dtype"] = "float16";
+    REQUIRE(features(j) >= matrices / 2);
+    j["dtype"] = "float32";
+    REQUIRE(features(j) < matrices / 8);
+    j["dtype"] = "float64";
+    // Maps whose keys cannot be shifted per block, and unshifted features: favor_attention.
+    j["variants"][0]["epsilon"] = 1e-6;
+    REQUIRE(features(j) >= matrices);
+    j["variants"][0].erase("epsilon");
+    j["variants"][0]["shift"] = false;
+    REQUIRE(features(j) >= matrices);
+    j["variants"][0]["shift"] = true;
+    REQUIRE(features(j) == fused);
 }

@@ -128,11 +128,9 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     const auto t0 = std::chrono::steady_clock::now();
     // The output: the fused forward, no (L, F) feature matrices, unless overflow_fraction is
-    // asked (favor_attention counts it); half-precision emulation and unshifted maps always
-    // take favor_attention (docs/design.md 2.6).
-    const bool fused = std::find(cols.begin(), cols.end(), "overflow_fraction") == cols.end() &&
-                       est.rounding == Rounding::none && est.shift;
-    if (fused) {
+    // asked (favor_attention counts it) or the estimator cannot take it (half-precision
+    // emulation, unshifted maps: docs/design.md 2.6; forward_fused).
+    if (output_fused(cols, est.ready_map(), est.rounding, est.shift, causal)) {
         thread_local Mat<T> out;   // reused across the cells this worker runs (no page faults)
         favor_forward_into(est, h.q, h.k, h.v, out, causal);
         v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

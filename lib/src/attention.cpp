@@ -111,14 +111,6 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
     return out;
 }
 
-namespace {
-// Rows per block of the products of linear attention (fixed: results never depend on threads).
-constexpr std::size_t kLinearRows = 1024;
-// Rows per step of the causal prefix sums: the lower triangle of each step costs 2 c (F + dv)
-// flops per row on top of the non-causal work, so small steps; 16 measured fastest (at
-// L = 16384, d = 64, m = 256 float32: 12 the same, 8: 1.04x, 24: 1.02x, 32: 1.05x the time;
-// with BLAS before the tile kernels 32: 1.16x, 64: 1.35x; docs/speed.md).
-constexpr std::size_t kCausalStep = 16;
 // Rows per block of favor_forward's key and query passes: a function of the sizes only (never
 // of the thread count). Two pulls: a block's features should stay in the per-core L2 cache
 // through the passes over them (product, exponent, exp, the product with V), which matters
@@ -134,6 +126,15 @@ std::size_t fused_rows(std::size_t L, std::size_t F, std::size_t d, std::size_t 
     const std::size_t budget = std::clamp<std::size_t>(bytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
     return std::min(budget, std::max<std::size_t>(64, (L / 8 + 15) / 16 * 16));
 }
+
+namespace {
+// Rows per block of the products of linear attention (fixed: results never depend on threads).
+constexpr std::size_t kLinearRows = 1024;
+// Rows per step of the causal prefix sums: the lower triangle of each step costs 2 c (F + dv)
+// flops per row on top of the non-causal work, so small steps; 16 measured fastest (at
+// L = 16384, d = 64, m = 256 float32: 12 the same, 8: 1.04x, 24: 1.02x, 32: 1.05x the time;
+// with BLAS before the tile kernels 32: 1.16x, 64: 1.35x; docs/speed.md).
+constexpr std::size_t kCausalStep = 16;
 
 // What favor_forward's passes share: the map, W and W^T (laid out once for every block's
 // product), the input scale x = q / d^{1/4}, d and F. Every row is finished with its own
@@ -619,14 +620,18 @@ void fused_queries(const FusedFeatures<T>& f, const Mat<T>& Q, const std::vector
 }
 }  // namespace
 
+// Half emulation and unshifted features: the unfused path only (docs/design.md 2.6).
+bool forward_fused(const FeatureMap& map, Rounding rounding, bool shift, bool causal) {
+    return rounding == Rounding::none && shift && map.blockwise_key_shift() && map.row_normalised() &&
+           (!causal || map.supports_causal());
+}
+
 template <class T>
 void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
                         bool causal, int threads) {
     const FeatureMap& map = est.ready_map();
     const std::size_t L = Q.shape(0), dv = V.shape(1);
-    // Half emulation and unshifted features: the unfused path only (docs/design.md 2.6).
-    if (est.rounding != Rounding::none || !est.shift || K.shape(0) == 0 || !map.blockwise_key_shift() ||
-        !map.row_normalised() || (causal && !map.supports_causal())) {
+    if (K.shape(0) == 0 || !forward_fused(map, est.rounding, est.shift, causal)) {
         out = favor_attention(est, Q, K, V, causal, threads).out;
         return;
     }

@@ -12,6 +12,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -96,9 +97,26 @@ Cost finish(const Terms& t, double seconds, int threads, const std::string& wher
 
 // One cell of an approximation run: the memory of one (cell, trial) item beyond the inputs,
 // split into features (and W, linear attention) and the pairwise metrics, and its flops.
+// `kept`: the part of `features` in buffers its thread keeps for its next items (the fused
+// forward's thread_local features blocks, sums, and output; KeptBuffer).
 struct ItemCost {
     double features = 0, pairwise = 0, fit = 0, seconds = 0;
+    std::array<double, 3> kept{};
+    double held() const { return kept[0] + kept[1] + kept[2]; }
     double total() const { return std::max(fit, features + pairwise); }
+    double transient() const { return std::max(fit, features - held() + pairwise); }   // beyond `kept`
+};
+
+// A buffer a thread keeps and only grows (grown(), memory.hpp): the largest size a cell
+// asks, and while it grows, the smaller one it is copied from (std::vector::resize): at most
+// the largest size below it (case a of docs/limits.md: 2611 MiB peak RSS with the cells of
+// smaller key partials first, 2413 MiB with them last).
+struct KeptBuffer {
+    double largest = 0, below = 0;
+    void add(double b) {
+        if (b > largest) below = largest, largest = b;
+        else if (b < largest) below = std::max(below, b);
+    }
 };
 
 ItemCost approximation_item(const Variant& v, const Config& cfg, std::size_t m, std::size_t L, std::size_t Lk,
@@ -108,12 +126,37 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, std::size_t m, 
     const double W = w_bytes(m, d, s, v.projection);
     // oprf's A*: float64 copies of the scaled Q and K while it is fitted (before the features).
     if (v.map->data_dependent()) c.fit = W + 16.0 * (Lq + Lkd) * double(d);
-    const double feats = double(s) * (Lq + Lkd) * F + 16.0 * (Lq + Lkd);
-    const double out = double(s) * Lq * double(dv);
-    const double blocks = std::ceil(Lkd / 1024.0) + 3;
-    const double linear = double(s) * F * e * (cfg.causal ? 2 * blocks : blocks) + double(s) * 1024.0 * double(dv);
-    c.features = W + feats + out + linear;
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
+    const double out = double(s) * Lq * double(dv);
+    if (output_fused(cols, *v.map, dtype_rounding(cfg.dtype), v.shift, cfg.causal)) {
+        // favor_forward_into (attention.cpp) on the item's thread: W^T (FusedFeatures), the
+        // output (the runner's thread_local), and causal: a chunk of 1024 rows' key and query
+        // features with their log scales (thread_local), the running sum F x dv (causal_chunk,
+        // thread_local), an own and a starting sum F x (dv + 1) per chunk at most
+        // (ChunkStarts); non-causal: one block of fused_rows rows' features and log scales
+        // (thread_local, shared by the key and query passes) and its scaled copy of V, the key
+        // partials nk x F x (dv + 1) (fused_kv1, thread_local), KV1 and its column z.
+        const double Wt = double(s) * double(m) * double(d), sF = double(s) * F;
+        double passing;
+        if (cfg.causal) {
+            const double rows = std::min(Lq, 1024.0), chunks = std::ceil(Lq / 1024.0);
+            c.kept = {rows * (2.0 * sF + 16.0), sF * double(dv), out};
+            passing = 2.0 * chunks * sF * e;
+        } else {
+            const double kb = double(fused_rows(Lk, std::size_t(F), d, s)), nk = std::ceil(Lkd / kb);
+            const double rows = std::max(kb, double(fused_rows(L, std::size_t(F), d, s)));
+            c.kept = {rows * (sF + 8.0) + kb * double(s) * e, nk * sF * e, out};
+            passing = sF * (e + 1.0) + 8.0 * nk;
+        }
+        c.features = W + Wt + passing + c.held();
+    } else {
+        // favor_attention: both (L, F) feature matrices and their log scales, the linear
+        // attention's partial sums (one F x (dv + 1) per 1024 keys; causal: an own and a start).
+        const double feats = double(s) * (Lq + Lkd) * F + 16.0 * (Lq + Lkd);
+        const double blocks = std::ceil(Lkd / 1024.0) + 3;
+        const double linear = double(s) * F * e * (cfg.causal ? 2 * blocks : blocks) + double(s) * 1024.0 * double(dv);
+        c.features = W + feats + out + linear;
+    }
     auto wants = [&](const char* k) { return std::find(cols.begin(), cols.end(), k) != cols.end(); };
     // Any metric of the streamed pass over all pairs (the metric table says which).
     bool pair = false;
@@ -188,14 +231,19 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
                                        (pairwise ? 16.0 * Lq : 0.0));   // + the exact softmax rows
                 const double draw = is_npy ? 8.0 * double(H) * (Lq * d + Lkd * d + Lkd * dv) * 1.5
                                            : 8.0 * (2 * Lq * d + Lq * dv);
-                load_extra = std::max(load_extra, draw + double(threads) * (256.0 * 256.0 + 512.0 * dv) * 8.0);
+                // The exact pass: K^T laid out once (ExactOperands), each thread's tiles.
+                load_extra = std::max(load_extra, draw + 8.0 * Lkd * double(d) +
+                                                      double(threads) * (256.0 * 256.0 + 512.0 * dv) * 8.0);
                 const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
                 seconds += double(H) * (gemm_seconds(2.0 * pairs * double(d + dv), 8) + pairs / kVexpRate) / threads;
                 // The uniform-attention baseline of the pairwise metrics: one more pass.
                 if (baseline_pairwise) seconds += double(H) * (gemm_seconds(2.0 * pairs * double(d + 1), 8) + 2 * pairs / kVexpRate) / threads;
             }
-    // Items: `conc` at once, each its worst cell.
+    // Items: `conc` at once, each thread the most any cell needs beyond its kept buffers, and
+    // those buffers at their largest, one of them growing (`where`: the cell needing the most).
     ItemCost worst;
+    std::array<KeptBuffer, 3> kept;
+    double largest = 0;
     std::string where;
     double work = 0;
     for (std::size_t c : cells) {
@@ -206,8 +254,10 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
         const std::size_t m = cfg.m[at[3]];
         const ItemCost ic = approximation_item(v, cfg, m, L, Lk, d, dv, H, s, inner);
         work += ic.seconds * double(cfg.trials);
-        if (ic.total() > worst.total()) {
-            worst = ic;
+        for (std::size_t k = 0; k < kept.size(); ++k) kept[k].add(ic.kept[k]);
+        if (ic.transient() > worst.transient()) worst = ic;
+        if (ic.total() > largest) {
+            largest = ic.total();
             where = cell_label(v.name, L, d, m);
         }
     }
@@ -215,17 +265,15 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
     Terms t;
     const std::string in_field = is_npy ? "inputs.q" : "inputs.L";
     t.add("inputs", in_field, inputs);
-    const double running = double(conc) * worst.total();
-    if (load_extra > running) {
+    // (The output is made anew when its shape changes, not copied: it does not grow.)
+    const double held = kept[0].largest + kept[1].largest + kept[2].largest + std::max(kept[0].below, kept[1].below);
+    if (load_extra > double(conc) * (worst.transient() + held)) {
         t.add("loading inputs", in_field, load_extra);
+    } else if (worst.fit > worst.features - worst.held() + worst.pairwise) {
+        t.add("features", "m", double(conc) * (worst.fit + held));
     } else {
-        const double share = worst.total() > 0 ? running / worst.total() : 0;
-        if (worst.fit > worst.features + worst.pairwise) {
-            t.add("features", "m", share * worst.fit);
-        } else {
-            t.add("features", "m", share * worst.features);
-            if (worst.pairwise > 0) t.add("pairwise metrics", "metrics", share * worst.pairwise);
-        }
+        t.add("features", "m", double(conc) * (worst.features - worst.held() + held));
+        if (worst.pairwise > 0) t.add("pairwise metrics", "metrics", double(conc) * worst.pairwise);
     }
     // Per (cell, trial, head) row: the metric values (map nodes), then the errors table as
     // text and the summary.
@@ -258,8 +306,9 @@ Cost estimate_kernel(const Config& cfg, int threads) {
                            threads;
                 if (item > worst) worst = item, where = v.name + " at d = " + std::to_string(d) + ", m = " + std::to_string(m);
             }
-    // Every trial's squared error of every point, kept until the summary.
-    const double results = double(cfg.variants.size() * k.d.size() * cfg.m.size()) * double(cfg.trials) * n * 8.0;
+    // Every trial's squared error of every point and the closed form at its pair (sq and th,
+    // kernel_experiment.cpp; th filled with NaN for every projection), kept until the summary.
+    const double results = double(cfg.variants.size() * k.d.size() * cfg.m.size()) * double(cfg.trials) * n * 16.0;
     Terms t;
     t.add("features", "m", double(threads) * worst);
     t.add("results", "trials", results);

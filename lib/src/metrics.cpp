@@ -114,6 +114,12 @@ std::vector<std::string> value_columns(const std::vector<std::string>& columns) 
     return columns_summarised_as(columns, MetricInfo::Summary::value);
 }
 
+bool output_fused(const std::vector<std::string>& columns, const FeatureMap& map, Rounding rounding, bool shift,
+                  bool causal) {
+    return std::find(columns.begin(), columns.end(), "overflow_fraction") == columns.end() &&
+           forward_fused(map, rounding, shift, causal);
+}
+
 // --- the streamed pairwise pass (docs/design.md section 3) -------------------------------
 namespace {
 using B = xsimd::batch<double>;

@@ -91,6 +91,13 @@ Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, 
 template <class T>
 void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
                         bool causal = false, int threads = 1);
+// Whether favor_forward(_into) runs fused for an estimator of `map` with this rounding and
+// shift (and some keys); otherwise it returns favor_attention's output, made from both (L, F)
+// feature matrices. The memory estimate (limits.cpp) charges the path this names.
+bool forward_fused(const FeatureMap& map, Rounding rounding, bool shift, bool causal);
+// Rows per block of the fused forward's non-causal key and query passes, for L rows of F
+// features of `elem` bytes from d inputs (a function of the sizes only).
+std::size_t fused_rows(std::size_t L, std::size_t F, std::size_t d, std::size_t elem);
 
 // Exact attention as a half-precision model computes it (docs/design.md section 2.6): scores
 // Q K^T / sqrt(d) accumulated in float32 and stored rounded, softmax in float32 (row max

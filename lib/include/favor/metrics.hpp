@@ -40,6 +40,12 @@ std::vector<std::string> metric_columns(const std::vector<std::string>& requeste
 // Those of `columns` summarised as statistics / as one value per cell.
 std::vector<std::string> stat_columns(const std::vector<std::string>& columns);
 std::vector<std::string> value_columns(const std::vector<std::string>& columns);
+// Whether the approximation runner makes an estimator's output with the fused forward
+// (forward_fused: no (L, F) feature matrices) for these metric columns: not when
+// overflow_fraction is among them, which only favor_attention counts. The memory estimate
+// (limits.cpp) asks the same.
+bool output_fused(const std::vector<std::string>& columns, const FeatureMap& map, Rounding rounding, bool shift,
+                  bool causal);
 
 // output_mse: mean over i, c of (Out - Out_hat)^2. exact: (L, dv) float64.
 template <class T>
