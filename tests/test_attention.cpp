@@ -112,6 +112,26 @@ TEMPLATE_TEST_CASE("exact attention at the tile kernels' edges, float32 and floa
     REQUIRE(same_for_threads);
 }
 
+namespace {
+// Row i of the explicit A_hat V: A_hat = rownormalize(phiQ diag(exp(lk)) phiK^T) (masked when
+// causal) from a's features; the keys carry per-row log scales lk (shifted here by their max,
+// which cancels).
+std::vector<double> explicit_row(const Approximation<double>& a, const Mat<double>& V, std::size_t i, bool causal) {
+    const std::size_t Lk = a.k.phi.shape(0), F = a.q.phi.shape(1), n = causal ? std::min(Lk, i + 1) : Lk;
+    const double lmax = *std::max_element(a.k.log_scale.begin(), a.k.log_scale.end());
+    std::vector<double> row(n, 0.0), o(V.shape(1), 0.0);
+    double z = 0;
+    for (std::size_t j = 0; j < n; ++j) {
+        for (std::size_t c = 0; c < F; ++c) row[j] += a.q.phi(i, c) * a.k.phi(j, c);
+        row[j] *= std::exp(a.k.log_scale[j] - lmax);
+        z += row[j];
+    }
+    for (std::size_t c = 0; c < V.shape(1); ++c)
+        for (std::size_t j = 0; j < n; ++j) o[c] += row[j] / z * V(j, c);
+    return o;
+}
+}  // namespace
+
 TEST_CASE("linear attention equals the explicit A_hat V", "[attention]") {
     const std::size_t L = GENERATE(5, 130, 700);
     const bool causal = GENERATE(false, true);
@@ -121,23 +141,10 @@ TEST_CASE("linear attention equals the explicit A_hat V", "[attention]") {
     const FeatureMapPtr f = map_named(kind);
     const Mat<double> W = draw_projection(Projection::orthogonal, 16, 8, 4, 0);
     const Approximation<double> a = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal);
-    const std::size_t F = a.q.phi.shape(1);
-    // Explicit: A_hat = rownormalize(phiQ diag(exp(lk)) phiK^T) (masked), then A_hat V; the
-    // keys carry per-row log scales lk (shifted here by their max, which cancels).
-    const double lmax = *std::max_element(a.k.log_scale.begin(), a.k.log_scale.end());
     for (std::size_t i = 0; i < L; ++i) {
-        std::vector<double> row(L, 0.0);
-        double z = 0;
-        for (std::size_t j = 0; j < L && (!causal || j <= i); ++j) {
-            for (std::size_t c = 0; c < F; ++c) row[j] += a.q.phi(i, c) * a.k.phi(j, c);
-            row[j] *= std::exp(a.k.log_scale[j] - lmax);
-            z += row[j];
-        }
-        for (std::size_t c = 0; c < in.v.shape(1); ++c) {
-            double o = 0;
-            for (std::size_t j = 0; j < L; ++j) o += row[j] / z * in.v(j, c);
-            REQUIRE(std::fabs(a.out(i, c) - o) <= 1e-10 * std::max(1.0, std::fabs(o)));
-        }
+        const std::vector<double> o = explicit_row(a, in.v, i, causal);
+        for (std::size_t c = 0; c < in.v.shape(1); ++c)
+            REQUIRE(std::fabs(a.out(i, c) - o[c]) <= 1e-10 * std::max(1.0, std::fabs(o[c])));
     }
 }
 
@@ -211,8 +218,6 @@ TEST_CASE("causal linear attention over several chunks equals the masked A_hat V
     const Mat<double> fused1 = favor_forward(est, in.q, in.k, in.v, true, 1);
     const bool same_fused = fused1 == favor_forward(est, in.q, in.k, in.v, true, 2);
     REQUIRE(same_fused);
-    const std::size_t F = a.q.phi.shape(1);
-    const double lmax = *std::max_element(a.k.log_scale.begin(), a.k.log_scale.end());
     // The running max of the key log scales does grow in every chunk.
     for (std::size_t c0 = 1024; c0 < L; c0 += 1024) {
         const double before = *std::max_element(a.k.log_scale.begin(), a.k.log_scale.begin() + c0);
@@ -220,18 +225,10 @@ TEST_CASE("causal linear attention over several chunks equals the masked A_hat V
     }
     double worst = 0, worst_fused = 0;
     for (std::size_t i = 0; i < L; i += 7) {   // every 7th row: all chunks, all step positions
-        std::vector<double> row(i + 1, 0.0);
-        double z = 0;
-        for (std::size_t j = 0; j <= i; ++j) {
-            for (std::size_t c = 0; c < F; ++c) row[j] += a.q.phi(i, c) * a.k.phi(j, c);
-            row[j] *= std::exp(a.k.log_scale[j] - lmax);
-            z += row[j];
-        }
+        const std::vector<double> o = explicit_row(a, in.v, i, true);
         for (std::size_t c = 0; c < dv; ++c) {
-            double o = 0;
-            for (std::size_t j = 0; j <= i; ++j) o += row[j] / z * in.v(j, c);
-            worst = std::max(worst, std::fabs(a.out(i, c) - o) / std::max(1.0, std::fabs(o)));
-            worst_fused = std::max(worst_fused, std::fabs(fused1(i, c) - o) / std::max(1.0, std::fabs(o)));
+            worst = std::max(worst, std::fabs(a.out(i, c) - o[c]) / std::max(1.0, std::fabs(o[c])));
+            worst_fused = std::max(worst_fused, std::fabs(fused1(i, c) - o[c]) / std::max(1.0, std::fabs(o[c])));
         }
     }
     REQUIRE(worst <= 1e-10);

@@ -210,9 +210,21 @@ bool row_factors(const double* lk, std::size_t r0, std::size_t rows, double shif
     return true;
 }
 
-// Largest of lk[r0 .. r0 + rows), 0 without log scales.
-double max_log(const double* lk, std::size_t r0, std::size_t rows) {
-    return lk && rows ? max_of(lk + r0, rows) : 0.0;
+// Largest of lk[0 .. rows), 0 without log scales.
+double max_log(const double* lk, std::size_t rows) {
+    return lk && rows ? max_of(lk, rows) : 0.0;
+}
+
+// acc (F x (dv+1)) = phiK_b^T diag(exp(lk_j - M_b)) [V_b, 1] for `rows` rows of keys with
+// log scales lk (row 0 first; null: all 0) relative to their largest, M_b, which it returns
+// (0 without log scales): a block's own sum, every factor <= 1.
+template <class T>
+double own_kv(const T* phiK, const double* lk, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T* acc) {
+    const double shift = max_log(lk, rows);
+    thread_local std::vector<T> c;
+    const bool scaled = row_factors(lk, 0, rows, shift, c);
+    kv_block(phiK, V, rows, F, dv, acc, scaled ? c.data() : nullptr);
+    return shift;
 }
 
 // out rows = num[:, :dv] / num[:, dv] for `rows` rows of num (ld dv + 1); without
@@ -243,10 +255,7 @@ Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_lo
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * kLinearRows, rows = std::min(kLinearRows, Lk - std::min(Lk, r0));
         part[blk].assign(F * e, T(0));
-        shift[blk] = max_log(lk, r0, rows);
-        std::vector<T> c;
-        const bool scaled = row_factors(lk, r0, rows, shift[blk], c);
-        kv_block(phiK.data() + r0 * F, V.data() + r0 * dv, rows, F, dv, part[blk].data(), scaled ? c.data() : nullptr);
+        shift[blk] = own_kv(phiK.data() + r0 * F, lk ? lk + r0 : nullptr, V.data() + r0 * dv, rows, F, dv, part[blk].data());
     });
     const double smax = max_of(shift.data(), nblocks);
     Mat<T> KV = Mat<T>::from_shape({F, e});
@@ -463,10 +472,8 @@ void causal_linear(const T* V, std::size_t L, std::size_t F, std::size_t dv, T* 
         try {
             const auto [phiK, lk] = key_rows(c0, rows);
             if (ch + 1 < nchunks) {   // the last chunk's own sum is never used
-                const double shift = max_log(lk, 0, rows);
-                std::vector<T> own(F * e), c;
-                const bool scaled = row_factors(lk, 0, rows, shift, c);
-                kv_block(phiK, V + c0 * dv, rows, F, dv, own.data(), scaled ? c.data() : nullptr);
+                std::vector<T> own(F * e);
+                const double shift = own_kv(phiK, lk, V + c0 * dv, rows, F, dv, own.data());
                 starts.put(ch, std::move(own), shift);
             }
             const T* phiQ = query_rows(c0, rows);
@@ -585,10 +592,7 @@ std::vector<T> fused_kv1(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T
     parallel_for(nk, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * kb, rows = std::min(kb, Lk - r0);
         const auto [phi, lk] = f.block(K, r0, rows, Side::key);
-        shift[blk] = max_of(lk, rows);
-        thread_local std::vector<T> c;
-        const bool scaled = row_factors(lk, 0, rows, shift[blk], c);
-        kv_block(phi, V.data() + r0 * dv, rows, F, dv, parts + blk * F * e, scaled ? c.data() : nullptr);
+        shift[blk] = own_kv(phi, lk, V.data() + r0 * dv, rows, F, dv, parts + blk * F * e);
     });
     const double smax = max_of(shift.data(), nk);
     std::vector<T> KV1(F * e, T(0));
