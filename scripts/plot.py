@@ -249,6 +249,7 @@ def default_out(result_dir, suffix):
 # ----------------------------------------------------------------------------- drawn data
 
 DRAWN = []  # every series drawn, for --data: dicts with panel, label, x, y, band
+FIGURE = {}  # the figure's title, layout and y label, for --data
 
 
 def record(kind, panel, label, x, y, lo=None, hi=None, band=None, **extra):
@@ -262,7 +263,7 @@ def record(kind, panel, label, x, y, lo=None, hi=None, band=None, **extra):
 def write_data(path, png, meta):
     try:
         with open(path, "w") as f:
-            json.dump({"png": png, **meta, "series": DRAWN}, f, indent=1)
+            json.dump({"png": png, **meta, **FIGURE, "series": DRAWN}, f, indent=1)
     except OSError as e:
         die(f"--data {path}: cannot write: {e}")
 
@@ -398,8 +399,7 @@ def draw_baseline(ax, rows, xkey, logy):
 
 def ratio_label(metric, spec):
     name = METRIC_NAME.get(metric, metric)
-    return (f"{spec['stat']} {name} of the estimator (over the trials)\n/ {name} of uniform "
-            "attention (mean of V), same inputs")
+    return f"{spec['stat']} {name} (estimator, over trials)\n/ {name} (uniform attention: mean of V)"
 
 
 def head_mode(path, header, table, heads, n_other):
@@ -444,12 +444,13 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
     head_note = None
     if hmode == "facet":
         panel_keys.append("head")
+        head_note = f"one panel per head; {spec_title(spec)}"
     elif hmode == "mean":
         nh = len(uniq(table, "head"))
         table = average_heads(table, keys)
         band_note = "band: lowest to highest head"
-        head_note = (f"mean over {nh} heads of each head's {spec['stat']} (per-head result; "
-                     "band: lowest to highest head)")
+        head_note = (f"mean over {nh} heads of each head's {'ratio' if ratio else spec['stat']}"
+                     " (per-head result; band: lowest to highest head)")
     combos = sorted({tuple(r[k] for k in panel_keys) for r in table})
     variants = variant_order(table)
     split = fig4_split(table, layout) if kind == "m" else None
@@ -624,10 +625,12 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
     if len(lines[-1]) + 2 + len(stat_text) <= int(width * 12):
         lines[-1] += "; " + stat_text
     else:
-        lines.append(stat_text[0].upper() + stat_text[1:])
+        lines += _wrap(stat_text[0].upper() + stat_text[1:], int(width * 12)).split("\n")
     if omitted:
         lines.append(f"not in either panel: {', '.join(omitted)}")
     fig.suptitle("\n".join(lines), fontsize=11)
+    FIGURE.update(title="\n".join(lines), layout="fig4" if split else "plain",
+                  ylabel=axes[0][0].get_ylabel(), heads=hmode)
     if skipped:
         print(f"{PROG}: note: no plottable {metric} values for: {', '.join(sorted(set(skipped)))}",
               file=sys.stderr)
@@ -1201,6 +1204,7 @@ def main(argv=None):
                     "label, panel) to this file")
     a = ap.parse_args(argv)
     DRAWN.clear()
+    FIGURE.clear()
 
     if a.data and a.kind in ("precision", "timing"):
         die(f"--data applies to summary.csv plots, not --kind {a.kind}")
