@@ -510,7 +510,7 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
     skipped = []
     for (ri, ci, pv, pvariants, title) in panels:
         ax = axes[ri][ci]
-        panel = dict(zip(panel_keys, pv))
+        panel = dict(zip(panel_keys, pv), **({"side": title.split(": ")[-1]} if split else {}))
         prow = [r for r in table if tuple(r[k] for k in panel_keys) == pv]
         for v in pvariants:
             for ei, ev in enumerate(extra_vals):
