@@ -51,7 +51,8 @@ def is_png(path):
 
 def draw(name, result, *args):
     """Plot result with args and --data; return the sidecar (checked: PNG written)."""
-    data = os.path.join(TMP, name + ".json")
+    os.makedirs(os.path.join(TMP, "data"), exist_ok=True)
+    data = os.path.join(TMP, "data", name + ".json")
     rc, out, err = run(result, *args, "--data", data)
     if rc != 0:
         fail(f"{name}: plot.py {result} {' '.join(args)}: exit {rc}: {err.strip()}")
