@@ -45,7 +45,8 @@ only): x is the number of feature columns (2m for trig and hyperbolic, m otherwi
 compare at equal cost. A column baseline_<metric> (uniform attention on the same inputs) is
 drawn as a dashed grey line in every panel. --ratio: the statistic and its band divided by
 baseline_<metric> of the same row, uniform attention at 1 (the y label says what is divided
-by what).
+by what). With input_seeds in the config the statistics are over the trials of every input
+draw, and the band says so.
 
 Per-head results (summary.csv with a head column, "per_head": true): --heads facet draws one
 panel per head; --heads mean the mean over heads of each head's value (ratio with --ratio),
@@ -295,8 +296,17 @@ def write_data(path, png, meta):
 
 # ----------------------------------------------------------------------------- approximation
 
-def stat_spec(path, header, metric, stat):
-    """Columns for the statistic drawn: the line (center) and the band (lo/hi or +- std)."""
+def values_word(cfg):
+    """What the statistics of summary.csv are over: the trials, or with input_seeds in the
+    config the (input seed, trial) values."""
+    seeds = cfg.get("input_seeds")
+    n = len(seeds) if isinstance(seeds, list) else seeds
+    return "the trials" if n in (None, 1) else f"the trials of {fmt(n)} input draws"
+
+
+def stat_spec(path, header, metric, stat, over="the trials"):
+    """Columns for the statistic drawn: the line (center) and the band (lo/hi or +- std);
+    over: what the statistics are over (values_word)."""
     if stat == "median":
         cols = [f"{metric}_median", f"{metric}_p10", f"{metric}_p90"]
         missing = [c for c in cols if c not in header]
@@ -304,15 +314,15 @@ def stat_spec(path, header, metric, stat):
             die(f"{path}: --stat median needs column(s) {', '.join(missing)}, "
                 "absent from this table (use --stat mean)")
         return {"stat": "median", "center": cols[0], "lo": cols[1], "hi": cols[2], "std": None,
-                "band": "band: 10th to 90th percentile of the trials"}
+                "over": over, "band": f"band: 10th to 90th percentile of {over}"}
     require(path, header, [f"{metric}_mean"])
     std = f"{metric}_std" if f"{metric}_std" in header else None
     return {"stat": "mean", "center": f"{metric}_mean", "lo": None, "hi": None, "std": std,
-            "band": "band: ± one std of the trials" if std else None}
+            "over": over, "band": f"band: ± one std of {over}" if std else None}
 
 
 def spec_title(spec):
-    return f"{spec['stat']} of the trials" + (f", {spec['band']}" if spec["band"] else "")
+    return f"{spec['stat']} of {spec['over']}" + (f", {spec['band']}" if spec["band"] else "")
 
 
 def drawn_values(table, spec, base_c, ratio):
@@ -445,7 +455,7 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
     """kind m, L or scale; mkey is the feature-count cell key (num_features when the
     config has a num_features grid: each variant then has its own m)."""
     require(path, header, ["variant", "L", "d", mkey, "scale"])
-    spec = stat_spec(path, header, metric, stat)
+    spec = stat_spec(path, header, metric, stat, values_word(cfg))
     kind_key = mkey if kind == "m" else kind
     xkey = xkey or kind_key
     if xkey != kind_key:

@@ -211,12 +211,16 @@ def check_approx():
     d = draw("kmse", src, "--metric", "kernel_mse", "--out", os.path.join(TMP, "kmse.png"))
     check_lines(d, rows, "m", "kernel_mse_mean", "--metric kernel_mse", panel_key("scale"))
 
-    # a num_features grid in the config: x is num_features, each variant at its own m
+    # a num_features grid in the config: x is num_features, each variant at its own m; with
+    # input_seeds the statistics are over (input seed, trial) values, and the band says so
     def to_grid(cfg):
         cfg["num_features"] = cfg.pop("m")
+        cfg["input_seeds"] = 3
     grid = copy_result(src, os.path.join(TMP, "fgrid"), cfg_edit=to_grid)
     d = draw("fgrid", grid)
     check_lines(d, rows, "num_features", "output_mse_mean", "num_features grid", panel_key("scale"))
+    if any(s["band"] != "band: ± one std of the trials of 3 input draws" for s in lines(d)):
+        fail(f"input_seeds: band label {lines(d)[0]['band']!r}")
 
     # optional columns absent
     lean = copy_result(src, os.path.join(TMP, "lean"), drop=lambda c: c == "num_features"
