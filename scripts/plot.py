@@ -1286,7 +1286,7 @@ def main(argv=None):
         die(f"{path}: not a kernel table (no norm/angle columns); use --kind m, L or scale")
     if not kernel_kind and is_kernel:
         die(f"{path}: a kernel table can only be drawn with --kind kernel or angle")
-    if a.x != "m" and mkey == "m":
+    if a.x != "m":
         if kind != "m":
             die(f"--x {a.x} applies to --kind m only (this plot is --kind {kind})")
         if a.x not in header:
