@@ -1,22 +1,30 @@
 #!/usr/bin/python3
 """Plot a favor result directory (summary.csv or timing.csv, + run.json) as a PNG.
 
-Usage: /usr/bin/python3 scripts/plot.py RESULT_DIR [--out PNG]
+Usage: /usr/bin/python3 scripts/plot.py RESULT_DIR [--out PNG] [--data JSON]
            [--kind auto|m|L|scale|kernel|angle|timing|precision] [--metric output_mse]
-           [--stat mean|median] [--x m|num_features]
+           [--stat mean|median] [--x m|num_features] [--ratio] [--heads auto|facet|mean]
+           [--layout auto|fig4|plain]
 
 Kinds (auto picks from the table):
   kernel  kernel experiments (norm/angle columns): the Performer Fig. 2 heat map of
           r(phi, l) = MSE_trig / MSE_pos (closed form), the slice at the norm closest to 1
           (closed forms + empirical points, over the angles measured), and empirical / theory.
+          Points are drawn at the angle they were measured at (variants at one angle are
+          told apart by colour, marker and size, never shifted sideways); bars: ± one
+          standard error of the mean.
   m       metric vs number of random features m (log-log), one line per variant, one panel
-          per other varying key (scale, L, d). A table with trig and positive features and
-          a feature map drawn both iid and orthogonal gets the Performer Fig. 4 layout: left
-          "orthogonal vs iid" (per feature map), right "positive vs trig" (one projection).
+          per other varying key (scale, L, d), titled with the variants compared. When the
+          variants are exactly trig and positive features, each iid and orthogonal, the
+          Performer Fig. 4 layout: left "orthogonal vs iid" (per feature map), right
+          "positive vs trig" (one projection); --layout fig4 forces it (variants outside it
+          are named in the title), --layout plain refuses it. When run.json's config has a
+          num_features grid (each variant at its own m), x is num_features.
   L       metric vs sequence length L (log x), one line per variant (and per m).
   scale   metric vs input scale (log y), one line per variant; panels per other keys.
   angle   kernel experiments, for comparing many estimators: kernel MSE vs angle (log y,
-          +- one standard error), one line per variant, one panel per (m, norm), with the
+          ± one standard error of the mean), one line per variant at the angles measured,
+          one panel per (m, norm), with the
           iid positive Lemma 2 curve for reference.
   timing  timing.csv (experiment "timing"): wall time vs L (log-log), exact attention and
           each FAVOR variant, median with min-max bars, the crossover L marked (the smallest
@@ -30,17 +38,29 @@ auto: timing if the directory holds timing.csv and no summary.csv; kernel if the
 a kernel table, else m if several m, else L if several L, else scale if several scales,
 else m.
 
---stat mean (default): <metric>_mean with a band of +- <metric>_std (the spread of the
-trials, not the standard error of the mean). --stat median: <metric>_median with a band
-from <metric>_p10 to <metric>_p90. --x num_features (--kind m only): x is the number of
-feature columns (2m for trig and hyperbolic, m otherwise), to compare at equal cost.
-A column baseline_<metric> (uniform attention on the same inputs) is drawn as a dashed grey
-line in every panel.
+--stat mean (default): <metric>_mean with a band of ± one <metric>_std ("band: ± one std
+of the trials", the spread, not the standard error of the mean). --stat median:
+<metric>_median with a band from <metric>_p10 to <metric>_p90. --x num_features (--kind m
+only): x is the number of feature columns (2m for trig and hyperbolic, m otherwise), to
+compare at equal cost. A column baseline_<metric> (uniform attention on the same inputs) is
+drawn as a dashed grey line in every panel. --ratio: the statistic and its band divided by
+baseline_<metric> of the same row, uniform attention at 1 (the y label says what is divided
+by what). With input_seeds in the config the statistics are over the trials of every input
+draw, and the band says so.
 
-Default output: RESULT_DIR/<config name>.png (suffixed with _<metric>, _median,
-_vs_num_features, _vs_<kind> when a non-default option is asked for). Exit 2 with one line
-on stderr on bad input. Needs numpy and matplotlib (Debian python3-matplotlib): run it with
-/usr/bin/python3.
+Per-head results (summary.csv with a head column, "per_head": true): --heads facet draws one
+panel per head; --heads mean the mean over heads of each head's value (ratio with --ratio),
+with a band from the lowest to the highest head and a note in the title; auto facets up to
+8 heads (and 12 panels), else averages. A series never joins two rows at one x: a table
+where it would (a key plot.py does not split on varies) exits 2.
+
+Default output: beside the result set, not in it (favor run replaces RESULT_DIR whole):
+<parent of RESULT_DIR>/<RESULT_DIR name>.png, suffixed with _<metric>, _median, _ratio,
+_vs_num_features, _vs_<kind> (_timing for a timing table beside a summary) when a
+non-default option is asked for; the path is printed. --data JSON also writes every series
+drawn (kind, panel, label, variant, x, y, band edges lo/hi, band label) with the figure's
+title, layout and y label, for tests/plot_check.py. Exit 2 with one line on stderr on bad
+input. Needs numpy and matplotlib (Debian python3-matplotlib): run it with /usr/bin/python3.
 """
 import argparse
 import csv
@@ -78,6 +98,9 @@ METRIC_LABEL = {
     "output_mse": "output MSE (mean over L x d_v entries)",
     "output_rel_error": r"relative output error $\Vert O - \hat{O}\Vert_F \,/\, \Vert O\Vert_F$",
     "attention_mse": "attention-matrix MSE (mean over L x L entries)",
+    "attention_tv": "attention total variation\n(mean over rows of ½ Σ_j |A_ij − Â_ij|)",
+    "attention_kl": "attention KL(A ‖ Â): mean over rows (nats)",
+    "overflow_fraction": "share of ±Inf feature entries",
     "kernel_mse": "kernel MSE of SM(x, y) (mean over L x L pairs)",
     "negative_fraction": "share of negative attention entries",
     "nonfinite": "non-finite output entries (count)",
@@ -88,6 +111,9 @@ METRIC_NAME = {
     "output_mse": "output MSE",
     "output_rel_error": "relative output error",
     "attention_mse": "attention-matrix MSE",
+    "attention_tv": "attention total variation",
+    "attention_kl": "attention KL divergence",
+    "overflow_fraction": "share of overflowed feature entries",
     "kernel_mse": "kernel MSE",
     "negative_fraction": "share of negative attention entries",
     "nonfinite": "non-finite outputs",
@@ -100,6 +126,7 @@ XLABEL = {
     "scale": "input scale (std of Q, K, V entries)",
 }
 BASELINE_LABEL = "uniform attention (mean of V)"
+SEM_BAND = "bars: ± one standard error of the mean"
 BASELINE_STYLE = {"color": "0.45", "ls": (0, (5, 3)), "lw": 1.4}
 FEATURE_COLOR = {"trig": "C0", "positive": "C1", "hyperbolic": "C2", "relu": "C4",
                  "oprf": "C5", "exact": "k"}
@@ -110,6 +137,7 @@ PROJ_LINESTYLE = {"iid": "-", "orthogonal": "--", "orthogonal-fixed": ":",
                   "orthogonal-nosignfix": "-.", "simplex": "-.", "hadamard": "-.",
                   "hadamard-fixed": ":", "givens": "-.", "simplex-plus": "-.", "qmc": "--"}
 CLIP_FACTOR = 10.0  # log axes: the band's lower edge is clipped at mean / CLIP_FACTOR
+MAX_HEAD_PANELS = 8  # --heads auto: one panel per head up to this many heads, else the mean
 
 
 # ----------------------------------------------------------------------------- input
@@ -236,55 +264,134 @@ def assign_colors(table):
     return styles
 
 
-def default_out(result_dir, cfg, suffix):
-    name = cfg.get("name") if isinstance(cfg.get("name"), str) and cfg.get("name") else None
-    if not name:
-        name = os.path.basename(os.path.normpath(os.path.abspath(result_dir))) or "plot"
-    name = "".join(c if (c.isalnum() or c in "-_.") else "_" for c in name)
-    return os.path.join(result_dir, name + suffix + ".png")
+def default_out(result_dir, suffix):
+    """<parent of RESULT_DIR>/<RESULT_DIR name><suffix>.png: beside the result set, not in
+    it (favor run replaces a result directory whole, plots inside it included)."""
+    full = os.path.normpath(os.path.abspath(result_dir))
+    name = os.path.basename(full) or "plot"
+    return os.path.join(os.path.dirname(full), name + suffix + ".png")
+
+
+# ----------------------------------------------------------------------------- drawn data
+
+DRAWN = []  # every series drawn, for --data: dicts with panel, label, x, y, band
+FIGURE = {}  # the figure's title, layout and y label, for --data
+
+
+def record(kind, panel, label, x, y, lo=None, hi=None, band=None, **extra):
+    """Note a drawn series (x, y and the band's edges as plain lists; NaN as None)."""
+    clean = lambda a: None if a is None else \
+        [None if (q is None or not math.isfinite(float(q))) else float(q) for q in a]
+    DRAWN.append({"kind": kind, "panel": panel, "label": label, "x": clean(x), "y": clean(y),
+                  "lo": clean(lo), "hi": clean(hi), "band": band, **extra})
+
+
+def write_data(path, png, meta):
+    try:
+        with open(path, "w") as f:
+            json.dump({"png": png, **meta, **FIGURE, "series": DRAWN}, f, indent=1)
+    except OSError as e:
+        die(f"--data {path}: cannot write: {e}")
 
 
 # ----------------------------------------------------------------------------- approximation
 
-def stat_spec(path, header, metric, stat):
-    """Columns for the statistic drawn: the line (center) and the band (lo/hi or +- std)."""
+def values_word(cfg):
+    """What the statistics of summary.csv are over: the trials, or with input_seeds in the
+    config the (input seed, trial) values."""
+    seeds = cfg.get("input_seeds")
+    n = len(seeds) if isinstance(seeds, list) else seeds
+    return "the trials" if n in (None, 1) else f"the trials of {fmt(n)} input draws"
+
+
+def stat_spec(path, header, metric, stat, over="the trials"):
+    """Columns for the statistic drawn: the line (center) and the band (lo/hi or +- std);
+    over: what the statistics are over (values_word)."""
     if stat == "median":
         cols = [f"{metric}_median", f"{metric}_p10", f"{metric}_p90"]
         missing = [c for c in cols if c not in header]
         if missing:
             die(f"{path}: --stat median needs column(s) {', '.join(missing)}, "
                 "absent from this table (use --stat mean)")
-        return {"center": cols[0], "lo": cols[1], "hi": cols[2], "std": None,
-                "title": "median of the trials, band: 10th to 90th percentile",
-                "band": "band: 10th to 90th percentile of the trials"}
+        return {"stat": "median", "center": cols[0], "lo": cols[1], "hi": cols[2], "std": None,
+                "over": over, "band": f"band: 10th to 90th percentile of {over}"}
     require(path, header, [f"{metric}_mean"])
     std = f"{metric}_std" if f"{metric}_std" in header else None
-    return {"center": f"{metric}_mean", "lo": None, "hi": None, "std": std,
-            "title": "mean of the trials" + (", band: ± one std of the trials" if std else ""),
-            "band": "band: mean ± std of the trials" if std else None}
+    return {"stat": "mean", "center": f"{metric}_mean", "lo": None, "hi": None, "std": std,
+            "over": over, "band": f"band: ± one std of {over}" if std else None}
 
 
-def series(rows, xkey, spec):
-    """x, line, band low, band high (NaN where a value is missing), sorted by x."""
+def spec_title(spec):
+    return f"{spec['stat']} of {spec['over']}" + (f", {spec['band']}" if spec["band"] else "")
+
+
+def drawn_values(table, spec, base_c, ratio):
+    """Copies of the rows with the values drawn: _y (the statistic), _lo/_hi (the band's
+    edges), _base (uniform attention's value); with ratio, all divided by base_c's value
+    (so _base is 1)."""
+    nan = float("nan")
+    val = lambda r, c: nan if (c is None or r.get(c) is None) else r[c]
+    out = []
+    for r in table:
+        y = val(r, spec["center"])
+        if spec["std"]:
+            lo, hi = y - val(r, spec["std"]), y + val(r, spec["std"])
+        else:
+            lo, hi = val(r, spec["lo"]), val(r, spec["hi"])
+        base = val(r, base_c)
+        if ratio:
+            div = base if (math.isfinite(base) and base > 0) else nan
+            y, lo, hi, base = y / div, lo / div, hi / div, 1.0
+        out.append({**r, "_y": y, "_lo": lo, "_hi": hi, "_base": base})
+    return out
+
+
+def average_heads(table, keys):
+    """One row per (variant, keys) from per-head rows: _y the mean over heads (NaN if any
+    head's is), _lo/_hi the lowest and highest head's _y, _base the mean over heads."""
+    groups = {}
+    for r in table:
+        groups.setdefault((r["variant"],) + tuple(r.get(k) for k in keys), []).append(r)
+    out = []
+    for rows in groups.values():
+        ys = np.array([r["_y"] for r in rows], float)
+        finite = ys[np.isfinite(ys)]
+        out.append({**rows[0], "head": None, "heads": len(rows), "_y": float(ys.mean()),
+                    "_lo": float(finite.min()) if finite.size else float("nan"),
+                    "_hi": float(finite.max()) if finite.size else float("nan"),
+                    "_base": float(np.mean([r["_base"] for r in rows]))})
+    return out
+
+
+def series(rows, xkey, path, where):
+    """x, line, band low, band high, sorted by x. Two rows at one x in one series would be
+    joined into a vertical zig-zag: refused (a key plot.py does not know varies)."""
     rows = sorted((r for r in rows if r.get(xkey) is not None), key=lambda r: r[xkey])
-    col = lambda c: np.array([np.nan if (c is None or r.get(c) is None) else r[c] for r in rows], float)
-    x, y = col(xkey), col(spec["center"])
-    if spec["std"]:
-        s = col(spec["std"])
-        lo, hi = y - s, y + s
-    else:
-        lo, hi = col(spec["lo"]), col(spec["hi"])
-    return x, y, lo, hi
+    xs = [r[xkey] for r in rows]
+    dup = next((q for q, n in zip(xs, xs[1:]) if q == n), None)
+    if dup is not None:
+        die(f"{path}: several rows of {where} at {xkey} = {fmt(dup)} in one panel "
+            "(a column plot.py does not split on varies)")
+    col = lambda c: np.array([r[c] for r in rows], float)
+    return col(xkey), col("_y"), col("_lo"), col("_hi")
 
 
-def fig4_split(table):
-    """Performer Fig. 4 layout, if the table has trig and positive features and a feature
-    map drawn both iid and orthogonal: (left variants, right variants, right projection)."""
-    projs = {}
-    info = {}
+FIG4 = {("trig", "iid"), ("trig", "orthogonal"), ("positive", "iid"), ("positive", "orthogonal")}
+
+
+def fig4_split(table, layout):
+    """Performer Fig. 4 layout: (left variants: orthogonal vs iid, right variants: positive
+    vs trig, right projection), or None. auto: only when the variants are exactly trig and
+    positive, each iid and orthogonal; fig4: whenever trig and positive share a projection
+    and a map is drawn both iid and orthogonal (the other variants are left out)."""
+    if layout == "plain":
+        return None
+    projs, info = {}, {}
     for r in table:
         projs.setdefault(r.get("features"), set()).add(r.get("projection"))
         info.setdefault(r["variant"], (r.get("features"), r.get("projection")))
+    if layout == "auto" and (len(info) != 4 or set(info.values()) != FIG4):
+        return None
     paired = {f for f, p in projs.items() if {"iid", "orthogonal"} <= p}
     if not paired or not {"trig", "positive"} <= set(projs):
         return None
@@ -299,12 +406,21 @@ def fig4_split(table):
     return left, right, proj
 
 
-def draw_baseline(ax, rows, base_c, xkey, logy):
-    """Dashed grey line of uniform attention's metric (one number per cell): a horizontal
-    line when it does not change along x, else joined per x. Returns the handle or None."""
-    pts = [(r[xkey], r[base_c]) for r in rows
-           if r.get(xkey) is not None and r.get(base_c) is not None and math.isfinite(r[base_c])
-           and (r[base_c] > 0 or not logy)]
+def compared(table):
+    """What a plain layout compares, for its title."""
+    names = variant_order(table)
+    if len(names) <= 4:
+        return " vs ".join(names)
+    feats = list(dict.fromkeys(r.get("features") for r in table if r.get("features")))
+    return f"{len(names)} estimators ({', '.join(feats)})"
+
+
+def draw_baseline(ax, rows, xkey, logy):
+    """Dashed grey line of uniform attention's value (_base, one number per cell): a
+    horizontal line when it does not change along x, else joined per x. Returns the handle
+    or None."""
+    pts = [(r[xkey], r["_base"]) for r in rows
+           if r.get(xkey) is not None and math.isfinite(r["_base"]) and (r["_base"] > 0 or not logy)]
     if not pts:
         return None
     vals = np.array([p[1] for p in pts])
@@ -316,24 +432,66 @@ def draw_baseline(ax, rows, base_c, xkey, logy):
     return h
 
 
-def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=None):
-    require(path, header, ["variant", "L", "d", "m", "scale"])
-    spec = stat_spec(path, header, metric, stat)
-    xkey = xkey or kind
-    if xkey != kind:
-        require(path, header, [xkey])
-    theory_c = "kernel_mse_theory" if (metric == "kernel_mse" and stat == "mean"
-                                      and "kernel_mse_theory" in header) else None
-    base_c = f"baseline_{metric}" if f"baseline_{metric}" in header else None
+def ratio_label(metric, spec):
+    name = METRIC_NAME.get(metric, metric)
+    return f"{spec['stat']} {name} (estimator, over trials)\n/ {name} (uniform attention: mean of V)"
 
-    keys = ["L", "d", "m", "scale"]
+
+def head_mode(path, header, table, heads, n_other):
+    """'facet', 'mean' or None (no head column): auto facets up to MAX_HEAD_PANELS heads
+    and 12 panels, else averages."""
+    if "head" not in header:
+        if heads != "auto":
+            die(f"{path}: --heads {heads} needs a head column (a per_head result)")
+        return None
+    n = len(uniq(table, "head"))
+    if heads == "auto":
+        return "facet" if n <= MAX_HEAD_PANELS and n * n_other <= 12 else "mean"
+    return heads
+
+
+def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=None,
+                ratio=False, heads="auto", layout="auto", mkey="m"):
+    """kind m, L or scale; mkey is the feature-count cell key (num_features when the
+    config has a num_features grid: each variant then has its own m)."""
+    require(path, header, ["variant", "L", "d", mkey, "scale"])
+    spec = stat_spec(path, header, metric, stat, values_word(cfg))
+    kind_key = mkey if kind == "m" else kind
+    xkey = xkey or kind_key
+    if xkey != kind_key:
+        require(path, header, [xkey])
+    base_c = f"baseline_{metric}"
+    if ratio and base_c not in header:
+        die(f"{path}: --ratio needs column {base_c} (uniform attention on the same inputs), "
+            "absent from this table")
+    base_c = base_c if base_c in header else None
+    theory_c = "kernel_mse_theory" if (metric == "kernel_mse" and stat == "mean" and not ratio
+                                      and "kernel_mse_theory" in header) else None
+
+    keys = ["L", "d", mkey, "scale"]
     varying = [k for k in keys if len(uniq(table, k)) > 1]
-    line_extra = ["m"] if (kind in ("L",) and "m" in varying) else []
-    panel_keys = [k for k in keys if k in varying and k != kind and k not in line_extra]
-    # scale-kind: several m become panels (brief: one line per variant)
+    line_extra = [mkey] if (kind == "L" and mkey in varying) else []
+    panel_keys = [k for k in keys if k in varying and k != kind_key and k not in line_extra]
+    n_other = len({tuple(r[k] for k in panel_keys) for r in table})
+    hmode = head_mode(path, header, table, heads, n_other)
+    table = drawn_values(table, spec, base_c, ratio)
+    band_note = spec["band"]
+    head_note = None
+    if hmode == "facet":
+        panel_keys.append("head")
+        head_note = f"one panel per head; {spec_title(spec)}"
+    elif hmode == "mean":
+        nh = len(uniq(table, "head"))
+        table = average_heads(table, keys)
+        band_note = "band: lowest to highest head"
+        head_note = (f"mean over {nh} heads of each head's {'ratio' if ratio else spec['stat']}"
+                     " (per-head result; band: lowest to highest head)")
     combos = sorted({tuple(r[k] for k in panel_keys) for r in table})
     variants = variant_order(table)
-    split = fig4_split(table) if kind == "m" else None
+    split = fig4_split(table, layout) if kind == "m" else None
+    if layout == "fig4" and not split:
+        die(f"{path}: --layout fig4 needs trig and positive features with a shared projection "
+            "and a map drawn both iid and orthogonal, and --kind m")
     prefix = lambda pv: ", ".join(f"{k} = {fmt(q)}" for k, q in zip(panel_keys, pv))
     panels = []  # (row, col, panel-key values, variants, title)
     if split:
@@ -350,7 +508,7 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
     else:
         if len(combos) > 12:
             die(f"{path}: {len(combos)} panels ({', '.join(panel_keys)} vary); "
-                "pick a subset or another --kind")
+                "pick a subset or another --kind" + (" or --heads mean" if hmode else ""))
         n = len(combos)
         ncols = 2 if n == 4 else min(n, 3)
         nrows = math.ceil(n / ncols)
@@ -360,7 +518,7 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
 
     styles = assign_colors(table)
     linestyles = {r["variant"]: PROJ_LINESTYLE.get(r.get("projection"), "-.") for r in table}
-    extra_vals = uniq(table, "m") if line_extra else [None]
+    extra_vals = uniq(table, mkey) if line_extra else [None]
 
     width = 4.6 * ncols + 2.6  # room for a legend on the right
     height = 3.9 * nrows + 0.8
@@ -373,8 +531,7 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
                 axes[r_][c_].set_visible(False)
 
     # y scale: log unless some plotted value is <= 0
-    vals = [r[spec["center"]] for r in table
-            if r.get(spec["center"]) is not None and math.isfinite(r[spec["center"]])]
+    vals = [r["_y"] for r in table if math.isfinite(r["_y"])]
     logy = bool(vals) and all(v > 0 for v in vals)
     clipped = False
     logx = kind in ("m", "L")
@@ -388,13 +545,15 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
     skipped = []
     for (ri, ci, pv, pvariants, title) in panels:
         ax = axes[ri][ci]
+        panel = dict(zip(panel_keys, pv), **({"side": title.split(": ")[-1]} if split else {}))
         prow = [r for r in table if tuple(r[k] for k in panel_keys) == pv]
         for v in pvariants:
             for ei, ev in enumerate(extra_vals):
-                rows = [r for r in prow if r["variant"] == v and (ev is None or r["m"] == ev)]
+                rows = [r for r in prow if r["variant"] == v and (ev is None or r[mkey] == ev)]
                 if not rows:
                     continue
-                x, y, lo, hi = series(rows, xkey, spec)
+                x, y, lo, hi = series(rows, xkey, path,
+                                      f"{v}" + (f", {prefix(pv)}" if panel_keys else ""))
                 ok = np.isfinite(x) & np.isfinite(y) & (y > 0 if logy else True)
                 if not ok.any():
                     skipped.append(v)
@@ -403,7 +562,7 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
                 ls = linestyles.get(v, "-")
                 if ev is not None and len(extra_vals) > 1:
                     color = _shade(color, 0.6 * (1 - ei / (len(extra_vals) - 1)))
-                label = v if ev is None else f"{v}, m={fmt(ev)}"
+                label = v if ev is None else f"{v}, {mkey}={fmt(ev)}"
                 nonfin = [r.get("nonfinite_mean") for r in rows if r.get("nonfinite_mean")]
                 if nonfin and any(q and q > 0 for q in nonfin):
                     label += " (non-finite outputs)"
@@ -421,6 +580,9 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
                                     fmt="none", ecolor=color, alpha=0.5, capsize=4, lw=1.2)
                     else:
                         ax.fill_between(x[band], lo[band], hi[band], color=color, alpha=0.13, lw=0)
+                record("line", panel, label, x[ok], y[ok], np.where(band, lo, np.nan)[ok],
+                       np.where(band, hi, np.nan)[ok], band_note, variant=v,
+                       **({mkey: ev} if ev is not None else {}))
                 if theory_c:
                     t = np.array([np.nan if r.get(theory_c) is None else r[theory_c]
                                   for r in sorted(rows, key=lambda r: r[xkey])], float)
@@ -428,8 +590,11 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
                     if tok.any():
                         th, = ax.plot(x[tok], t[tok], ls=(0, (2, 2)), color=color, lw=1.0, alpha=0.8)
                         theory_handle = th
-        if base_c:
-            bh = draw_baseline(ax, prow, base_c, xkey, logy)
+        if ratio:
+            baseline_handle = ax.axhline(1.0, zorder=1.5, **BASELINE_STYLE)
+            record("baseline", panel, BASELINE_LABEL, None, [1.0])
+        elif base_c:
+            bh = draw_baseline(ax, prow, xkey, logy)
             baseline_handle = baseline_handle or bh
         if logx:
             ax.set_xscale("log")
@@ -445,24 +610,24 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
         if title:
             ax.set_title(title, fontsize=10)
         if ci == 0:
-            ax.set_ylabel(METRIC_LABEL.get(metric, metric))
+            ax.set_ylabel(ratio_label(metric, spec) if ratio else METRIC_LABEL.get(metric, metric))
         elif split:
             ax.tick_params(labelleft=True)
 
     # legend to the right of the last panel of the first row
     if baseline_handle is not None:
-        handles[BASELINE_LABEL] = baseline_handle
+        handles[BASELINE_LABEL + (" = 1" if ratio else "")] = baseline_handle
     if theory_handle is not None:
         handles["dotted: kernel_mse_theory (Lemma 2 closed form for iid W)"] = \
             plt.Line2D([], [], ls=(0, (2, 2)), color="0.3", lw=1.0)
-    if spec["band"]:
+    if band_note:
         if clipped and spec["std"]:
-            note = (f"{spec['band']} (lower edge clipped at mean / {CLIP_FACTOR:g} where "
+            note = (f"{band_note} (lower edge clipped at mean / {CLIP_FACTOR:g} where "
                     f"std > {1 - 1 / CLIP_FACTOR:.0%} of mean)")
         elif clipped:
-            note = f"{spec['band']} (lower edge clipped where <= 0)"
+            note = f"{band_note} (lower edge clipped where <= 0)"
         else:
-            note = spec["band"]
+            note = band_note
         handles[note] = plt.Rectangle((0, 0), 1, 1, color="0.5", alpha=0.25)
     last = max(p[1] for p in panels if p[0] == 0)
     axes[0][last].legend(
@@ -470,9 +635,9 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
         bbox_to_anchor=(1.02, 1.0), fontsize=8.5, frameon=False)
 
     fixed = []
-    for k, label in (("scale", "input scale"), ("L", "L"), ("d", "d"), ("m", "m")):
+    for k, label in (("scale", "input scale"), ("L", "L"), ("d", "d"), (mkey, mkey)):
         vals = uniq(table, k)
-        if len(vals) == 1 and k != kind:
+        if len(vals) == 1 and k != kind_key:
             fixed.append(f"{label} = {fmt(vals[0])}")
     inputs = cfg.get("inputs") if isinstance(cfg.get("inputs"), dict) else {}
     if inputs.get("d_v") is not None:
@@ -485,20 +650,22 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
         fixed.append(str(cfg["dtype"]))
     name = cfg.get("name") or os.path.basename(os.path.normpath(os.path.abspath(os.path.dirname(path))))
     what = {"m": "vs number of random features m", "L": "vs sequence length",
-            "scale": "vs input scale"}[kind]
-    if xkey == "num_features":
-        what = "vs number of feature columns (cost)"
-    line1 = f"{name}: {METRIC_NAME.get(metric, metric)} {what}"
-    if split:
-        line1 += " (Performer Fig. 4 layout)"
-    lines = [line1] + _join_wrapped(fixed, int(width * 12))
-    if len(lines[-1]) + 2 + len(spec["title"]) <= int(width * 12):
-        lines[-1] += "; " + spec["title"]
+            "scale": "vs input scale", "num_features": "vs number of feature columns (cost)"}
+    what = what[xkey if xkey == "num_features" else kind]
+    shown = METRIC_NAME.get(metric, metric) + (" / uniform attention's" if ratio else "")
+    line2 = "trig vs positive, iid vs orthogonal (Performer Fig. 4 layout)" if split \
+        else compared(table)
+    lines = [f"{name}: {shown} {what}", line2] + _join_wrapped(fixed, int(width * 12))
+    stat_text = head_note or spec_title(spec)
+    if len(lines[-1]) + 2 + len(stat_text) <= int(width * 12):
+        lines[-1] += "; " + stat_text
     else:
-        lines.append(spec["title"][0].upper() + spec["title"][1:])
+        lines += _wrap(stat_text[0].upper() + stat_text[1:], int(width * 12)).split("\n")
     if omitted:
         lines.append(f"not in either panel: {', '.join(omitted)}")
     fig.suptitle("\n".join(lines), fontsize=11)
+    FIGURE.update(title="\n".join(lines), layout="fig4" if split else "plain",
+                  ylabel=axes[0][0].get_ylabel(), heads=hmode)
     if skipped:
         print(f"{PROG}: note: no plottable {metric} values for: {', '.join(sorted(set(skipped)))}",
               file=sys.stderr)
@@ -612,15 +779,16 @@ def kernel_plot(path, header, table, cfg, out):
     feats = {r["features"] for r in table}
     angles = [r["angle"] for r in sl] or [-np.pi, np.pi]
     a0, a1 = min(angles), max(angles)
-    jitter = _jitter(variants, sl)
-    pad = 0.03 * max(a1 - a0, 1e-9) + max([abs(j) for j in jitter.values()] + [0.0])
+    sizes = marker_sizes(variants, sl)
+    pad = 0.03 * max(a1 - a0, 1e-9)
     phid = np.linspace(a0, a1, 1201)
     trig, pos, hyp = mse_closed_forms(l1, phid, m0)
     curves = [("trig", trig), ("positive", pos)]
     if "hyperbolic" in feats:
         curves.append(("hyperbolic", hyp))
     line_entries = [(None, "closed form, Lemma 2 (iid W):")]
-    mark_entries = [(None, f"empirical, mean ± sem ({'/'.join(fmt(q) for q in uniq(sl, 'trials'))} trials):")]
+    mark_entries = [(None, f"empirical mean ({'/'.join(fmt(q) for q in uniq(sl, 'trials'))} "
+                           "trials),\nbars: ± one standard error of the mean:")]
     emp = []  # (x, y) of every empirical point drawn or left out
     for f, y in curves:
         h, = ax1.plot(phid, np.where(y > 0, y, np.nan), color=FEATURE_COLOR.get(f, "0.3"), lw=1.4,
@@ -631,20 +799,22 @@ def kernel_plot(path, header, table, cfg, out):
         if not rows:
             continue
         color, marker = styles[v]
-        x = np.array([r["angle"] for r in rows]) + jitter.get(v, 0.0)
+        x = np.array([r["angle"] for r in rows])
         y = np.array([_nz(r["mse"]) for r in rows])
         e = np.array([_nz(r["mse_sem"], 0.0) for r in rows])
         ok = np.isfinite(y) & (y > 0)
         emp += list(zip(x[ok], y[ok]))
         ortho = all(r.get("mse_theory") is None for r in rows)
         h = ax1.errorbar(x[ok], y[ok], yerr=np.minimum(e[ok], y[ok] * 0.999), fmt=marker,
-                         color=color, ms=5 if not ortho else 6, mfc="white" if ortho else color,
+                         color=color, ms=sizes[v], mfc="white" if ortho else color,
                          mew=1.3, capsize=2, lw=1.0, ls="none", zorder=3)
+        record("points", {"panel": "slice", "norm": l1, "m": m0, "d": d0}, v, x[ok], y[ok],
+               y[ok] - e[ok], y[ok] + e[ok], SEM_BAND, variant=v)
         mark_entries.append((h, v))
         b = np.array([_nz(r.get("theorem2_bound")) for r in rows])
         bok = np.isfinite(b) & (b > 0)
         if bok.any():
-            xb = x[bok] - jitter.get(v, 0.0)
+            xb = x[bok]
             dense = theorem2_closed_form(l1, phid, m0, d0) if m0 <= d0 else None
             if dense is not None and np.allclose(theorem2_closed_form(l1, xb, m0, d0), b[bok],
                                                  rtol=1e-6, atol=0):
@@ -690,7 +860,7 @@ def kernel_plot(path, header, table, cfg, out):
             ortho = all(t is None for t in ref)
             if ortho:
                 ref = [r.get("theorem2_bound") for r in rows]
-            pts = [(r["angle"] + jitter.get(v, 0.0), _nz(r["mse"]) / t, _nz(r["mse_sem"], 0.0) / t)
+            pts = [(r["angle"], _nz(r["mse"]) / t, _nz(r["mse_sem"], 0.0) / t)
                    for r, t in zip(rows, ref) if t is not None and t > 0 and math.isfinite(t)]
             pts = [p for p in pts if math.isfinite(p[1])]
             if not pts:
@@ -700,8 +870,10 @@ def kernel_plot(path, header, table, cfg, out):
             drawn_angles += [r["angle"] for r, t in zip(rows, ref)
                              if t is not None and t > 0 and math.isfinite(t)]
             c = _shade(color, shade[nv])
-            ax2.errorbar(x, y, yerr=e, fmt=marker, ls="-", color=c, ms=4.5,
+            ax2.errorbar(x, y, yerr=e, fmt=marker, ls="-", color=c, ms=sizes.get(v, 5) - 0.5,
                          mfc="white" if ortho else c, capsize=2, lw=1.0)
+            record("points", {"panel": "empirical / theory", "norm": nv, "m": m0, "d": d0}, v,
+                   x, y, y - e, y + e, SEM_BAND, variant=v)
         if drawn:
             ortho = all(r.get("mse_theory") is None for r in table if r["variant"] == v)
             var_entries.append((plt.Line2D([], [], color=color, marker=marker, ms=5,
@@ -712,11 +884,11 @@ def kernel_plot(path, header, table, cfg, out):
             norm_entries.append((plt.Line2D([], [], color=g, lw=2.0), f"l = {fmt(nv)}"))
     ax2.axhline(1.0, color="k", lw=0.8)
     b0, b1 = (min(drawn_angles), max(drawn_angles)) if drawn_angles else (a0, a1)
-    pad2 = 0.03 * max(b1 - b0, 1e-9) + max([abs(j) for j in jitter.values()] + [0.0])
+    pad2 = 0.03 * max(b1 - b0, 1e-9)
     ax2.set_xlim(b0 - pad2, b1 + pad2)
     _pi_ticks(ax2, b0, b1)
     ax2.set_xlabel("angle φ between x and y (rad)")
-    ax2.set_ylabel("empirical MSE / theory")
+    ax2.set_ylabel("empirical MSE / theory (bars: ± one sem / theory)")
     ax2.set_title("empirical / Lemma 2 (orthogonal: / Theorem 2 bound)", fontsize=10)
     ax2.grid(True, alpha=0.3)
     if any_ratio:
@@ -752,7 +924,7 @@ def angle_plot(path, header, table, cfg, out):
         for j, l in enumerate(norms):
             ax = axes[i][j]
             rows = [r for r in table if r["m"] == m and r["norm"] == l and r["d"] == d0]
-            jit = _jitter(variants, rows)
+            sizes = marker_sizes(variants, rows)
             ys = []
             for v in variants:
                 vr = sorted((r for r in rows if r["variant"] == v), key=lambda r: r["angle"])
@@ -762,12 +934,14 @@ def angle_plot(path, header, table, cfg, out):
                 if not vr:
                     continue
                 color, marker = styles[v]
-                x = np.array([r["angle"] for r in vr]) + jit.get(v, 0.0)
+                x = np.array([r["angle"] for r in vr])
                 y = np.array([r["mse"] for r in vr])
                 e = np.array([_nz(r["mse_sem"], 0.0) for r in vr])
                 ys += list(y * 0.7) + list(y + e)
                 h = ax.errorbar(x, y, yerr=np.minimum(e, y * 0.999), marker=marker, color=color,
-                                ms=5, lw=1.2, capsize=2.5, label=v)
+                                ms=sizes[v], mfc="none", mew=1.3, lw=1.2, capsize=2.5, label=v)
+                record("points", {"m": m, "norm": l, "d": d0}, v, x, y, y - e, y + e, SEM_BAND,
+                       variant=v)
                 handles.setdefault(v, h)
             _, pos, _ = mse_closed_forms(l, phi, m)
             h, = ax.plot(phi, pos, color="0.35", lw=0.9, ls=(0, (2, 2)))
@@ -787,7 +961,7 @@ def angle_plot(path, header, table, cfg, out):
     name = cfg.get("name", os.path.basename(os.path.normpath(os.path.dirname(path))))
     trials = uniq(table, "trials")
     fig.suptitle(f"{name}: kernel MSE vs angle, d = {fmt(d0)}, "
-                 f"{', '.join(fmt(t) for t in trials)} trials per point (± one standard error); "
+                 f"{', '.join(fmt(t) for t in trials)} trials per point, bars: ± one standard error of the mean; "
                  "points with MSE < 1e-12 SM² (x + y = 0: exact) left out")
     axes[0][-1].legend(list(handles.values()), list(handles.keys()), loc="upper left",
                        bbox_to_anchor=(1.03, 1.0), fontsize=9)
@@ -805,14 +979,13 @@ def _nz(v, default=float("nan")):
     return default if v is None else v
 
 
-def _jitter(variants, rows):
-    """Small horizontal offsets so overlapping error bars of variants stay visible."""
+def marker_sizes(variants, rows, big=9.0, small=4.0):
+    """Marker sizes falling from big to small in drawing order, so variants measured at
+    the same angle stay visible (each drawn inside the one before it), at the angle they
+    were measured at: no sideways offsets."""
     present = [v for v in variants if any(r["variant"] == v for r in rows)]
     k = len(present)
-    if k <= 1:
-        return {}
-    step = 0.035
-    return {v: (i - (k - 1) / 2) * step for i, v in enumerate(present)}
+    return {v: big - (big - small) * i / max(k - 1, 1) for i, v in enumerate(present)}
 
 
 def _pi_ticks(ax, lo=-np.pi, hi=np.pi):
@@ -1044,7 +1217,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog=PROG, description="Plot a favor result directory "
                                  "(summary.csv or timing.csv, + run.json) as a PNG.")
     ap.add_argument("result_dir", metavar="RESULT_DIR")
-    ap.add_argument("--out", metavar="PNG", help="output file (default RESULT_DIR/<name>.png)")
+    ap.add_argument("--out", metavar="PNG", help="output file (default beside RESULT_DIR: "
+                    "<parent>/<RESULT_DIR name>[suffix].png)")
     ap.add_argument("--kind", choices=["auto", "m", "L", "scale", "kernel", "angle", "timing", "precision"],
                     default="auto")
     ap.add_argument("--metric", default=None,
@@ -1054,10 +1228,23 @@ def main(argv=None):
                          "(band: 10th to 90th percentile)")
     ap.add_argument("--x", choices=["m", "num_features"], default="m", dest="x",
                     help="x axis of --kind m: m, or num_features (feature columns: cost)")
+    ap.add_argument("--ratio", action="store_true",
+                    help="draw the metric divided by baseline_<metric> (uniform attention)")
+    ap.add_argument("--heads", choices=["auto", "facet", "mean"], default="auto",
+                    help="per-head results: one panel per head, or the mean over heads")
+    ap.add_argument("--layout", choices=["auto", "fig4", "plain"], default="auto",
+                    help="--kind m: the Performer Fig. 4 two-panel layout (auto: only for "
+                         "exactly trig/positive x iid/orthogonal) or one panel per cell")
+    ap.add_argument("--data", metavar="JSON", help="also write every series drawn (x, y, band, "
+                    "label, panel) to this file")
     a = ap.parse_args(argv)
+    DRAWN.clear()
+    FIGURE.clear()
 
+    if a.data and a.kind in ("precision", "timing"):
+        die(f"--data applies to summary.csv plots, not --kind {a.kind}")
     if a.kind == "precision":
-        out = a.out or os.path.join(a.result_dir, "precision_scale_sweep.png")
+        out = a.out or default_out(a.result_dir, "")
         precision_plot(a.result_dir, out)
         print(out)
         return 0
@@ -1069,11 +1256,13 @@ def main(argv=None):
     if kind == "auto" and has_timing and not has_summary:
         kind = "timing"
     if kind == "timing":
-        if a.metric is not None or a.stat != "mean" or a.x != "m":
-            die("--metric, --stat and --x do not apply to --kind timing")
+        if a.data:
+            die("--data applies to summary.csv plots, not timing.csv")
+        if a.metric is not None or a.stat != "mean" or a.x != "m" or a.ratio:
+            die("--metric, --stat, --x and --ratio do not apply to --kind timing")
         path, header, table = read_summary(a.result_dir, "timing.csv",
                                            ("variant", "dtype", "status"))
-        out = a.out or default_out(a.result_dir, cfg, "_timing" if has_summary else "")
+        out = a.out or default_out(a.result_dir, "_timing" if has_summary else "")
         _check_outdir(out)
         try:
             timing_plot(path, header, table, run, out)
@@ -1084,12 +1273,14 @@ def main(argv=None):
 
     path, header, table = read_summary(a.result_dir)
     is_kernel = "angle" in header and "norm" in header
+    mkey = "num_features" if "num_features" in cfg else "m"  # a num_features grid
     if kind == "auto":
         if is_kernel:
             kind = "kernel"
         else:
-            require(path, header, ["variant", "L", "d", "m", "scale"])
-            kind = next((k for k in ("m", "L", "scale") if len(uniq(table, k)) > 1), "m")
+            require(path, header, ["variant", "L", "d", mkey, "scale"])
+            kind = next((k for k in ("m", "L", "scale")
+                         if len(uniq(table, mkey if k == "m" else k)) > 1), "m")
     kernel_kind = kind in ("kernel", "angle")
     if kernel_kind and not is_kernel:
         die(f"{path}: not a kernel table (no norm/angle columns); use --kind m, L or scale")
@@ -1119,6 +1310,8 @@ def main(argv=None):
                 suffix += f"_{metric}"
         if a.stat != "mean":
             suffix += f"_{a.stat}"
+        if a.ratio:
+            suffix += "_ratio"
         if a.x != "m":
             suffix += f"_vs_{a.x}"
         elif a.kind != "auto":
@@ -1126,10 +1319,10 @@ def main(argv=None):
     else:
         if a.metric is not None:
             print(f"{PROG}: note: --metric ignored for kernel tables", file=sys.stderr)
-        if a.stat != "mean":
-            die(f"{path}: --stat {a.stat} does not apply to kernel tables (one MSE per point)")
+        if a.stat != "mean" or a.ratio or a.heads != "auto" or a.layout != "auto":
+            die(f"{path}: --stat, --ratio, --heads and --layout do not apply to kernel tables")
 
-    out = a.out or default_out(a.result_dir, cfg, suffix)
+    out = a.out or default_out(a.result_dir, suffix)
     _check_outdir(out)
     try:
         if kind == "kernel":
@@ -1137,10 +1330,14 @@ def main(argv=None):
         elif kind == "angle":
             angle_plot(path, header, table, cfg, out)
         else:
-            approx_plot(path, header, table, cfg, kind, metric, out, stat=a.stat, xkey=a.x
-                        if kind == "m" else None)
+            approx_plot(path, header, table, cfg, kind, metric, out, stat=a.stat,
+                        xkey=(mkey if mkey != "m" else a.x) if kind == "m" else None,
+                        ratio=a.ratio, heads=a.heads, layout=a.layout, mkey=mkey)
     except OSError as e:
         die(f"{out}: cannot write: {e}")
+    if a.data:
+        write_data(a.data, out, {"result_dir": a.result_dir, "kind": kind, "metric": metric,
+                                 "stat": a.stat, "ratio": a.ratio})
     print(out)
     return 0
 

@@ -44,4 +44,4 @@ PY
 done
 cp "$tmp/floor.csv" "$out/exact_floor.csv"
 "$py" scripts/precision_report.py "$out"
-"$py" scripts/plot.py "$out" --kind precision
+"$py" scripts/plot.py "$out" --kind precision --out "$out/precision_scale_sweep.png"

@@ -40,7 +40,9 @@ for c in "${configs[@]}"; do
   # Significance of every pairwise difference and against uniform attention (comparisons.csv).
   [ "$run" = 0 ] || [ ! -f "$dir/errors.csv" ] || "$favor" compare "$dir" --metric all > /dev/null
   [ -f "$dir/summary.csv" ] || { echo "[reproduce] $name: no $dir/summary.csv, skipped" >&2; continue; }
-  "$py" scripts/plot.py "$dir" --out "$dir/$name.png"
+  # the paper's Fig. 4 panels (trig/positive x iid/orthogonal; the title names what they leave out)
+  layout=(); [ "$name" != fig4_output_mse_vs_m ] || layout=(--layout fig4)
+  "$py" scripts/plot.py "$dir" "${layout[@]}" --out "$dir/$name.png"
   case $name in
     beyond_kernel_mse|sota_kernel_mse)  # many estimators side by side: kernel MSE vs angle, one panel per (m, norm)
       "$py" scripts/plot.py "$dir" --kind angle --out "$dir/${name}_vs_angle.png" ;;
@@ -53,7 +55,9 @@ for c in "${configs[@]}"; do
         "$py" scripts/plot.py "$dir" --metric attention_tv --out "$dir/${name}_attention_tv.png" ;;
     sota_output_mse_vs_m)
       "$py" scripts/plot.py "$dir" --metric output_rel_error --out "$dir/sota_output_rel_error_vs_m.png" ;;
-    L_sweep|scale_sweep)  # relative error ||Out - Out_hat||_F / ||Out||_F
+    L_sweep|scale_sweep)  # relative error ||Out - Out_hat||_F / ||Out||_F; scale: ratio to uniform
+      [ "$name" != scale_sweep ] || ! has_col "$dir" baseline_output_mse ||
+        "$py" scripts/plot.py "$dir" --ratio --out "$dir/${name}_ratio.png"
       ! has_col "$dir" output_rel_error_mean ||
         "$py" scripts/plot.py "$dir" --metric output_rel_error --out "$dir/${name}_output_rel_error.png"
       ! has_col "$dir" attention_tv_mean ||
