@@ -102,7 +102,8 @@ FAVOR_TEST_FAIL_WRITE=1 "$favor" run "$tmp/c.json" --out "$tmp/fd" 1>&- 2>&-
 python3 -c "import json,sys; [json.loads(l) for l in open(sys.argv[1])]" "$tmp/fd/journal.jsonl" 2>/dev/null ||
   fail "closed fds: journal holds more than JSON lines [$(tail -c 300 "$tmp/fd/journal.jsonl")]"
 "$favor" run "$tmp/c.json" --out "$tmp/fd" --quiet --resume || fail "closed fds: resume refused"
-"$favor" list 0<&- 1>&- 2>&- ; [ $? -eq 2 ] || true   # no crash with every std fd closed (stdout lost: exit 2)
+"$favor" list 0<&- 1>&- 2>&-; rc=$?   # every std fd closed: /dev/null on each, so no write fails
+[ $rc -eq 0 ] || fail "list with fds 0, 1, 2 closed: rc=$rc"
 
 # --- 4. bytes that are not UTF-8; deep nesting ---------------------------------------------
 expect 2 set-not-utf8 "not valid UTF-8 (byte 0xff at offset 6)" run "$tmp/c.json" --out "$tmp/out" --set name=$'a\xffb'
