@@ -52,15 +52,7 @@ expect 2 journal-link "journal.jsonl: is a symbolic link" run "$tmp/c.json" --ou
 expect 2 journal-link-resume "journal.jsonl: is a symbolic link" run "$tmp/c.json" --out "$tmp/rs" --quiet --resume
 [ "$(cat "$tmp/victim")" = precious ] || fail "the link's target was written: [$(cat "$tmp/victim")]"
 [ -L "$tmp/rs/journal.jsonl" ] || fail "journal link replaced"
-# A device node of its own (root only: mknod) as an output file and as the journal.
-if [ "$(id -u)" = 0 ] && mknod "$tmp/nulldev" c 1 3 2>/dev/null; then
-  expect 2 apply-mknod "nulldev: is a character device" "${apply[@]}" --out "$tmp/nulldev"
-  mkdir "$tmp/rd"; echo '{}' > "$tmp/rd/run.json"; mknod "$tmp/rd/journal.jsonl" c 1 3
-  expect 2 journal-mknod "journal.jsonl: is a character device" run "$tmp/c.json" --out "$tmp/rd" --quiet
-  [ -c "$tmp/nulldev" ] && [ -c "$tmp/rd/journal.jsonl" ] || fail "a device node was replaced"
-else
-  echo "cli_hardening: skipping the mknod cases (not root)"
-fi
+# Device nodes made with mknod (root only): tests/cli_devices.sh.
 # A run's own .npy inputs inside OUT would be deleted by the swap: refused before any work.
 mkdir "$tmp/own"; cp "$tmp/in"/*.npy "$tmp/own/"; echo '{}' > "$tmp/own/run.json"
 printf '%s' '{"name": "o", "inputs": {"source": "npy", "q": "own/q.npy", "k": "own/k.npy", "v": "own/v.npy"}, "variants": [{"features": "positive"}], "m": 4, "trials": 1}' > "$tmp/own.json"
