@@ -34,6 +34,7 @@
 #include "favor/names.hpp"
 #include "favor/merge.hpp"
 #include "favor/npy.hpp"
+#include "favor/process.hpp"
 #include "favor/tensor_io.hpp"
 #include "favor/projections.hpp"
 #include "favor/result_dir.hpp"
@@ -91,8 +92,14 @@ private:
         else std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
         return buf;
     }
+    // The wait between lines, clamped to [10 ms, a year] before it becomes clock ticks: 1e10 s
+    // (meant as "never") would overflow steady_clock's nanoseconds and the wait return at once,
+    // spinning with the lock the workers need; 1e-300 s would flood the log.
+    static std::chrono::milliseconds wait_step(double seconds) {
+        return std::chrono::milliseconds(static_cast<long long>(std::clamp(seconds, 0.01, 3.16e7) * 1000.0));
+    }
     void loop() {
-        const auto step = std::chrono::duration<double>(mode_ == Mode::bar ? 0.25 : every_);
+        const auto step = mode_ == Mode::bar ? std::chrono::milliseconds(250) : wait_step(every_);
         std::unique_lock<std::mutex> lock(mutex_);
         while (!wake_.wait_for(lock, step, [this] { return stop_; })) {
             const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -265,6 +272,9 @@ int cmd_run(const RunFlags& f) {
     std::vector<std::string> warnings;
     opt.threads = plan_run(cfg, requested, opt.shard, shapes ? &*shapes : nullptr, budget, cost, warnings);
     favor::OutputDir dir(out);   // before any work: a bad or busy --out fails at once
+    if (cfg.inputs.npy())
+        for (const auto& [key, path] : {std::pair{"q", &cfg.inputs.q}, {"k", &cfg.inputs.k}, {"v", &cfg.inputs.v}})
+            dir.refuse_inside(*path, cfg.file + ": inputs." + key);
     for (const auto& w : warnings) warn(w);
     g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + " on " + std::to_string(opt.threads) +
                  " threads, budget " + favor::format_bytes(double(budget.bytes)) + " (" + budget.source + ")";
@@ -380,17 +390,18 @@ int cmd_gen(const GenFlags& g) {
     g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + ", budget " + favor::format_bytes(double(budget.bytes)) +
                  " (" + budget.source + ")";
     favor::check_output_dir(*g.out);
-    favor::QKV in = favor::random_inputs(seed, L, d, dv, scale);
+    favor::OutputDir dir(*g.out, favor::SetKind::tensors);   // q, k, v swapped in together
+    favor::QKV in = favor::random_inputs(seed, L, d, dv, scale, "gen: --scale");
     for (favor::Mat<double>* m : {&in.q, &in.k, &in.v}) {   // as a run in a half dtype rounds them
         if (favor::dtype_rounding(dtype) == favor::Rounding::none) break;
         favor::Mat<float> f = favor::cast_mat<float>(*m);
         favor::round_to(favor::dtype_rounding(dtype), f.data(), f.size());
         *m = favor::cast_mat<double>(f);
     }
-    favor::make_output_dir(*g.out);
-    favor::save_heads(*g.out + "/q.npy", {}, {in.q}, f32);
-    favor::save_heads(*g.out + "/k.npy", {}, {in.k}, f32);
-    favor::save_heads(*g.out + "/v.npy", {}, {in.v}, f32);
+    favor::ResultFiles files;
+    for (const auto& [name, m] : {std::pair{"q.npy", &in.q}, {"k.npy", &in.k}, {"v.npy", &in.v}})
+        files.emplace_back(name, favor::heads_npy_bytes(dir.file(name), {}, {*m}, f32));
+    dir.replace(files);
     return 0;
 }
 
@@ -511,9 +522,21 @@ std::string joined(const std::vector<std::string>& v) {
     return s;
 }
 
+// What main returns after a command that printed: 2 with one line if stdout lost some of it.
+int checked_exit(int rc) {
+    try {
+        favor::check_stdout();
+    } catch (const Error& e) {
+        std::cerr << "favor: " << e.what() << "\n";
+        return 2;
+    }
+    return rc;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+    favor::prepare_process(argv);
     RunFlags rf;
     rf.argv.assign(argv, argv + argc);
     favor::use_predictable_allocator();
@@ -525,7 +548,7 @@ int main(int argc, char** argv) {
     const std::string first = argv[1];
     if (first == "--version" || first == "-V") {
         std::cout << favor::version_text() << "\n";
-        return 0;
+        return checked_exit(0);
     }
     if (first.empty() || (first[0] != '-' && std::find(command_names().begin(), command_names().end(), first) == command_names().end())) {
         const std::string guess = favor::closest_name(first, command_names());
@@ -655,25 +678,26 @@ int main(int argc, char** argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
-        if (e.get_exit_code() == 0) return app.exit(e);
+        if (e.get_exit_code() == 0) return checked_exit(app.exit(e));
         std::cerr << "favor: " << favor::one_line(e.what()) << "\n";
         return 2;
     }
     try {
-        if (*run) return cmd_run(rf);
-        if (*validate) return cmd_validate(vf);
-        if (*gen) return cmd_gen(gf);
-        if (*proj) return cmd_projection(pf);
-        if (*apply) return cmd_apply(af);
-        if (*merge) return cmd_merge(merge_out, merge_dirs, merge_opt, merge_quiet);
+        favor::check_arguments_utf8(argc, argv);
+        if (*run) return checked_exit(cmd_run(rf));
+        if (*validate) return checked_exit(cmd_validate(vf));
+        if (*gen) return checked_exit(cmd_gen(gf));
+        if (*proj) return checked_exit(cmd_projection(pf));
+        if (*apply) return checked_exit(cmd_apply(af));
+        if (*merge) return checked_exit(cmd_merge(merge_out, merge_dirs, merge_opt, merge_quiet));
         if (*compare) {
             if (compare_dir.empty()) throw favor::Error("compare: DIR: empty path");
             for (const auto& m : cf.metrics)
                 if (m.empty()) throw favor::Error("compare: --metric: empty value");
             if (compare_alpha) cf.alpha = favor::parse_number_text("compare: --alpha", *compare_alpha);
-            return cmd_compare(compare_dir, cf);
+            return checked_exit(cmd_compare(compare_dir, cf));
         }
-        if (*list) return cmd_list();
+        if (*list) return checked_exit(cmd_list());
     } catch (const Error& e) {
         // One line, whatever a message quotes (a name from a file may hold a newline).
         std::string msg = e.what();

@@ -34,6 +34,15 @@ cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_TYPE=
       -DFAVOR_FUZZ=ON -DFAVOR_TESTS=OFF >/dev/null
 cmake --build "$BUILD_DIR" --target "${TARGETS[@]}" -j "$(nproc)"
 
+# Per-target -max_len (libFuzzer's default grows from 4 KB): the parsers whose bugs need long
+# inputs (JSON nested deeper than kMaxJsonDepth: a crash needed > 100 KB of brackets).
+max_len_of() {
+  case $1 in
+    journal_fuzz|set_fuzz) echo 262144 ;;
+    *) echo "" ;;
+  esac
+}
+
 status=0
 for target in "${TARGETS[@]}"; do
   prefix=${target%_fuzz}
@@ -44,12 +53,14 @@ for target in "${TARGETS[@]}"; do
   for dir in "$ROOT"/fuzz/corpus/"$prefix" "$ROOT"/tests/data/"$prefix" "$ROOT"/tests/data/"$prefix"_*/; do
     [[ -d $dir ]] && seeds+=("${dir%/}")
   done
-  echo "== $target: ${SECONDS_PER_TARGET}s, corpus $corpus, seeds: ${seeds[*]:-none}"
+  max_len=$(max_len_of "$target")
+  echo "== $target: ${SECONDS_PER_TARGET}s, corpus $corpus, seeds: ${seeds[*]:-none}${max_len:+, max_len $max_len}"
   # Defaults: 10 s per input is a hang; one allocation over 512 MB is a bug for a parser of
   # inputs this small; the final stats give the number of executions.
   # shellcheck disable=SC2086
   if ! "$BUILD_DIR/$target" -max_total_time="$SECONDS_PER_TARGET" -timeout=10 -malloc_limit_mb=512 \
-       -print_final_stats=1 -artifact_prefix="$artifacts/" ${FUZZ_ARGS:-} "$corpus" "${seeds[@]}"; then
+       -print_final_stats=1 -artifact_prefix="$artifacts/" ${max_len:+-max_len=$max_len} ${FUZZ_ARGS:-} \
+       "$corpus" "${seeds[@]}"; then
     echo "== $target: FAILED (see $artifacts)" >&2
     status=1
   else

@@ -17,8 +17,8 @@ namespace {
 // A flag's text as JSON: a number, or else a word (e.g. "optimal") that the map checks.
 nlohmann::json flag_value(const std::string& text) {
     try {
-        return nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception&) {
+        return parse_json_text(text, "apply");   // nesting depth checked before parsing
+    } catch (const JsonSyntaxError&) {
         return nlohmann::json(text);
     }
 }

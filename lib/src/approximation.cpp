@@ -15,6 +15,7 @@
 #include "favor/inputs.hpp"
 #include "favor/metrics.hpp"
 #include "favor/parallel.hpp"
+#include "favor/report.hpp"
 #include "favor/tensor_io.hpp"
 
 namespace favor {
@@ -88,7 +89,8 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
                         in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads,
                                                         dtype_rounding(cfg.dtype), pairwise));
                 } else {
-                    QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale);
+                    QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale,
+                                            cfg.file + ": inputs.scale");
                     in.heads.push_back(
                         make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise));
                 }
@@ -291,16 +293,6 @@ void dedupe_items(const Config& cfg, const Axes& ax, const Grid& grid, const std
     }
 }
 
-// Journal entries of this run: each must have the shape of a fresh item.
-void check_entry(const Journal& j, const JournalRows& rows, std::size_t heads, std::size_t ncols, std::size_t cell,
-                 std::size_t trial) {
-    bool ok = rows.size() == heads;
-    for (const auto& r : rows) ok = ok && r.size() == ncols;
-    if (!ok)
-        throw Error(j.path() + ": the entry of cell " + std::to_string(cell) + " trial " + std::to_string(trial) +
-                    " does not have this run's shape (rerun without --resume)");
-}
-
 template <class T>
 RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
     const int threads = resolve_threads(opt.threads);
@@ -325,7 +317,7 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
     const std::size_t heads = per_head ? info["inputs"]["heads"].get<std::size_t>() : 1;
     for (std::size_t item : unique)
         if (const JournalRows* rows = opt.journal ? opt.journal->find(cells[item / trials], item % trials) : nullptr) {
-            check_entry(*opt.journal, *rows, heads, cols.size(), cells[item / trials], item % trials);
+            check_journal_entry(*opt.journal, *rows, heads, cols, cells[item / trials], item % trials);
             items[item] = *rows;
             finished[item] = 1;
         }

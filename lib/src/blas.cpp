@@ -1,7 +1,10 @@
 #include "favor/blas.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -34,6 +37,8 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
 
 void set_blas_threads(int n) { bli_thread_set_num_threads(std::max(n, 1)); }
 
+void start_blas_single_threaded(char**) {}   // BLIS starts no threads of its own at load
+
 std::string blas_info() {
     return std::string("BLIS ") + bli_info_get_version_str() + " (" + bli_arch_string(bli_arch_query_id()) + ")";
 }
@@ -51,6 +56,14 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
 }
 
 void set_blas_threads(int n) { openblas_set_num_threads(std::max(n, 1)); }
+
+// OpenBLAS reads OPENBLAS_NUM_THREADS in its constructor, before main: the only way to keep
+// its pool from starting is to set it and run the program again (once: it is set then).
+void start_blas_single_threaded(char** argv) {
+    if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr || argv == nullptr) return;
+    if (::setenv("OPENBLAS_NUM_THREADS", "1", 1) != 0) return;
+    ::execv("/proc/self/exe", argv);   // returns only on failure (no /proc): go on as is
+}
 
 std::string blas_info() {
     const char* c = openblas_get_config();

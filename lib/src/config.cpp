@@ -344,6 +344,9 @@ void apply_set(json& j, const std::string& assignment) {
     const auto eq = assignment.find('=');
     if (eq == std::string::npos || eq == 0)
         throw Error("--set " + assignment + ": expected PATH=VALUE (e.g. inputs.scale=0.5)");
+    // A bare word becomes a JSON string: it must be UTF-8, or run.json could not be written.
+    if (const std::string bad = utf8_problem(assignment); !bad.empty())
+        throw Error("--set " + assignment + ": not valid UTF-8 (" + bad + ")");
     const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
     if (text.empty()) throw Error("--set " + path + ": empty value (give a JSON value, e.g. " + path + "=1)");
     json value;
@@ -420,10 +423,34 @@ std::string frame_path(const std::vector<JsonFrame>& st, const std::string& last
 }
 }  // namespace
 
+namespace {
+// Error if arrays and objects in `text` nest deeper than kMaxJsonDepth; one pass, no recursion
+// (brackets in strings and comments do not count; a syntax error is left to the parser).
+void check_json_depth(const std::string& text, const std::string& name) {
+    std::size_t depth = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '"') {   // skip the string, escapes included
+            for (++i; i < text.size() && text[i] != '"'; ++i) i += text[i] == '\\';
+        } else if (c == '/' && i + 1 < text.size() && (text[i + 1] == '/' || text[i + 1] == '*')) {
+            const std::size_t end = text.find(text[i + 1] == '/' ? "\n" : "*/", i + 2);
+            i = end == std::string::npos ? text.size() : end;
+        } else if (c == '[' || c == '{') {
+            if (++depth > kMaxJsonDepth)
+                throw Error(name + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
+                            " levels at byte " + std::to_string(i) + " (favor's limit; no config or result nests so deep)");
+        } else if ((c == ']' || c == '}') && depth > 0) {
+            --depth;
+        }
+    }
+}
+}  // namespace
+
 json parse_json_text(const std::string& text, const std::string& name) {
     // A NUL ends the text for the JSON parser, which would silently ignore the rest.
     if (const auto nul = text.find('\0'); nul != std::string::npos)
         throw Error(name + ": byte " + std::to_string(nul) + " is NUL (expected JSON text)");
+    check_json_depth(text, name);
     std::vector<JsonFrame> st;
     const json::parser_callback_t check = [&](int, json::parse_event_t ev, json& parsed) {
         switch (ev) {

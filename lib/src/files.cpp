@@ -15,35 +15,6 @@ namespace favor {
 
 namespace fs = std::filesystem;
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw Error(path + ": cannot write (" + std::string(std::strerror(errno)) + ")");
-    auto give_up = [&](const std::string& what) {
-        const std::string why = std::strerror(errno);
-        ::close(fd);
-        ::unlink(tmp.c_str());
-        throw Error(path + ": " + what + " (" + why + ")");
-    };
-    for (std::size_t done = 0; done < content.size();) {
-        const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) give_up("write failed");
-        done += std::size_t(n);
-    }
-    // On disk before the rename, so a crash leaves the old file or the new one, whole.
-    if (::fsync(fd) != 0) give_up("write failed");
-    if (::close(fd) != 0) {
-        ::unlink(tmp.c_str());
-        throw Error(path + ": write failed (" + std::string(std::strerror(errno)) + ")");
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        throw Error(path + ": cannot replace (" + why + ")");
-    }
-}
-
 namespace {
 
 std::string why(int err) { return std::strerror(err); }
@@ -57,6 +28,92 @@ std::string kind_of(mode_t mode) {
     if (S_ISSOCK(mode)) return "a socket";
     return "not a regular file";
 }
+
+}  // namespace
+
+std::string output_target(const std::string& path) {
+    struct stat st {};
+    std::string target = path;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+        // A link is replaced at its target (as a symlinked --out directory is), so it keeps
+        // pointing at the new file; a loop or a too deep chain is refused.
+        std::error_code ec;
+        const fs::path t = fs::weakly_canonical(fs::absolute(path, ec), ec);
+        if (ec) throw Error(path + ": cannot follow the symbolic link (" + ec.message() + ")");
+        target = t.string();
+    }
+    if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+        throw Error(path + ": is " + kind_of(st.st_mode) + ", not a regular file (favor replaces an output file whole)");
+    return target;
+}
+
+namespace {
+// Why one of favor's own files cannot be used as it is (its lstat or fstat mode), or "".
+std::string own_file_problem(const std::string& path, mode_t mode) {
+    if (S_ISREG(mode)) return "";
+    return path + ": is " + (S_ISLNK(mode) ? std::string("a symbolic link") : kind_of(mode)) +
+           "; favor writes its own files only as regular files, in place (remove it)";
+}
+}  // namespace
+
+void check_own_file(const std::string& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return;   // missing: created when first written
+    if (const std::string p = own_file_problem(path, st.st_mode); !p.empty()) throw Error(p);
+}
+
+int open_own_file(const std::string& path, int flags) {
+    const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ELOOP) throw Error(own_file_problem(path, S_IFLNK));
+    if (fd < 0) throw Error(path + ": cannot open (" + why(errno) + ")");
+    struct stat st {};
+    std::string problem = ::fstat(fd, &st) != 0 ? path + ": cannot stat (" + why(errno) + ")"
+                                                : own_file_problem(path, st.st_mode);
+    const int now = ::fcntl(fd, F_GETFL);
+    if (problem.empty() && (now < 0 || ::fcntl(fd, F_SETFL, now & ~O_NONBLOCK) != 0))
+        problem = path + ": cannot open (" + why(errno) + ")";
+    if (!problem.empty()) {
+        ::close(fd);
+        throw Error(problem);
+    }
+    return fd;
+}
+
+void write_file_atomic(const std::string& given, const std::string& content) {
+    const std::string path = output_target(given);   // a device or a link loop: refused, never replaced
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    // O_EXCL | O_NOFOLLOW: never through a link planted at the temporary's name.
+    (void)::unlink(tmp.c_str());   // a leftover of an earlier process with this pid
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) throw Error(given + ": cannot write (" + std::string(std::strerror(errno)) + ")");
+    auto give_up = [&](const std::string& what) {
+        const std::string why = std::strerror(errno);
+        ::close(fd);
+        ::unlink(tmp.c_str());
+        throw Error(given + ": " + what + " (" + why + ")");
+    };
+    for (std::size_t done = 0; done < content.size();) {
+        const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) give_up("write failed");
+        done += std::size_t(n);
+    }
+    // On disk before the rename, so a crash leaves the old file or the new one, whole.
+    if (::fsync(fd) != 0) give_up("write failed");
+    if (::close(fd) != 0) {
+        ::unlink(tmp.c_str());
+        throw Error(given + ": write failed (" + std::string(std::strerror(errno)) + ")");
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        ::unlink(tmp.c_str());
+        throw Error(given + ": cannot replace (" + why + ")");
+    }
+}
+
+
+
+namespace {
 
 // Creates a file in `dir` and removes it again; the errno of the failure, or 0.
 int probe_dir(const std::string& dir) {
@@ -179,20 +236,15 @@ void check_output_dir(const std::string& dir) {
     if (err) throw Error(dir + ": cannot create output directory (" + why(err) + ")");
 }
 
-void check_output_file(const std::string& path) {
-    if (path.empty()) throw Error("output file: must not be empty");
+void check_output_file(const std::string& given) {
+    if (given.empty()) throw Error("output file: must not be empty");
+    const std::string path = output_target(given);
     std::error_code ec;
     const fs::path p(path);
-    if (fs::is_directory(p, ec)) throw Error(path + ": is a directory, not an output file");
     const fs::path parent = fs::absolute(p, ec).parent_path();
-    if (!fs::is_directory(parent, ec)) throw Error(path + ": cannot write (" + parent.string() + " is not a directory)");
-    if (const int err = probe_dir(parent.string())) throw Error(path + ": cannot write (" + why(err) + ")");
+    if (!fs::is_directory(parent, ec)) throw Error(given + ": cannot write (" + parent.string() + " is not a directory)");
+    if (const int err = probe_dir(parent.string())) throw Error(given + ": cannot write (" + why(err) + ")");
 }
 
-void make_output_dir(const std::string& dir) {
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw Error(dir + ": cannot create output directory (" + ec.message() + ")");
-}
 
 }  // namespace favor

@@ -7,10 +7,13 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
+#include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
 #include "favor/json_diff.hpp"
+#include "favor/report.hpp"
 #include "favor/rng.hpp"
 
 namespace favor {
@@ -44,6 +47,7 @@ JournalRows parse_rows(const json& rows) {
 
 Journal::Journal(std::string path, json identity, bool resume, std::function<void()> prepare)
     : path_(std::move(path)), identity_(std::move(identity)), prepare_(std::move(prepare)) {
+    check_own_file(path_);   // a link or a device here is found now, not after the first cell
     if (!resume) {
         existed_ = ::access(path_.c_str(), F_OK) == 0;   // replaced at the first record
         return;
@@ -72,8 +76,8 @@ void Journal::load(const std::string& text) {
         ++lineno;
         json j;
         try {
-            j = json::parse(line);
-        } catch (const json::exception&) {
+            j = parse_json_text(line, path_ + ": line " + std::to_string(lineno));   // depth checked first
+        } catch (const JsonSyntaxError&) {
             throw Error(path_ + ": line " + std::to_string(lineno) + ": not JSON (a damaged journal; rerun without --resume)");
         }
         if (lineno == 1) {
@@ -110,9 +114,8 @@ const JournalRows* Journal::find(std::size_t cell, std::size_t trial) const {
 
 void Journal::open_for_writing() {
     if (prepare_) prepare_();
-    const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append_ ? 0 : O_TRUNC);
-    fd_ = ::open(path_.c_str(), flags, 0644);
-    if (fd_ < 0) throw Error(path_ + ": cannot write (" + std::string(std::strerror(errno)) + ")");
+    const int flags = O_WRONLY | O_CREAT | (append_ ? 0 : O_TRUNC);
+    fd_ = open_own_file(path_, flags);
     if (append_) {
         if (::ftruncate(fd_, off_t(keep_bytes_)) != 0 || ::lseek(fd_, 0, SEEK_END) < 0)
             throw Error(path_ + ": cannot append (" + std::string(std::strerror(errno)) + ")");
@@ -151,6 +154,28 @@ void Journal::record(std::size_t cell, std::size_t trial, const JournalRows& row
 void Journal::sync() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (fd_ >= 0) (void)::fsync(fd_);
+}
+
+void check_journal_entry(const Journal& j, const JournalRows& rows, std::size_t heads, const std::vector<std::string>& cols,
+                         std::size_t cell, std::size_t trial) {
+    const std::string entry = j.path() + ": the entry of cell " + std::to_string(cell) + " trial " + std::to_string(trial);
+    bool ok = rows.size() == heads;
+    for (const auto& r : rows) ok = ok && r.size() == cols.size();
+    if (!ok) throw Error(entry + " does not have this run's shape (rerun without --resume)");
+    for (const auto& r : rows)
+        for (std::size_t i = 0; i < cols.size(); ++i)
+            if (const std::string why = metric_cell_problem(cols[i], r[i]); !why.empty())
+                throw Error(entry + ": " + cols[i] + ": '" + r[i].substr(0, 40) + "' " + why +
+                            " (a damaged journal; rerun without --resume)");
+}
+
+double journal_kernel_value(const Journal& j, const std::string& cell, bool may_be_empty) {
+    double v = std::numeric_limits<double>::quiet_NaN();
+    std::string why = cell.empty() && !may_be_empty ? "is empty" : metric_cell_problem("kernel_mse", cell);
+    if (why.empty() && !cell.empty() && parse_real(cell, v, true) && v < 0) why = "is negative (a squared error)";
+    if (!why.empty())
+        throw Error(j.path() + ": '" + cell.substr(0, 40) + "' " + why + " (a damaged journal; rerun without --resume)");
+    return v;
 }
 
 }  // namespace favor

@@ -12,6 +12,7 @@
 #include "favor/experiment_parts.hpp"
 #include "favor/grid.hpp"
 #include "favor/parallel.hpp"
+#include "favor/report.hpp"
 #include "favor/structured.hpp"
 #include "favor/rng.hpp"
 #include "favor/theory.hpp"
@@ -128,8 +129,8 @@ RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohma
                     throw Error(opt.journal->path() + ": the entry of cell " + std::to_string(cells[item / T].first) +
                                 " does not have this run's shape (rerun without --resume)");
                 for (std::size_t r = 0; r < n; ++r) {
-                    sq[item / T][(item % T) * n + r] = std::strtod((*rows)[0][r].c_str(), nullptr);
-                    if (!(*rows)[1][r].empty()) th[item / T][(item % T) * n + r] = std::strtod((*rows)[1][r].c_str(), nullptr);
+                    sq[item / T][(item % T) * n + r] = journal_kernel_value(*opt.journal, (*rows)[0][r], false);
+                    th[item / T][(item % T) * n + r] = journal_kernel_value(*opt.journal, (*rows)[1][r], true);
                 }
                 finished[item] = 1;
                 ++resumed;

@@ -613,7 +613,8 @@ Cost estimate_gen(std::size_t L, std::size_t d, std::size_t dv) {
     Terms t;
     const double Ld = double(L);
     t.add("inputs", "--L", 8.0 * (2 * Ld * d + Ld * dv));
-    t.add("output", "--L", 16.0 * Ld * double(std::max(d, dv)));
+    // The three files' bytes (swapped in together) and one file's concatenated data.
+    t.add("output", "--L", 8.0 * (2 * Ld * d + Ld * dv) + 8.0 * Ld * double(std::max(d, dv)));
     return finish(t, 0, 1, "", {{"--L", "lower --L or --d"}});
 }
 

@@ -17,6 +17,7 @@
 #include "favor/files.hpp"
 #include "favor/json_diff.hpp"
 #include "favor/metrics.hpp"
+#include "favor/report.hpp"
 #include "favor/result_dir.hpp"
 
 namespace favor {
@@ -26,24 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// --- strict cells: exactly what format_count / format_number write -----------------------
-
-bool parse_count(const std::string& s, std::size_t& v) {
-    if (s.empty() || (s.size() > 1 && s[0] == '0')) return false;
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-    return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
-
-// A number: finite in the shortest form, or nan / inf / -inf when `nonfinite` is allowed.
-bool parse_real(const std::string& s, double& v, bool nonfinite) {
-    if (s == "nan" || s == "inf" || s == "-inf") {
-        v = s == "nan" ? std::nan("") : (s == "inf" ? HUGE_VAL : -HUGE_VAL);
-        return nonfinite;
-    }
-    if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-')) return false;
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-    return r.ec == std::errc() && r.ptr == s.data() + s.size() && std::isfinite(v);
-}
+// --- strict cells: exactly what format_count / format_number write (report.hpp) -----------
 
 bool valid_name(const std::string& s) {
     if (s.empty()) return false;
@@ -79,8 +63,8 @@ Input read_input(const MergeInput& m) {
     in.dir = m.dir;
     const std::string rj = m.dir + "/run.json";
     try {
-        in.info = json::parse(m.run_json);
-    } catch (const json::exception&) {
+        in.info = parse_json_text(m.run_json, rj);   // nesting depth checked before parsing
+    } catch (const JsonSyntaxError&) {
         throw Error(rj + ": invalid JSON");
     }
     if (!in.info.is_object() || !in.info.contains("config") || !in.info["config"].is_object())
@@ -167,18 +151,8 @@ public:
     }
     // A metric cell: empty, or a number (nan / inf allowed where the runner can produce them).
     void metric(const std::vector<std::string>& r, std::size_t i) const {
-        const std::string& col = in_.table.columns[i];
-        const std::string& c = r[i];
-        if (c.empty()) return;
-        double v = 0;
-        std::size_t n = 0;
-        if (col == "nonfinite") {
-            if (!parse_count(c, n)) fail(col, c, "is not a count");
-        } else if (col == "seconds" || col == "trials") {
-            if (!parse_real(c, v, false) || v < 0) fail(col, c, "is not a finite number >= 0");
-        } else if (!parse_real(c, v, true)) {
-            fail(col, c, "is not a number");
-        }
+        if (const std::string why = metric_cell_problem(in_.table.columns[i], r[i]); !why.empty())
+            fail(in_.table.columns[i], r[i], why);
     }
     std::size_t variant(const std::vector<std::string>& r) const {
         const std::string& name = r[in_.table.column("variant")];

@@ -5,6 +5,7 @@
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
@@ -174,7 +175,9 @@ inline void pair_lanes(const B& s, const B& k, const B& w, const B& lk, const BB
         if (kl) {   // log A from the scores, so no underflow
             acc.kl_undefined = acc.kl_undefined || (valid && !(ah > zero));
             const B term = a * ((s - B(r.mx) - B(r.log_z)) - xsimd::log(ah));
-            acc.kl += xsimd::select(valid && a > zero, term, zero);
+            // a = 0 (underflow) adds 0 log 0 = 0; a NaN (float64 scores overflowed: s - max is
+            // inf - inf) is kept, so the KL is NaN, never a finite sum of the other terms.
+            acc.kl += xsimd::select(valid && !(a == zero), term, zero);
         }
     }
     if (req.kernel_mse) {   // phi(x).phi(y) = sign(k) exp(lq + lk + ln|k|): no overflow (2.3)
@@ -472,6 +475,23 @@ template class MatrixRows<double>;
 template class EstimatorRows<float>;
 template class EstimatorRows<double>;
 
+namespace {
+// sum (a_k - b_k)^2 and sum a_k^2 of the entries a = exact, b = approx times 2^-e.
+template <class T>
+std::pair<double, double> squared_norms(const Mat<double>& exact, const Mat<T>& approx, int e) {
+    double num = 0.0, den = 0.0;
+    for (std::size_t k = 0, n = exact.size(); k < n; ++k) {
+        const double x = std::ldexp(exact.data()[k], -e), d = x - std::ldexp(double(approx.data()[k]), -e);
+        num += d * d;
+        den += x * x;
+    }
+    return {num, den};
+}
+}  // namespace
+
+// The plain sums where both stay normal and finite (the bits as always); otherwise (V x 1e300:
+// squares overflow; a subnormal V: they underflow to 0, NaN either way) both norms of the
+// entries times 2^-e, max |Out| = f 2^e: a power of two, so the ratio is the one wanted.
 template <class T>
 double output_rel_error(const Mat<double>& exact, const Mat<T>& approx) {
     double num = 0.0, den = 0.0;
@@ -480,7 +500,15 @@ double output_rel_error(const Mat<double>& exact, const Mat<T>& approx) {
         num += e * e;
         den += exact.data()[k] * exact.data()[k];
     }
-    return std::sqrt(num / den);
+    const double tiny = std::numeric_limits<double>::min();
+    if (std::isfinite(num) && std::isfinite(den) && den >= tiny && (num == 0.0 || num >= tiny))
+        return std::sqrt(num / den);
+    double top = 0.0;
+    for (std::size_t k = 0, n = exact.size(); k < n; ++k) top = std::max(top, std::fabs(exact.data()[k]));
+    int e = 0;
+    if (std::isfinite(top)) std::frexp(top, &e);
+    const auto [snum, sden] = squared_norms(exact, approx, e);
+    return std::sqrt(snum / sden);
 }
 
 template double output_rel_error<float>(const Mat<double>&, const Mat<float>&);

@@ -1,6 +1,7 @@
 #include "favor/names.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace favor {
 
@@ -35,6 +36,29 @@ std::string suggestion(const std::string& s, const std::vector<std::string>& can
     std::string all;
     for (const auto& n : candidates) all += (all.empty() ? "" : ", ") + n;
     return "; expected one of " + all;
+}
+
+std::string utf8_problem(const std::string& s) {
+    const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+    for (std::size_t i = 0; i < s.size();) {
+        const unsigned c = b[i];
+        // Lead byte: the sequence length and the least code point it may encode (no overlong).
+        const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+        unsigned cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+        bool ok = n > 0 && i + n <= s.size();
+        for (std::size_t k = 1; ok && k < n; ++k) {
+            ok = (b[i + k] & 0xc0) == 0x80;
+            cp = (cp << 6) | (b[i + k] & 0x3f);
+        }
+        const unsigned least = n == 2 ? 0x80 : n == 3 ? 0x800 : n == 4 ? 0x10000 : 0;
+        if (!ok || cp < least || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+            char buf[48];
+            std::snprintf(buf, sizeof buf, "byte 0x%02x at offset %zu", c, i);
+            return buf;
+        }
+        i += n;
+    }
+    return "";
 }
 
 }  // namespace favor

@@ -531,6 +531,11 @@ std::optional<std::size_t> first_nonfinite(const NpyArray& a) {
 
 void write_npy(const std::string& path, const std::vector<std::size_t>& shape, const double* data,
                bool as_float32) {
+    write_file_atomic(path, npy_bytes(path, shape, data, as_float32));
+}
+
+std::string npy_bytes(const std::string& path, const std::vector<std::size_t>& shape, const double* data,
+                      bool as_float32) {
     std::size_t count = 1;
     for (std::size_t d : shape) {
         if (d != 0 && count > std::numeric_limits<std::size_t>::max() / 8 / d)
@@ -572,7 +577,7 @@ void write_npy(const std::string& path, const std::vector<std::size_t>& shape, c
             std::memcpy(out + i * 8, &u, 8);
         }
     }
-    write_file_atomic(path, bytes);
+    return bytes;
 }
 
 }  // namespace favor

@@ -1,6 +1,7 @@
 #include "favor/report.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -34,6 +35,32 @@ std::string format_number(std::optional<double> v) {
 }
 
 std::string format_count(std::size_t v) { return std::to_string(v); }
+
+bool parse_count(const std::string& s, std::size_t& v) {
+    if (s.empty() || (s.size() > 1 && s[0] == '0')) return false;
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+bool parse_real(const std::string& s, double& v, bool nonfinite) {
+    if (s == "nan" || s == "inf" || s == "-inf") {
+        v = s == "nan" ? std::nan("") : (s == "inf" ? HUGE_VAL : -HUGE_VAL);
+        return nonfinite;
+    }
+    if (s.empty() || !(std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-')) return false;
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size() && std::isfinite(v);
+}
+
+std::string metric_cell_problem(const std::string& column, const std::string& cell) {
+    if (cell.empty()) return "";
+    double v = 0;
+    std::size_t n = 0;
+    if (column == "nonfinite") return parse_count(cell, n) ? "" : "is not a count";
+    if (column == "seconds" || column == "trials")
+        return parse_real(cell, v, false) && v >= 0 ? "" : "is not a finite number >= 0";
+    return parse_real(cell, v, true) ? "" : "is not a number";
+}
 
 std::string to_csv(const Table& t) {
     std::string out;

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "favor/error.hpp"
+#include "favor/files.hpp"
 
 namespace favor {
 
@@ -51,7 +52,9 @@ Place resolve(const std::string& dir) {
     if (ec) throw Error(dir + ": cannot resolve the path (" + ec.message() + ")");
     if (p.filename().empty()) p = p.parent_path();   // trailing slash
     const fs::path c = fs::weakly_canonical(p, ec);
-    if (!ec) p = c;
+    // A link loop (or a part that cannot be searched) fails now, not at the journal's first write.
+    if (ec) throw Error(dir + ": cannot resolve the path (" + ec.message() + ")");
+    p = c;
     if (!p.has_parent_path() || p.parent_path() == p || p.filename().empty() || p.filename() == "." ||
         p.filename() == "..")
         throw Error(dir + ": cannot be an output directory (it has no parent to swap it in)");
@@ -65,8 +68,12 @@ std::string lock_path(const Place& p) { return p.parent + "/." + p.name + ".favo
 int acquire(const Place& p, const std::string& given) {
     const std::string path = lock_path(p);
     for (int attempt = 0; attempt < 100; ++attempt) {
-        const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0) throw Error(given + ": cannot create the lock " + path + " (" + why() + ")");
+        int fd = -1;
+        try {
+            fd = open_own_file(path, O_RDWR | O_CREAT);   // never through a link or a device
+        } catch (const Error& e) {
+            throw Error(given + ": cannot create the lock (" + e.what() + ")");
+        }
         if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
             const int e = errno;
             // The holder writes its pid just after taking the lock: wait a moment for it.
@@ -165,7 +172,7 @@ bool is_favor_temporary_name(const std::string& base) {
     return false;
 }
 
-OutputDir::OutputDir(const std::string& dir) : given_(dir) {
+OutputDir::OutputDir(const std::string& dir, SetKind kind) : given_(dir) {
     const Place p = resolve(dir);
     out_ = p.out, parent_ = p.parent, name_ = p.name;
     std::error_code ec;
@@ -191,18 +198,22 @@ OutputDir::OutputDir(const std::string& dir) : given_(dir) {
             if (::stat(parent_.c_str(), &pst) == 0 && pst.st_dev != st.st_dev)
                 throw Error(dir + ": is a mount point; favor replaces its output directory whole, so use a directory inside it");
             if (::access(out_.c_str(), W_OK | X_OK) != 0) throw Error(dir + ": output directory is not writable");
-            bool any = false, result_set = false;
+            bool any = false, result_set = false, only_tensors = true;
             for (const auto& e : fs::directory_iterator(out_, ec)) {
                 any = true;
                 const std::string n = e.path().filename().string();
                 if (n == "run.json" || n == "journal.jsonl") result_set = true;
+                only_tensors = only_tensors && (n == "q.npy" || n == "k.npy" || n == "v.npy");
                 if (e.is_directory(ec) && !e.is_symlink(ec))
                     throw Error(dir + ": contains the directory " + n +
                                 "; favor replaces its output directory whole and will not delete it "
                                 "(move it or choose another --out)");
             }
             if (ec) throw Error(dir + ": cannot list (" + ec.message() + ")");
-            if (any && !result_set)
+            if (any && kind == SetKind::tensors && !only_tensors)
+                throw Error(dir + ": not empty and not a directory of favor gen (it holds more than q.npy, k.npy, "
+                                  "v.npy, and favor replaces it whole); choose another --out");
+            if (any && kind == SetKind::results && !result_set)
                 throw Error(dir + ": not empty and not a favor result directory (no run.json); choose another --out");
         }
         if (::access(parent_.c_str(), W_OK | X_OK) != 0)
@@ -228,6 +239,14 @@ std::string OutputDir::file(const std::string& name) const { return out_ + "/" +
 void OutputDir::ensure_exists() {
     if (::mkdir(out_.c_str(), 0755) == 0) created_.push_back(out_);
     else if (errno != EEXIST) throw Error(given_ + ": cannot create output directory (" + why() + ")");
+}
+
+void OutputDir::refuse_inside(const std::string& path, const std::string& field) const {
+    std::error_code ec;
+    const std::string p = fs::weakly_canonical(fs::absolute(path, ec), ec).string();
+    if (!ec && p.size() > out_.size() && p.compare(0, out_.size(), out_) == 0 && p[out_.size()] == '/')
+        throw Error(field + ": " + path + " is inside the output directory " + given_ +
+                    ", which the run replaces whole (it would be deleted): move it or choose another --out");
 }
 
 // Under the lock, so no live process owns these names: a tmp is a set that never became

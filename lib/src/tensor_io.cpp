@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "favor/error.hpp"
+#include "favor/files.hpp"
 #include "favor/npy.hpp"
 
 namespace favor {
@@ -95,14 +96,19 @@ HeadTensors load_qkv(const std::string& qp, const std::string& kp, const std::st
     return t;
 }
 
-void save_heads(const std::string& path, const std::vector<std::size_t>& lead,
-                const std::vector<Mat<double>>& heads, bool as_float32) {
+std::string heads_npy_bytes(const std::string& path, const std::vector<std::size_t>& lead,
+                            const std::vector<Mat<double>>& heads, bool as_float32) {
     std::vector<std::size_t> shape = lead;
     shape.push_back(heads.empty() ? 0 : heads[0].shape(0));
     shape.push_back(heads.empty() ? 0 : heads[0].shape(1));
     std::vector<double> data;
     for (const auto& h : heads) data.insert(data.end(), h.begin(), h.end());
-    write_npy(path, shape, data.data(), as_float32);
+    return npy_bytes(path, shape, data.data(), as_float32);
+}
+
+void save_heads(const std::string& path, const std::vector<std::size_t>& lead,
+                const std::vector<Mat<double>>& heads, bool as_float32) {
+    write_file_atomic(path, heads_npy_bytes(path, lead, heads, as_float32));
 }
 
 }  // namespace favor

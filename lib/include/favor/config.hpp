@@ -113,8 +113,14 @@ public:
     using Error::Error;
 };
 // JSON text (comments allowed) as a config is read: a NUL byte, a repeated key in an object
-// (JSON parsers keep one silently) and syntax errors are errors naming `name` and the place.
+// (JSON parsers keep one silently), nesting deeper than kMaxJsonDepth and syntax errors are
+// errors naming `name` and the place. Every JSON favor reads (configs, --set values, journals,
+// run.json in merge, apply's flag values) goes through here.
 nlohmann::json parse_json_text(const std::string& text, const std::string& name);
+// Deepest nesting of arrays and objects favor reads: real configs, run.json and journal
+// headers nest 5 levels; nlohmann's dump and comparison recurse once per level, so a 100 KB
+// text of '[' would overflow the stack. Checked by a scan without recursion first.
+inline constexpr std::size_t kMaxJsonDepth = 64;
 
 // Size limit of a config file: far above any real one (they are a few kB).
 inline constexpr std::size_t kMaxConfigBytes = std::size_t(1) << 20;

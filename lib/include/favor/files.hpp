@@ -28,7 +28,20 @@ std::string read_regular_file(const std::string& path, const std::string& what, 
 // errors name `shown` too.
 std::optional<std::string> read_file_if_exists(int dirfd, const std::string& name, const std::string& shown);
 
-// Writes `content` to `path` through "<path>.tmp.<pid>", fsync and rename; throws Error
+// The file an output `path` names: a symbolic link is followed to its target (replaced there,
+// so the link keeps pointing at the new file; Error for a loop); the target must be missing
+// or a regular file: a device node, FIFO, socket or directory is an Error "<path>: is a
+// character device, not a regular file ...", so /dev/null is never replaced.
+std::string output_target(const std::string& path);
+// Opens one of favor's own files (a lock, a journal) with `flags` | O_NOFOLLOW | O_CLOEXEC
+// (O_NONBLOCK while opening, so a FIFO cannot block): a symbolic link or anything but a
+// regular file there is an Error naming `path`; nothing is written through it.
+int open_own_file(const std::string& path, int flags);
+// The same check without opening, before any work: Error if `path` exists as anything but a
+// regular file (a link included).
+void check_own_file(const std::string& path);
+
+// Writes `content` to `output_target(path)` through "<path>.tmp.<pid>", fsync and rename; throws Error
 // naming the path on failure and leaves no temporary file behind.
 void write_file_atomic(const std::string& path, const std::string& content);
 
@@ -39,7 +52,5 @@ void write_file_atomic(const std::string& path, const std::string& content);
 void check_output_dir(const std::string& dir);
 // The same for an output file: not a directory, and a file can be created beside it.
 void check_output_file(const std::string& path);
-// Creates `dir` (and parents) if missing.
-void make_output_dir(const std::string& dir);
 
 }  // namespace favor

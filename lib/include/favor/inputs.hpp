@@ -4,6 +4,7 @@
 // scale, so inputs for a smaller L are the first rows of those for a larger one, and inputs
 // at two scales differ only by the factor.
 #include <cstdint>
+#include <string>
 
 #include "favor/tensor.hpp"
 
@@ -13,6 +14,9 @@ struct QKV {
     Mat<double> q, k, v;   // (L, d), (L, d), (L, d_v)
 };
 
-QKV random_inputs(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale);
+// Error "<field>: <scale> makes entry i of q infinite ..." when an entry overflows (scale near
+// 1.8e308): random inputs must be finite, as .npy inputs are (tensor_io.cpp, load_checked).
+QKV random_inputs(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale,
+                  const std::string& field = "inputs.scale");
 
 }  // namespace favor

@@ -43,6 +43,8 @@ public:
     void record(std::size_t cell, std::size_t trial, const JournalRows& rows);
     // Flushes what has been appended to the disk (fsync).
     void sync();
+    // Every entry read at the start, by (cell, trial).
+    const std::map<std::pair<std::size_t, std::size_t>, JournalRows>& entries() const { return entries_; }
 
 private:
     std::string path_;
@@ -57,5 +59,15 @@ private:
     void load(const std::string& text);
     void open_for_writing();
 };
+
+// A journal is not trusted: an entry is used only if it is what a fresh item writes, each
+// cell checked as merge checks a table's (report.hpp, metric_cell_problem).
+// Approximation runs: `heads` rows of the metric columns `cols`; Error naming the entry,
+// the column and the cell otherwise ("... output_mse: 'abc' is not a number ...").
+void check_journal_entry(const Journal& j, const JournalRows& rows, std::size_t heads,
+                         const std::vector<std::string>& cols, std::size_t cell, std::size_t trial);
+// Kernel runs: one journaled squared error (row 0) or closed form (row 1; empty: none, NaN),
+// checked as a kernel_mse cell and not negative (both are mean squares); Error otherwise.
+double journal_kernel_value(const Journal& j, const std::string& cell, bool may_be_empty);
 
 }  // namespace favor

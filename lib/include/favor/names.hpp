@@ -9,6 +9,10 @@
 
 namespace favor {
 
+// "" if `text` is valid UTF-8 (no overlong forms, surrogates or code points above U+10FFFF:
+// what JSON holds), else where it is not: "byte 0xff at offset 3".
+std::string utf8_problem(const std::string& text);
+
 // Levenshtein distance, for suggestions.
 std::size_t edit_distance(const std::string& a, const std::string& b);
 

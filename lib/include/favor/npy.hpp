@@ -45,5 +45,8 @@ std::string shape_str(const std::vector<std::size_t>& shape);
 // Atomic (write_file_atomic in files.hpp): on failure throws favor::Error naming `path`. `data` holds prod(shape) values in C order.
 void write_npy(const std::string& path, const std::vector<std::size_t>& shape,
                const double* data, bool as_float32);
+// The bytes write_npy writes (errors name `path`), for a set of files written together.
+std::string npy_bytes(const std::string& path, const std::vector<std::size_t>& shape, const double* data,
+                      bool as_float32);
 
 }  // namespace favor

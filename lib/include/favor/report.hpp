@@ -20,6 +20,15 @@ struct Table {
 // "nan" / "inf" / "-inf" for non-finite values, "" for nullopt (not applicable).
 std::string format_number(std::optional<double> v);
 std::string format_count(std::size_t v);
+// Strict readers of exactly what those write (merge reads tables with them, --resume its
+// journal): a count in decimal without leading zeros; a number in from_chars' form, finite,
+// or also nan / inf / -inf when `nonfinite`. False for anything else ("1,2", "abc", " 1").
+bool parse_count(const std::string& s, std::size_t& v);
+bool parse_real(const std::string& s, double& v, bool nonfinite);
+// Why a cell of metric column `column` is not one favor writes, "" when it is: empty (the
+// metric does not apply), nonfinite a count, seconds and trials finite numbers >= 0, any
+// other metric a number (nan / inf where the runner can produce them). "is not a number"...
+std::string metric_cell_problem(const std::string& column, const std::string& cell);
 
 std::string to_csv(const Table& t);
 // Markdown with numbers shown to `digits` significant digits.

@@ -18,13 +18,18 @@ namespace favor {
 // (file name inside the set, content)
 using ResultFiles = std::vector<std::pair<std::string, std::string>>;
 
+// What a set in OUT holds: a run's or merge's results (run.json, the tables, a journal), or
+// `favor gen`'s tensors (q.npy, k.npy, v.npy, swapped in together: never two seeds mixed).
+enum class SetKind { results, tensors };
+
 class OutputDir {
 public:
-    // Checks that `dir` can hold a result set (missing, empty, or a favor result set without
-    // subdirectories; its parent writable; not a mount point), creates missing parents, takes
-    // the lock and cleans leftovers. Throws Error with one line naming `dir` otherwise, e.g.
-    // when another live favor process holds the lock.
-    explicit OutputDir(const std::string& dir);
+    // Checks that `dir` can hold a set of `kind` (missing, empty, or such a set without
+    // subdirectories: results have run.json or journal.jsonl, tensors only q.npy, k.npy,
+    // v.npy; its parent writable; not a mount point), creates missing parents, takes the lock
+    // and cleans leftovers. Throws Error with one line naming `dir` otherwise, e.g. when
+    // another live favor process holds the lock.
+    explicit OutputDir(const std::string& dir, SetKind kind = SetKind::results);
     ~OutputDir();   // releases the lock; undoes what this object created if nothing was committed
     OutputDir(const OutputDir&) = delete;
     OutputDir& operator=(const OutputDir&) = delete;
@@ -33,6 +38,9 @@ public:
     std::string file(const std::string& name) const;      // OUT/name (OUT resolved)
     // Creates OUT if it is missing (the journal of a run lives in it).
     void ensure_exists();
+    // Error "<field>: <path> is inside the output directory ..." if `path`, a file the command
+    // reads (a run's .npy inputs), lies inside OUT, which replace() swaps out whole.
+    void refuse_inside(const std::string& path, const std::string& field) const;
     // Writes `files` into a fresh temporary sibling (each fsynced), then swaps it in for OUT
     // (renameat2 RENAME_EXCHANGE, or two renames where the file system lacks it) and removes
     // the previous set. On failure, OUT is untouched and the temporary is removed.

@@ -33,6 +33,9 @@ QkvShapes read_qkv_shapes(const std::string& q, const std::string& k, const std:
 HeadTensors load_qkv(const std::string& q, const std::string& k, const std::string& v, bool causal);
 
 // Writes per-head (L, c) matrices as one array of shape lead + (L, c).
+// heads_npy_bytes: the file's bytes (for a set written together, e.g. `favor gen`'s).
+std::string heads_npy_bytes(const std::string& path, const std::vector<std::size_t>& lead,
+                            const std::vector<Mat<double>>& heads, bool as_float32);
 void save_heads(const std::string& path, const std::vector<std::size_t>& lead,
                 const std::vector<Mat<double>>& heads, bool as_float32);
 
