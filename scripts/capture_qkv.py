@@ -395,7 +395,7 @@ def _write(out, captured):
                         "sha256": _sha256(os.path.join(out, rel))}
         B, H, L, d = q.shape
         cfg = {
-            "name": f"capture_{sub}",
+            "name": f"capture_{os.path.basename(os.path.abspath(out))}_{sub}",
             "description": f"favor estimators vs exact attention on the heads of {name!r}",
             "inputs": {"source": "npy", "q": f"{sub}/q.npy", "k": f"{sub}/k.npy", "v": f"{sub}/v.npy",
                        "per_head": True},
@@ -405,7 +405,7 @@ def _write(out, captured):
             "variants": [{"features": "positive", "projection": "orthogonal"},
                          {"features": "trig", "projection": "orthogonal"}],
             "metrics": ["output_rel_error", "attention_tv"],
-            "output_dir": f"results/capture_{sub}",
+            "output_dir": f"results/capture_{os.path.basename(os.path.abspath(out))}_{sub}",
         }
         cfg_path = os.path.join(out, f"{sub}.json")
         with open(cfg_path, "w") as f:

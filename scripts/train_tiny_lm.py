@@ -32,7 +32,15 @@ smoothing: unigram p(b) = (c(b) + 1) / (N + 256); bigram p(b | a) = (c(a, b) + 1
 
 Writes --out (torch.save of {"config", "state_dict" in float16, "meta"}) and prints a
 summary (also stored in meta). The weights are float16 to keep the file small; TinyLM
-loads them into float32 (load_tiny_lm).
+loads them into float32 (load_tiny_lm); the held-out numbers are those of the float16
+weights.
+
+Then (or alone, from the saved weights, with --data-only) the data set in the folder of
+--out (data/): scripts/capture_qkv.py's command line on EXCERPT (L = 1024 bytes of a
+held-out file, causal, every layer and head) writes manifest.json, layer<i>/{q,k,v}.npy
+and layer<i>.json; scripts/head_stats.py's head_stats gives the per-head table
+(heads.csv), heads.png draws it, and README.md is written from the numbers (nothing in it
+is typed by hand).
 """
 import argparse
 import glob
@@ -47,6 +55,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 TEXT_GLOB = "/usr/lib/python3.11/*.py"
+EXCERPT = {"text": "/usr/lib/python3.11/heapq.py", "offset": 4096, "L": 1024}  # held out (file 69)
 HELD_OUT_EVERY = 10  # file i is held out when i % 10 == 9
 
 CONFIG = {"vocab": 256, "d_model": 128, "n_layers": 4, "n_heads": 2, "head_dim": 64,
@@ -238,10 +247,15 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-bytes", type=int, default=262144)
+    ap.add_argument("--data-only", action="store_true",
+                    help="skip training: capture, table, figure and README from --out")
     ap.add_argument("--bench", action="store_true",
                     help="time 5 steps at each context and exit (sizing the run)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
+    if a.data_only:
+        make_data(a.out)
+        return
     torch.manual_seed(a.seed)
     train, held, ftrain, fheld = split_streams()
     print(f"text: {len(ftrain)} training files ({len(train)} bytes), {len(fheld)} held-out "
@@ -310,6 +324,178 @@ def main(argv=None):
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     torch.save({"config": CONFIG, "state_dict": sd, "meta": meta}, a.out)
     print(f"wrote {a.out}")
+    make_data(a.out)
+
+
+# ----------------------------------------------------------------------------- the data set
+
+def make_data(weights):
+    """Capture EXCERPT with the model at `weights` into its folder, then the per-head table
+    (heads.csv), the figure (heads.png) and README.md."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)
+    import json
+    import numpy as np
+    import capture_qkv
+    import head_stats
+    out = os.path.dirname(os.path.abspath(weights))
+    path, offset, L = EXCERPT["text"], EXCERPT["offset"], EXCERPT["L"]
+    i = text_files().index(path)
+    assert i % HELD_OUT_EVERY == HELD_OUT_EVERY - 1, f"{path} is not a held-out file"
+    capture_qkv.main(["--text", path, "--offset", str(offset), "--L", str(L),
+                      "--out", out, "--model", weights])
+    with open(os.path.join(out, "manifest.json")) as f:
+        man = json.load(f)
+    rows = []
+    for lay in man["layers"]:
+        q = np.load(os.path.join(out, lay["files"]["q"]["path"]))
+        k = np.load(os.path.join(out, lay["files"]["k"]["path"]))
+        for r in head_stats.all_head_stats(q, k, causal=lay["causal"]):
+            rows.append({"layer": lay["index"], **r})
+    keys = ["layer", "head", *head_stats.COLUMNS]
+    with open(os.path.join(out, "heads.csv"), "w") as f:
+        f.write(",".join(keys) + "\n")
+        for r in rows:
+            f.write(",".join(f"{r[c]:.6g}" for c in keys) + "\n")
+    plot_heads(rows, os.path.join(out, "heads.png"), L, man["layers"][0]["d"])
+    blob = torch.load(weights, map_location="cpu")
+    write_readme(out, blob["meta"], blob["config"], man, rows, weights)
+
+
+def plot_heads(rows, png, L, d):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    labels = [f"L{r['layer']}H{r['head']}" for r in rows]
+    x = range(len(rows))
+    panels = [("entropy", "mean row entropy (nats)"), ("max_weight", "mean largest weight"),
+              ("key_norm_spread", "key norm max / median"), ("logit_std", "logit std"),
+              ("erank_q", "effective rank of Q"), ("erank_k", "effective rank of K")]
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5))
+    for ax, (col, title) in zip(axes.flat, panels):
+        ax.bar(x, [r[col] for r in rows], color="tab:blue")
+        ax.set_title(title, fontsize=10)
+        ax.set_xticks(list(x))
+        ax.set_xticklabels(labels, rotation=90, fontsize=8)
+        if col == "entropy":
+            ax.axhline(math.log(L), color="k", ls="--", lw=1, label=f"ln L = {math.log(L):.2f}")
+            ax.axhline(math.log(L) / 2, color="tab:red", ls=":", lw=1.5,
+                       label=f"ln L / 2 = {math.log(L) / 2:.2f}")
+            ax.legend(fontsize=8)
+        if col == "max_weight":
+            ax.set_ylim(0, 1)
+        if col.startswith("erank"):
+            ax.axhline(d, color="k", ls="--", lw=1, label=f"d = {d}")
+            ax.legend(fontsize=8, loc="lower right")
+    fig.suptitle(f"Heads of the tiny byte-level LM (data/), causal, L = {L}: layer L, head H",
+                 fontsize=11)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+
+
+def write_readme(out, meta, config, man, rows, weights):
+    L = man["layers"][0]["L"]
+    logL = math.log(L)
+    low = [r for r in rows if r["entropy"] < logL / 2]
+    total = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(out) for f in fs
+                if f != "README.md")
+    inp = man["input"]
+    lines = [
+        "# data/: a tiny byte-level language model trained here, and its attention",
+        "",
+        "Written by `scripts/train_tiny_lm.py` (this file too: every number below is computed).",
+        "",
+        "## Files",
+        "",
+        f"- `{os.path.basename(weights)}`: the weights ({os.path.getsize(weights)} bytes, float16;"
+        " `load_tiny_lm` in `scripts/train_tiny_lm.py` reads them into float32).",
+        "- `manifest.json`: the capture (scripts/capture_qkv.py): per layer its module name, B, H, "
+        "L, d, d_v, causal, dtype, the model's logit scale, the factor q was multiplied by, "
+        "sha256 of every file; `input` gives the text, offset, sha256 of the bytes and of the model.",
+        "- `layer<i>/q.npy, k.npy, v.npy`: (B, H, L, d) = "
+        f"({man['layers'][0]['B']}, {man['layers'][0]['H']}, {L}, {man['layers'][0]['d']}) "
+        f"{man['layers'][0]['dtype']}, for i = 0..{len(man['layers']) - 1}: the q and k after "
+        "RoPE and v that enter each layer's causal softmax (scale 1/sqrt(64), so q is as the "
+        "model made it).",
+        "- `layer<i>.json`: a favor config over the layer's heads "
+        "(`for c in data/layer*.json; do build/favor run \"$c\"; done`).",
+        "- `heads.csv`, `heads.png`: the per-head statistics below.",
+        f"- In all {total / 1e6:.1f} MB (README.md aside).",
+        "",
+        "## The model and its training",
+        "",
+        f"Decoder-only transformer, bytes in and out (vocabulary 256), d_model {config['d_model']}, "
+        f"{config['n_layers']} layers of {config['n_heads']} heads of dimension "
+        f"{config['head_dim']}, MLP {config['mlp']}, pre-LayerNorm, rotary position embeddings "
+        f"(base {config['rope_base']:g}) on q and k, tied embeddings: {meta['parameters']} "
+        "parameters.",
+        f"Text: `{TEXT_GLOB}` (top level, sorted); file i held out when i % 10 == 9: "
+        f"{meta['train_files']} training files ({meta['train_bytes']} bytes), "
+        f"{meta['held_out_files']} held-out files ({meta['held_out_bytes']} bytes).",
+        f"Seed {meta['seed']}: {meta['steps']} steps at context 256 (batch 16), then "
+        f"{meta['long_steps']} at context 1024 (batch 4); AdamW, lr {meta['lr']:g}, cosine decay.",
+        f"Training took {meta['train_cpu_s'] / 60:.1f} CPU minutes (user + sys) and "
+        f"{meta['train_wall_s'] / 60:.1f} minutes wall on {meta['threads']} threads "
+        f"(torch {meta['torch']}, run under `nice -n 10` on a 2-core machine shared with "
+        "other builds, so the wall time is inflated).",
+        "",
+        f"Held-out bits per byte, on the first {meta['eval_bytes']} bytes of the held-out "
+        "stream (every byte but the first predicted once, in windows of 1024):",
+        "",
+        "| predictor | bits per byte |",
+        "|---|---|",
+        f"| this model (float16 weights) | {meta['held_out_bpb']:.3f} |",
+        f"| bigram, add-one smoothing, counted on the training files | {meta['bigram_bpb']:.3f} |",
+        f"| unigram, add-one smoothing, counted on the training files | {meta['unigram_bpb']:.3f} |",
+        "",
+        "## The capture",
+        "",
+        f"Input: bytes {inp['offset']}..{inp['offset'] + inp['L'] - 1} of `{inp['text']}` "
+        f"(a held-out file), batch 1, causal, L = {L}.",
+        "",
+        f"Per head (scripts/head_stats.py, causal as the model uses them; ln L = {logL:.3f}): "
+        "entropy = mean over rows of the row entropy (nats), ratio = entropy / mean ln(i + 1) "
+        "(the uniform entropy of each row's visible keys), max w = mean largest attention "
+        "weight of a row, spread = max / median key norm, logit std over the visible "
+        "logits, erank = effective rank of Q and K (d = 64 for isotropic inputs).",
+        "",
+        "| layer | head | entropy | < ln L / 2 | ratio | max w | spread | logit std | erank Q | erank K |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['layer']} | {r['head']} | {r['entropy']:.3f} | "
+                     f"{'yes' if r['entropy'] < logL / 2 else 'no'} | {r['entropy_ratio']:.3f} | "
+                     f"{r['max_weight']:.3f} | {r['key_norm_spread']:.2f} | {r['logit_std']:.2f} | "
+                     f"{r['erank_q']:.1f} | {r['erank_k']:.1f} |")
+    verdict = ("at least a quarter" if 4 * len(low) >= len(rows) else "fewer than a quarter")
+    lines += [
+        "",
+        f"{len(low)} of {len(rows)} heads have a mean row entropy below ln L / 2 = "
+        f"{logL / 2:.3f} ({verdict} of the heads).",
+        "",
+        "![per-head statistics](heads.png)",
+        "",
+        "## Remaking it",
+        "",
+        "```",
+        "nice -n 10 /usr/bin/python3 scripts/train_tiny_lm.py        # train, then everything below",
+        "/usr/bin/python3 scripts/train_tiny_lm.py --data-only       # from the committed weights",
+        f"/usr/bin/python3 scripts/capture_qkv.py --text {inp['text']} --offset {inp['offset']} "
+        f"--L {inp['L']} --out DIR   # the capture alone",
+        "```",
+        "",
+        "Retraining is seeded (weights, data order) and runs on 2 threads; whether it gives "
+        "the same weights bit for bit on another CPU or torch build was not checked (the "
+        "sha256 of the committed weights is in manifest.json). The capture from the committed "
+        "weights is deterministic up to torch's float32 kernels. "
+        "tests/python/test_capture.py checks the files against manifest.json.",
+        "",
+    ]
+    with open(os.path.join(out, "README.md"), "w") as f:
+        f.write("\n".join(lines))
+    print(f"{len(low)} of {len(rows)} heads below ln L / 2; wrote {out}/README.md, heads.csv, "
+          "heads.png")
 
 
 if __name__ == "__main__":
