@@ -239,12 +239,16 @@ class _Recorder:
         def wrapper(*args, **kwargs):
             self.calls[name].append((args, kwargs))
             return orig(*args, **kwargs)
+        own = vars(m).get("forward")  # an instance-level forward set by someone else
         m.forward = wrapper
-        self.undo.append((m, hooks))
+        self.undo.append((m, hooks, own))
 
     def __exit__(self, *exc):
-        for m, hooks in self.undo:
-            del m.forward  # the instance attribute; the class's forward shows again
+        for m, hooks, own in self.undo:
+            if own is None:
+                del m.forward  # the class's forward shows again
+            else:
+                m.forward = own
             for h in hooks:
                 h.remove()
         return False

@@ -378,3 +378,19 @@ def test_command_line_errors(tmp_path):
         assert r.returncode != 0
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and msg in lines[0], r.stderr
+
+
+def test_model_unchanged_after_capture(tmp_path):
+    """capture() removes its wrappers and hooks: the model computes the same afterwards and
+    keeps no instance-level forward."""
+    torch.manual_seed(7)
+    model = Stack([GPT2Attn(E, H), nn.MultiheadAttention(E, H, batch_first=True)])
+    x = torch.randn(B, L, E)
+    with torch.no_grad():
+        before = model(x)
+    capture_qkv.capture(model, x, out=str(tmp_path / "a"))
+    with torch.no_grad():
+        assert torch.equal(model(x), before)
+    for m in model.modules():
+        assert "forward" not in vars(m)
+        assert not m._forward_hooks
