@@ -16,7 +16,7 @@ Model (TinyLM below): vocabulary 256 (bytes), d_model 128, 4 layers, 2 heads of 
 q and k, causal softmax attention with the logit scale 1/sqrt(64), input and output
 embeddings tied. Context: trained at 256 bytes for --steps steps (batch 16), then at 1024
 bytes for --long-steps steps (batch 4); RoPE lets the model run at the longer context.
-AdamW (lr 3e-3, betas 0.9/0.95, weight decay 0.1 on matrices), 50 warm-up steps, cosine
+AdamW (lr 3e-3, betas 0.9/0.95, weight decay 0.1 on matrices), 30 warm-up steps, cosine
 decay to lr/10 over all steps, gradient norm clipped at 1.
 
 Seeding: torch.manual_seed(seed) for the initial weights; the training windows' start
@@ -226,7 +226,7 @@ def model_bpb(model, held, window=1024):
 
 # ----------------------------------------------------------------------------- training
 
-def lr_at(step, total, peak, warmup=50):
+def lr_at(step, total, peak, warmup=30):
     if step < warmup:
         return peak * (step + 1) / warmup
     p = (step - warmup) / max(1, total - warmup)
@@ -242,8 +242,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="data/tiny_lm.pt")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--steps", type=int, default=300, help="steps at context 256, batch 16")
-    ap.add_argument("--long-steps", type=int, default=30, help="then steps at 1024, batch 4")
+    ap.add_argument("--steps", type=int, default=160, help="steps at context 256, batch 16")
+    ap.add_argument("--long-steps", type=int, default=16, help="then steps at 1024, batch 4")
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--eval-bytes", type=int, default=262144)
@@ -489,7 +489,7 @@ def write_readme(out, meta, config, man, rows, weights):
         "the same weights bit for bit on another CPU or torch build was not checked (the "
         "sha256 of the committed weights is in manifest.json). The capture from the committed "
         "weights is deterministic up to torch's float32 kernels. "
-        "tests/python/test_capture.py checks the files against manifest.json.",
+        "tests/python/test_data.py checks the files against manifest.json.",
         "",
     ]
     with open(os.path.join(out, "README.md"), "w") as f:
