@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PACKAGES=(build-essential cmake pkg-config git libopenblas-dev liblapack-dev libxtensor-dev
           libxtensor-blas-dev libxsimd-dev libcli11-dev nlohmann-json3-dev catch2
-          python3 python3-numpy python3-matplotlib python3-pandas parallel)
+          python3 python3-numpy python3-matplotlib python3-pandas python3-torch python3-pytest
+          parallel)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,479 @@
+#!/usr/bin/python3
+"""Capture the Q, K, V that enter softmax in a PyTorch model's attention layers, as .npy files
+favor reads, with a manifest and one favor config per layer.
+
+Python:
+    from capture_qkv import capture
+    manifest = capture(model, *args, out="DIR", causal=None, qkv_fn=None, layers=None,
+                       **kwargs)
+
+runs model(*args, **kwargs) once (under torch.no_grad) and writes, per attention layer
+(numbered 0, 1, ... in the order of model.named_modules()):
+  DIR/layer<i>/q.npy, k.npy, v.npy   (B, H, L, d), (B, H, Lk, d), (B, H, Lk, d_v), in the
+                                     model's dtype (float32 or float64; others as float32)
+  DIR/layer<i>.json                  a favor config: exact-vs-estimator comparison on the
+                                     layer's heads (`favor run DIR/layer<i>.json`)
+  DIR/manifest.json                  layer names, B, H, L, Lk, d, d_v, causal, dtype, the
+                                     model's logit scale, the factor q was multiplied by,
+                                     sha256 of every file, how each layer was captured
+and returns the manifest (a dict). All layers: `for c in DIR/layer*.json; do favor run "$c";
+done` (one favor config per layer because a favor npy input is one (B, H, L, d) set of heads
+of one length).
+
+Scaling: favor's exact attention is softmax(q k^T / sqrt(d)) v. A model whose logits are
+s q k^T with s != 1/sqrt(d) is written as q * s * sqrt(d) (k and v as they are), so favor's
+exact attention on the files equals the model's; the manifest records s ("scale") and the
+factor ("q_multiplied_by").
+
+Which modules are attention layers (layers=None: detected, outermost first; a detected
+module's submodules are not searched further):
+  1. torch.nn.MultiheadAttention: q, k, v from in_proj_weight / in_proj_bias (or
+     q_proj_weight, k_proj_weight, v_proj_weight), batch_first or not, scale 1/sqrt(d).
+     Causal: attn_mask equal to the causal mask (boolean upper triangle True, or float
+     upper triangle -inf and 0 elsewhere), or is_causal=True (torch >= 2 passes it);
+     no attn_mask: not causal. Refused (one line, naming the layer): any other attn_mask,
+     key_padding_mask, add_bias_kv, add_zero_attn.
+  2. Separate projections: a module with children q_proj, k_proj, v_proj (Hugging Face
+     Llama, OPT, BART, ...) or query, key, value (BERT, ViT): forward hooks record the
+     projections' outputs; heads from the first of the attributes num_heads,
+     num_attention_heads, n_heads, n_head (head_dim: attribute head_dim or
+     attention_head_size, else width / heads); fewer key/value heads (num_key_value_heads,
+     grouped-query attention) are repeated to the query heads. Scale: attribute scaling or
+     scale if it is a number, else 1/sqrt(d).
+  3. A fused projection: a child named qkv or c_attn (GPT-2) whose output (..., 3 E) is
+     split into q, k, v of width E each, in that order, then into heads as in 2.
+  Layouts 2 and 3 capture the projections' outputs; a module that transforms them further
+  inside its forward (rotary embeddings, q/k normalisation) would be captured wrongly, so a
+  module with an attribute or child whose name contains "rotary" or "rope" is refused
+  unless qkv_fn handles it.
+  4. Anything else: qkv_fn(module, args, kwargs) is called (before the detection) on every
+     module in layers, or on every module when layers is None, with the module's own
+     positional and keyword arguments; it returns None (not an attention layer, or one to
+     detect) or (q, k, v) or (q, k, v, scale): torch tensors (B, H, L, d), (B, H, Lk, d),
+     (B, H, Lk, d_v), exactly the tensors whose softmax(scale q k^T) v the module computes
+     (scale default 1/sqrt(d)). Example: scripts/train_tiny_lm.py's tiny_qkv, used by the
+     command line below.
+  layers: a list of module names (as in model.named_modules()) to capture instead of the
+  detected ones; each must be an attention layer by 1-4.
+
+Causal (per layer): the causal= argument when given (True/False for every layer); else
+MultiheadAttention's mask as above; else the module's attribute is_causal, causal or
+is_decoder (the first present; Hugging Face decoders set is_causal); else not causal.
+favor's causal attention is row i sees keys j <= i, so a causal layer needs Lk == L.
+
+Command line, for the committed tiny model (scripts/train_tiny_lm.py):
+    /usr/bin/python3 scripts/capture_qkv.py --text FILE --L N --out DIR
+        [--model data/tiny_lm.pt] [--offset BYTES]
+reads N bytes of FILE from --offset (default 0) and captures every layer of the model run
+on them (batch 1, causal).
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class CaptureError(Exception):
+    """A user-facing error: the message names the layer or file."""
+
+
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _heads_attr(m):
+    for a in ("num_heads", "num_attention_heads", "n_heads", "n_head"):
+        v = getattr(m, a, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+
+def _kv_heads_attr(m, heads):
+    for a in ("num_key_value_heads", "n_kv_heads", "num_kv_heads"):
+        v = getattr(m, a, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return heads
+
+
+def _scale_attr(m):
+    for a in ("scaling", "scale"):
+        v = getattr(m, a, None)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+    return None
+
+
+def _causal_attr(m):
+    for a in ("is_causal", "causal", "is_decoder"):
+        v = getattr(m, a, None)
+        if isinstance(v, bool):
+            return v
+    return None
+
+
+def _rotary_like(m):
+    names = list(vars(m).keys()) + [n for n, _ in m.named_children()]
+    names += [n for n in dir(type(m)) if not n.startswith("__")]
+    return [n for n in names if "rotary" in n.lower() or "rope" in n.lower()]
+
+
+def _layout(m):
+    """The detected layout of a module, or None."""
+    if isinstance(m, torch.nn.MultiheadAttention):
+        return "MultiheadAttention"
+    ch = dict(m.named_children())
+    if all(n in ch for n in ("q_proj", "k_proj", "v_proj")):
+        return "q_proj/k_proj/v_proj"
+    if all(n in ch for n in ("query", "key", "value")):
+        return "query/key/value"
+    for n in ("qkv", "c_attn"):
+        if n in ch:
+            return n
+    return None
+
+
+def _split_heads(x, heads, name, what):
+    """(B, L, H*d) -> (B, H, L, d)."""
+    if x.dim() != 3:
+        raise CaptureError(f"{name}: {what} output has shape {tuple(x.shape)}, expected "
+                           "(batch, length, width); pass qkv_fn for this layout")
+    B, L, W = x.shape
+    if W % heads:
+        raise CaptureError(f"{name}: {what} width {W} is not a multiple of {heads} heads")
+    return x.reshape(B, L, heads, W // heads).transpose(1, 2)
+
+
+def _mha_causal(mask, L, Lk, name):
+    if mask is None:
+        return False
+    if mask.dim() != 2 or tuple(mask.shape) != (L, Lk):
+        raise CaptureError(f"{name}: attn_mask of shape {tuple(mask.shape)} is not supported "
+                           f"(only the causal ({L}, {Lk}) mask); pass qkv_fn")
+    upper = torch.ones(L, Lk, dtype=torch.bool, device=mask.device).triu(1)
+    if mask.dtype == torch.bool:
+        ok = torch.equal(mask, upper)
+    else:
+        ok = bool(torch.all(torch.isneginf(mask[upper]))) and bool(torch.all(mask[~upper] == 0))
+    if not ok or L != Lk:
+        raise CaptureError(f"{name}: attn_mask is not the causal mask (True / -inf above the "
+                           "diagonal, False / 0 elsewhere); other masks are not supported")
+    return True
+
+
+def _mha_qkv(m, name, args, kwargs):
+    """q, k, v (B, H, L, d) and causal of a MultiheadAttention call."""
+    names = ("query", "key", "value", "key_padding_mask", "need_weights", "attn_mask",
+             "average_attn_weights", "is_causal")
+    call = dict(zip(names, args))
+    call.update(kwargs)
+    if call.get("key_padding_mask") is not None:
+        raise CaptureError(f"{name}: key_padding_mask is not supported")
+    if m.bias_k is not None or m.add_zero_attn:
+        raise CaptureError(f"{name}: add_bias_kv / add_zero_attn are not supported")
+    query, key, value = call["query"], call["key"], call["value"]
+    if query.dim() != 3:
+        raise CaptureError(f"{name}: unbatched input {tuple(query.shape)} is not supported")
+    if not m.batch_first:
+        query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+    E, H = m.embed_dim, m.num_heads
+    if m._qkv_same_embed_dim:
+        wq, wk, wv = m.in_proj_weight.chunk(3)
+    else:
+        wq, wk, wv = m.q_proj_weight, m.k_proj_weight, m.v_proj_weight
+    bq = bk = bv = None
+    if m.in_proj_bias is not None:
+        bq, bk, bv = m.in_proj_bias.chunk(3)
+    F = torch.nn.functional
+    q = _split_heads(F.linear(query, wq, bq), H, name, "q")
+    k = _split_heads(F.linear(key, wk, bk), H, name, "k")
+    v = _split_heads(F.linear(value, wv, bv), H, name, "v")
+    causal = _mha_causal(call.get("attn_mask"), q.shape[2], k.shape[2], name)
+    if call.get("is_causal"):
+        causal = True
+    return q, k, v, causal
+
+
+class _Recorder:
+    """Wraps the forward of the layers to capture, recording their arguments and, for the
+    projection layouts, their projections' outputs (forward hooks). torch 1.13's forward
+    hooks do not see keyword arguments, hence the wrapper."""
+
+    def __init__(self, named, qkv_fn):
+        self.named, self.qkv_fn = named, qkv_fn
+        self.calls = {n: [] for n, _ in named}
+        self.proj = {}
+        self.undo = []
+
+    def __enter__(self):
+        for name, m in self.named:
+            self._wrap(name, m)
+        return self
+
+    def _wrap(self, name, m):
+        orig = m.forward
+        layout = self.layout[name]
+        hooks = []
+        if layout in ("q_proj/k_proj/v_proj", "query/key/value", "qkv", "c_attn"):
+            kids = {"q_proj/k_proj/v_proj": ("q_proj", "k_proj", "v_proj"),
+                    "query/key/value": ("query", "key", "value")}.get(layout, (layout,))
+            for kid in kids:
+                sub = getattr(m, kid)
+
+                def hook(mod, inp, out, name=name, kid=kid):
+                    self.proj.setdefault(name, {}).setdefault(kid, []).append(out.detach())
+                hooks.append(sub.register_forward_hook(hook))
+
+        def wrapper(*args, **kwargs):
+            self.calls[name].append((args, kwargs))
+            return orig(*args, **kwargs)
+        own = vars(m).get("forward")  # an instance-level forward set by someone else
+        m.forward = wrapper
+        self.undo.append((m, hooks, own))
+
+    def __exit__(self, *exc):
+        for m, hooks, own in self.undo:
+            if own is None:
+                del m.forward  # the class's forward shows again
+            else:
+                m.forward = own
+            for h in hooks:
+                h.remove()
+        return False
+
+
+def _find_layers(model, qkv_fn, layers):
+    """[(name, module, layout)]; layout "qkv_fn" when the user function is to decide."""
+    mods = dict(model.named_modules())
+    if layers is not None:
+        out = []
+        for n in layers:
+            if n not in mods:
+                raise CaptureError(f"layers: no module named {n!r} in the model")
+            lay = _layout(mods[n])
+            if lay is None and qkv_fn is None:
+                raise CaptureError(f"layers: module {n!r} ({type(mods[n]).__name__}) is not a "
+                                   "supported attention layout; pass qkv_fn")
+            out.append((n, mods[n], lay))
+        return out
+    out, taken = [], []
+    for n, m in model.named_modules():
+        if any(n.startswith(t + ".") for t in taken):
+            continue
+        lay = _layout(m)
+        if lay is not None or qkv_fn is not None:
+            out.append((n, m, lay))
+            if lay is not None:
+                taken.append(n)
+    return out
+
+
+def _to_numpy(t):
+    t = t.detach().cpu()
+    if t.dtype not in (torch.float32, torch.float64):
+        t = t.float()
+    return np.ascontiguousarray(t.numpy())
+
+
+def _check_qkv(name, q, k, v, causal):
+    if not (q.dim() == k.dim() == v.dim() == 4):
+        raise CaptureError(f"{name}: q, k, v must be (B, H, L, d); got {tuple(q.shape)}, "
+                           f"{tuple(k.shape)}, {tuple(v.shape)}")
+    if q.shape[:2] != k.shape[:2] or k.shape[:3] != v.shape[:3] or q.shape[3] != k.shape[3]:
+        raise CaptureError(f"{name}: q {tuple(q.shape)}, k {tuple(k.shape)}, v "
+                           f"{tuple(v.shape)} do not fit together")
+    if causal and q.shape[2] != k.shape[2]:
+        raise CaptureError(f"{name}: causal with {q.shape[2]} queries and {k.shape[2]} keys; "
+                           "favor's causal attention needs as many")
+    for w, t in (("q", q), ("k", k), ("v", v)):
+        if not torch.isfinite(t).all():
+            raise CaptureError(f"{name}: {w} has non-finite entries")
+
+
+def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, **kwargs):
+    """Run model(*args, **kwargs) and write the q/k/v of its attention layers under out.
+    See the module docstring. Returns the manifest (dict). Raises CaptureError."""
+    found = _find_layers(model, qkv_fn, layers)
+    rec = _Recorder([(n, m) for n, m, _ in found], qkv_fn)
+    rec.layout = {n: lay for n, _, lay in found}
+    with torch.no_grad():
+        with rec:
+            model(*args, **kwargs)
+        captured = []
+        for name, m, lay in found:
+            calls = rec.calls[name]
+            if not calls:
+                continue
+            if len(calls) > 1:
+                raise CaptureError(f"{name}: called {len(calls)} times in one forward; "
+                                   "capture one call per layer (pass layers)")
+            cargs, ckwargs = calls[0]
+            res = qkv_fn(m, cargs, ckwargs) if qkv_fn is not None else None
+            how = "qkv_fn"
+            layer_causal = None
+            if res is not None:
+                if len(res) == 3:
+                    q, k, v = res
+                    scale = None
+                else:
+                    q, k, v, scale = res
+            elif lay is None:
+                continue
+            elif lay == "MultiheadAttention":
+                q, k, v, layer_causal = _mha_qkv(m, name, cargs, ckwargs)
+                scale = None
+                how = ("torch.nn.MultiheadAttention: in_proj of the call's query/key/value, "
+                       f"batch_first={m.batch_first}")
+            else:
+                rot = _rotary_like(m)
+                if rot:
+                    raise CaptureError(f"{name}: has {rot[0]!r}: rotary embeddings are applied "
+                                       "after the projections; pass qkv_fn")
+                heads = _heads_attr(m)
+                if heads is None:
+                    raise CaptureError(f"{name}: no attribute num_heads / num_attention_heads "
+                                       "/ n_heads / n_head; pass qkv_fn")
+                p = rec.proj.get(name, {})
+                if lay == "q_proj/k_proj/v_proj" or lay == "query/key/value":
+                    kq, kk, kv = lay.split("/")
+                    q, k, v = p[kq][0], p[kk][0], p[kv][0]
+                else:
+                    fused = p[lay][0]
+                    if fused.shape[-1] % 3:
+                        raise CaptureError(f"{name}: {lay} width {fused.shape[-1]} is not 3 E")
+                    q, k, v = fused.split(fused.shape[-1] // 3, dim=-1)
+                kvh = _kv_heads_attr(m, heads)
+                q = _split_heads(q, heads, name, "q")
+                k = _split_heads(k, kvh, name, "k")
+                v = _split_heads(v, kvh, name, "v")
+                if kvh != heads:
+                    if heads % kvh:
+                        raise CaptureError(f"{name}: {heads} heads and {kvh} key/value heads")
+                    k = k.repeat_interleave(heads // kvh, dim=1)
+                    v = v.repeat_interleave(heads // kvh, dim=1)
+                scale = _scale_attr(m)
+                how = f"forward hooks on {lay} outputs, split into {heads} heads"
+                if kvh != heads:
+                    how += f", {kvh} key/value heads repeated"
+            d = q.shape[-1]
+            if causal is not None:
+                layer_causal = bool(causal)
+            elif layer_causal is None:
+                layer_causal = bool(_causal_attr(m) or False)
+            _check_qkv(name, q, k, v, layer_causal)
+            scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+            factor = scale * math.sqrt(d)
+            if abs(factor - 1.0) > 1e-12:
+                q = q * factor
+            captured.append((name, type(m).__name__, how, q, k, v, scale, factor, layer_causal))
+    if not captured:
+        raise CaptureError("no attention layer was found or called (MultiheadAttention, "
+                           "q_proj/k_proj/v_proj, query/key/value, qkv, c_attn); pass qkv_fn")
+    return _write(out, captured)
+
+
+def _write(out, captured):
+    os.makedirs(out, exist_ok=True)
+    layers = []
+    for i, (name, typ, how, q, k, v, scale, factor, causal) in enumerate(captured):
+        sub = f"layer{i}"
+        os.makedirs(os.path.join(out, sub), exist_ok=True)
+        files = {}
+        for w, t in (("q", q), ("k", k), ("v", v)):
+            a = _to_numpy(t)
+            rel = f"{sub}/{w}.npy"
+            np.save(os.path.join(out, rel), a)
+            files[w] = {"path": rel, "shape": list(a.shape), "dtype": str(a.dtype),
+                        "sha256": _sha256(os.path.join(out, rel))}
+        B, H, L, d = q.shape
+        cfg = {
+            "name": f"capture_{os.path.basename(os.path.abspath(out))}_{sub}",
+            "description": f"favor estimators vs exact attention on the heads of {name!r}",
+            "inputs": {"source": "npy", "q": f"{sub}/q.npy", "k": f"{sub}/k.npy", "v": f"{sub}/v.npy",
+                       "per_head": True},
+            "causal": bool(causal),
+            "m": [64, 256],
+            "trials": 3,
+            "variants": [{"features": "positive", "projection": "orthogonal"},
+                         {"features": "trig", "projection": "orthogonal"}],
+            "metrics": ["output_rel_error", "attention_tv"],
+            "output_dir": f"results/capture_{os.path.basename(os.path.abspath(out))}_{sub}",
+        }
+        cfg_path = os.path.join(out, f"{sub}.json")
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f, indent=2)
+            f.write("\n")
+        layers.append({"index": i, "name": name, "module": typ, "dir": sub,
+                       "B": B, "H": H, "L": L, "Lk": k.shape[2], "d": d, "d_v": v.shape[3],
+                       "causal": bool(causal), "dtype": files["q"]["dtype"],
+                       "scale": scale, "q_multiplied_by": factor, "how": how,
+                       "config": f"{sub}.json",
+                       "config_sha256": _sha256(cfg_path), "files": files})
+    manifest = {
+        "format": "favor capture 1",
+        "made_by": "scripts/capture_qkv.py capture()",
+        "torch": torch.__version__,
+        "note": ("q, k, v are the tensors that enter the model's softmax (after any rotary "
+                 "embedding), q multiplied by scale * sqrt(d) so that favor's exact attention "
+                 "softmax(q k^T / sqrt(d)) v equals the model's softmax(scale q k^T) v"),
+        "run_all": "for c in DIR/layer*.json; do favor run \"$c\"; done",
+        "layers": layers,
+    }
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=2)
+        f.write("\n")
+    return manifest
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="Capture Q/K/V of the committed tiny model "
+                                 "(scripts/train_tiny_lm.py) on a text excerpt")
+    ap.add_argument("--text", required=True, help="the text file (read as bytes)")
+    ap.add_argument("--L", type=int, required=True, help="number of bytes (sequence length)")
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--offset", type=int, default=0, help="first byte of the excerpt")
+    ap.add_argument("--model", default=os.path.join(HERE, "..", "data", "tiny_lm.pt"))
+    a = ap.parse_args(argv)
+    sys.path.insert(0, HERE)
+    import train_tiny_lm as tl
+    if a.L < 1 or a.offset < 0:
+        sys.exit("capture_qkv.py: --L must be >= 1 and --offset >= 0")
+    try:
+        with open(a.text, "rb") as f:
+            f.seek(a.offset)
+            data = f.read(a.L)
+    except OSError as e:
+        sys.exit(f"capture_qkv.py: --text {a.text}: {e.strerror}")
+    if len(data) < a.L:
+        sys.exit(f"capture_qkv.py: --text {a.text}: only {len(data)} bytes from offset "
+                 f"{a.offset}, --L {a.L} asked")
+    torch.set_num_threads(2)
+    model, _ = tl.load_tiny_lm(a.model)
+    tokens = torch.tensor(list(data), dtype=torch.long)[None, :]
+    try:
+        m = capture(model, tokens, out=a.out, qkv_fn=tl.tiny_qkv)
+    except CaptureError as e:
+        sys.exit(f"capture_qkv.py: {e}")
+    m["input"] = {"text": a.text, "offset": a.offset, "L": a.L,
+                  "sha256_of_bytes": hashlib.sha256(data).hexdigest(),
+                  "model": os.path.relpath(a.model), "model_sha256": _sha256(a.model)}
+    with open(os.path.join(a.out, "manifest.json"), "w") as f:
+        json.dump(m, f, indent=2)
+        f.write("\n")
+    print(f"wrote {len(m['layers'])} layers to {a.out}/")
+
+
+if __name__ == "__main__":
+    main()
