@@ -88,7 +88,8 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
                         in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads,
                                                         dtype_rounding(cfg.dtype), pairwise));
                 } else {
-                    QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale);
+                    QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale,
+                                            cfg.inputs.family);
                     in.heads.push_back(
                         make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise));
                 }

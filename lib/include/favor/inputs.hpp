@@ -2,9 +2,11 @@
 // Random Q, K, V (docs/design.md section 7): a pure function of (seed, L, d, d_v, scale).
 // Entry (i, c) of Q is normal number i*d + c of the stream (seed, "inputs-q", d), times
 // scale, so inputs for a smaller L are the first rows of those for a larger one, and inputs
-// at two scales differ only by the factor.
+// at two scales differ only by the factor. A family (input_families.hpp) transforms those
+// draws row by row at scale 1 before the factor; the default family leaves them as they are.
 #include <cstdint>
 
+#include "favor/input_families.hpp"
 #include "favor/tensor.hpp"
 
 namespace favor {
@@ -13,6 +15,7 @@ struct QKV {
     Mat<double> q, k, v;   // (L, d), (L, d), (L, d_v)
 };
 
-QKV random_inputs(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale);
+QKV random_inputs(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale,
+                  const InputFamily& family = {});
 
 }  // namespace favor
