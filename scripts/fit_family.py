@@ -16,8 +16,8 @@ family applies RoPE last, as the model does):
                     sample spectrum is matched, not ignored
   key_norm_sigma    sqrt(Var log|k_i - mean| - the same variance of the sample without the
                     log-normal factor): the factor's log adds its variance sigma^2
-  shared_basis      whether the top d/8 principal directions of Q and K overlap more than
-                    halfway between random subspaces (r/d) and equal ones (1)
+  shared_basis      whether the cosine of the covariances of Q and K, tr(C_q C_k) /
+                    (|C_q| |C_k|), is nearer the model's with one basis or with two
 Standard errors come from a parametric bootstrap (refits of --boot samples drawn from the
 fitted model). Prints one line per head; --config writes a favor config whose random inputs
 are the twin of the first chosen head at --L (default the head's L), --json the fits.
@@ -109,13 +109,17 @@ def offset_of(x, scale):
     return math.sqrt(max(0.0, float(m @ m) - noise)) / scale, m
 
 
-def basis_overlap(q, k):
-    """||U_q^T U_k||_F^2 / r for the top r = max(1, d/8) principal directions; r/d at random."""
-    d = q.shape[1]
-    r = max(1, d // 8)
-    uq = np.linalg.eigh(np.cov(q.T))[1][:, ::-1][:, :r]
-    uk = np.linalg.eigh(np.cov(k.T))[1][:, ::-1][:, :r]
-    return float(((uq.T @ uk) ** 2).sum() / r), r / d
+def basis_overlap(qc, kc, decay_q, decay_k):
+    """Cosine of the two sample covariances, tr(C_q C_k) / (|C_q| |C_k|), and what the model
+    predicts for it with a shared basis (lambda_q . lambda_k / (|lambda_q| |lambda_k|), the
+    eigenvalues in the same order) and with independent Haar bases (its expectation
+    sum(lambda_q) sum(lambda_k) / (d |lambda_q| |lambda_k|))."""
+    d = qc.shape[1]
+    cq, ck = qc.T @ qc, kc.T @ kc
+    observed = float((cq * ck).sum() / (np.linalg.norm(cq) * np.linalg.norm(ck)))
+    lq, lk = spectrum(decay_q, d), spectrum(decay_k, d)
+    norms = np.linalg.norm(lq) * np.linalg.norm(lk)
+    return observed, float(lq @ lk / norms), float(lq.sum() * lk.sum() / (d * norms))
 
 
 def fit(q, k, seed=0):
@@ -138,8 +142,8 @@ def fit(q, k, seed=0):
     p["offset_k"], mk = offset_of(k, scale * key_scale)
     both = p["offset_q"] > 0 and p["offset_k"] > 0
     p["offset_cos"] = float(mq @ mk / (np.linalg.norm(mq) * np.linalg.norm(mk))) if both else None
-    p["overlap"], random_overlap = basis_overlap(qc, kc)
-    p["shared_basis"] = p["overlap"] > 0.5 * (1 + random_overlap)
+    p["overlap"], shared, independent = basis_overlap(qc, kc, p["decay_q"], p["decay_k"])
+    p["shared_basis"] = abs(p["overlap"] - shared) < abs(p["overlap"] - independent)
     return p
 
 
