@@ -21,7 +21,9 @@ family applies RoPE last, as the model does):
 Standard errors come from a parametric bootstrap (refits of --boot samples drawn from the
 fitted model). Prints one line per head; --config writes a favor config whose random inputs
 are the twin of the first chosen head at --L (default the head's L), --json the fits.
-Clustered keys are not fitted (the knob exists: key_clusters, cluster_spread).
+  cluster_spread    with --key-clusters n only: k-means, then s^2 = r c / (1 + r c) from the
+                    within / between sum of squares r and c = 1 - sum of squared cluster weights
+                    (the number of clusters is not chosen by the fit)
 """
 import argparse
 import json
@@ -122,27 +124,70 @@ def basis_overlap(qc, kc, decay_q, decay_k):
     return observed, float(lq @ lk / norms), float(lq.sum() * lk.sum() / (d * norms))
 
 
-def fit(q, k, seed=0):
+def kmeans(x, n, seed, iterations=50, restarts=4):
+    """Labels of Lloyd's k-means on the rows of x (k-means++ starts, seeded; the best of
+    `restarts` by within-cluster sum of squares)."""
+    rng = np.random.default_rng(seed)
+    best, best_ss = None, np.inf
+    for _ in range(restarts):
+        centers = [x[rng.integers(len(x))]]
+        for _ in range(n - 1):
+            d2 = np.min([((x - c) ** 2).sum(axis=1) for c in centers], axis=0)
+            centers.append(x[rng.choice(len(x), p=d2 / d2.sum())])
+        centers = np.array(centers)
+        labels = None
+        for _ in range(iterations):
+            new = np.argmin((centers ** 2).sum(axis=1)[None, :] - 2 * x @ centers.T, axis=1)
+            if labels is not None and (new == labels).all():
+                break
+            labels = new
+            centers = np.array([x[labels == c].mean(axis=0) if (labels == c).any() else centers[c] for c in range(n)])
+        ss = ((x - centers[labels]) ** 2).sum()
+        if ss < best_ss:
+            best, best_ss = labels, ss
+    return best
+
+
+def cluster_spread(kc, n, seed):
+    """(s, residuals, c) of keys in n clusters: with weights w_c, the between-cluster sum of
+    squares has expectation (1 - s^2)(1 - sum w_c^2) T and the within one s^2 T (T the keys'
+    total scale^2 d L), so s^2 = r c / (1 + r c), r = within / between, c = 1 - sum w_c^2."""
+    labels = kmeans(kc, n, seed)
+    means = np.array([kc[labels == c].mean(axis=0) for c in range(n)])
+    resid = kc - means[labels]
+    w = np.bincount(labels, minlength=n) / len(kc)
+    r = (resid ** 2).sum() / (means[labels] ** 2).sum()
+    c = 1 - (w ** 2).sum()
+    return math.sqrt(r * c / (1 + r * c)), resid, c
+
+
+def fit(q, k, seed=0, clusters=0):
     """The family's parameters of one head (RoPE already undone): a dict keyed by PARAMS plus
-    shared_basis and the overlap it was decided on."""
+    shared_basis and the overlap it was decided on. With `clusters` n, the keys' decay is
+    read off their within-cluster residuals and key_norm_sigma is left at 0."""
     L, d = q.shape
     qc, kc = q - q.mean(axis=0), k - k.mean(axis=0)
     scale = math.sqrt((qc ** 2).sum() / L / d)
-    key_scale = math.sqrt((kc ** 2).sum() / L / d) / scale
     cal = Calibration(L, d, seed)
-    p = {"scale": scale, "key_scale": key_scale}
+    p = {"scale": scale, "key_scale": math.sqrt((kc ** 2).sum() / L / d) / scale, "key_clusters": clusters}
     p["decay_q"] = cal.decay_for(effective_rank(qc))
     sigma = 0.0
-    for _ in range(3):   # decay_k and sigma depend on each other: a few alternations settle
+    if clusters:
+        p["cluster_spread"], resid, c = cluster_spread(kc, clusters, seed)
+        p["key_scale"] = math.sqrt((resid ** 2).sum() / L / d) / p["cluster_spread"] / scale
+        p["decay_k"] = cal.decay_for(effective_rank(resid))
+    for _ in range(0 if clusters else 3):   # decay_k and sigma depend on each other: a few alternations settle
         p["decay_k"] = cal.decay_for(effective_rank(kc), sigma)
         excess = float(np.log(np.linalg.norm(kc, axis=1)).var()) - cal.log_norm_var(p["decay_k"])
         sigma = math.sqrt(max(0.0, excess))
     p["key_norm_sigma"] = sigma
     p["offset_q"], mq = offset_of(q, scale)
-    p["offset_k"], mk = offset_of(k, scale * key_scale)
+    p["offset_k"], mk = offset_of(k, scale * p["key_scale"])
+    if clusters:   # the centers' own weighted mean, E|.|^2 = (1 - s^2) (1 - c) d, is no offset
+        p["offset_k"] = math.sqrt(max(0.0, p["offset_k"] ** 2 - (1 - p["cluster_spread"] ** 2) * (1 - c) * d))
     both = p["offset_q"] > 0 and p["offset_k"] > 0
     p["offset_cos"] = float(mq @ mk / (np.linalg.norm(mq) * np.linalg.norm(mk))) if both else None
-    p["overlap"], shared, independent = basis_overlap(qc, kc, p["decay_q"], p["decay_k"])
+    p["overlap"], shared, independent = basis_overlap(qc, resid if clusters else kc, p["decay_q"], p["decay_k"])
     p["shared_basis"] = abs(p["overlap"] - shared) < abs(p["overlap"] - independent)
     return p
 
@@ -155,7 +200,11 @@ def draw(p, L, d, rng):
     bq = basis()
     bk = bq if p["shared_basis"] else basis()
     q = rng.standard_normal((L, d)) * np.sqrt(spectrum(p["decay_q"], d)) @ bq.T
-    k = rng.standard_normal((L, d)) * np.sqrt(spectrum(p["decay_k"], d)) @ bk.T
+    z = rng.standard_normal((L, d))
+    if p["key_clusters"]:
+        s = p["cluster_spread"]
+        z = math.sqrt(1 - s * s) * rng.standard_normal((p["key_clusters"], d))[rng.integers(0, p["key_clusters"], L)] + s * z
+    k = z * np.sqrt(spectrum(p["decay_k"], d)) @ bk.T
     k *= np.exp(p["key_norm_sigma"] * rng.standard_normal(L) - p["key_norm_sigma"] ** 2)[:, None]
     uq, v = rng.standard_normal(d), rng.standard_normal(d)
     uq /= np.linalg.norm(uq)
@@ -168,9 +217,9 @@ def draw(p, L, d, rng):
 def standard_errors(p, L, d, boot, seed):
     """Parametric bootstrap: the spread of refits of `boot` samples of the fitted model."""
     rng = np.random.default_rng(seed + 1)
-    fits = [fit(*draw(p, L, d, rng), seed) for _ in range(boot)]
+    fits = [fit(*draw(p, L, d, rng), seed, p["key_clusters"]) for _ in range(boot)]
     return {k: float(np.std([f[k] for f in fits if f[k] is not None], ddof=1)) if boot > 1 else float("nan")
-            for k in PARAMS if all(f[k] is not None for f in fits)}
+            for k in PARAMS + ("cluster_spread",) if all(f.get(k) is not None for f in fits)}
 
 
 def family_keys(p, rope_base=None):
@@ -193,6 +242,8 @@ def family_keys(p, rope_base=None):
         keys["key_scale"] = r(p["key_scale"])
     if rope_base is not None:
         keys["rope_base"] = rope_base
+    if p["key_clusters"]:
+        keys["key_clusters"], keys["cluster_spread"] = p["key_clusters"], r(p["cluster_spread"])
     return keys
 
 
@@ -213,7 +264,7 @@ def gen_flags(p, L, d, seed, rope_base):
     return " ".join(flags)
 
 
-def fit_heads(q, k, heads, rope_base=None, layout="half", seed=0, boot=0):
+def fit_heads(q, k, heads, rope_base=None, layout="half", seed=0, boot=0, clusters=0):
     """[(batch, head), fit, standard errors] for the chosen (batch, head) pairs."""
     out = []
     for ((b, h), qh), (_, kh) in zip(heads_of(q), heads_of(k)):
@@ -222,7 +273,7 @@ def fit_heads(q, k, heads, rope_base=None, layout="half", seed=0, boot=0):
         qh, kh = np.asarray(qh, np.float64), np.asarray(kh, np.float64)
         if rope_base is not None:
             qh, kh = unrope(qh, rope_base, layout), unrope(kh, rope_base, layout)
-        p = fit(qh, kh, seed)
+        p = fit(qh, kh, seed, clusters)
         out.append(((b, h), p, standard_errors(p, *qh.shape, boot, seed) if boot else {}))
     return out
 
@@ -242,6 +293,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="seed of the twin and of the calibration sample")
     ap.add_argument("--m", type=int, default=64, help="random features in the written config")
     ap.add_argument("--boot", type=int, default=8, help="bootstrap refits for the standard errors (0: none)")
+    ap.add_argument("--key-clusters", type=int, default=0,
+                    help="fit keys in this many clusters (k-means): cluster_spread, the keys' decay from the "
+                         "within-cluster residuals; key_norm_sigma then 0")
     ap.add_argument("--config", default=None, help="write the twin config of the first chosen head here")
     ap.add_argument("--json", default=None, help="write the fits here")
     a = ap.parse_args(argv)
@@ -251,14 +305,14 @@ def main(argv=None):
     if a.rope_base is not None and q.shape[-1] % 2:
         sys.exit(f"fit_family.py: --rope-base: needs an even d, got {q.shape[-1]}")
     heads = None if a.head is None else {(a.batch, a.head)}
-    fits = fit_heads(q, k, heads, a.rope_base, a.rope_layout, a.seed, a.boot)
+    fits = fit_heads(q, k, heads, a.rope_base, a.rope_layout, a.seed, a.boot, a.key_clusters)
     if not fits:
         sys.exit(f"fit_family.py: --batch {a.batch} --head {a.head}: no such head in {a.q} {q.shape}")
     L, d = q.shape[-2:]
     for (b, h), p, se in fits:
         cells = []
-        for name in PARAMS:
-            if p[name] is None:
+        for name in PARAMS + ("cluster_spread",):
+            if p.get(name) is None:
                 continue
             cells.append(f"{name} {p[name]:.4g}" + (f" ± {se[name]:.2g}" if name in se else ""))
         print(f"batch {b} head {h}: " + ", ".join(cells) + f", shared_basis {p['shared_basis']} "

@@ -4,7 +4,8 @@
 Markdown table (docs/input_families.md).
 
     twin_table.py [DATA_DIR] [--favor build/favor] [--heads N] [--m 64] [--trials 4]
-                  [--rope-base B --rope-layout half|interleaved] [--causal] [--seed S] [--out FILE.md]
+                  [--rope-base B --rope-layout half|interleaved] [--causal] [--key-clusters N] [--seed S]
+                  [--out FILE.md]
     twin_table.py --synthetic DIR ...    first writes synthetic heads into DIR and uses them
 
 DATA_DIR (default: data/ of the repository) is searched for q.npy k.npy v.npy triples (one
@@ -39,7 +40,7 @@ VARIANT_NAMES = ("positive-orthogonal", "oprf-iid", "sderf-iid")
 
 def synthetic_heads(out, L=1024, d=64, seed=0):
     """Four heads with a planted structure, written as DIR/synthetic/{q,k,v}.npy (1, 4, L, d)
-    (returns each head's name and RoPE base, interleaved):
+    (returns each head's name, RoPE base (interleaved) and key clusters to fit):
     0 low rank (a few strong directions shared by Q and K), 1 an attention sink (one key of
     large norm aligned with the queries' mean), 2 positional (RoPE, base 10000, interleaved, on
     vectors with a common offset: attention falls with |i - j|), 3 clustered keys with queries
@@ -72,7 +73,7 @@ def synthetic_heads(out, L=1024, d=64, seed=0):
     os.makedirs(os.path.join(out, "synthetic"), exist_ok=True)
     for name, x in (("q", q), ("k", k), ("v", v)):
         np.save(os.path.join(out, "synthetic", name + ".npy"), x)
-    return [("low rank", None), ("sink key", None), ("positional (RoPE)", 10000.0), ("clustered", None)]
+    return [("low rank", None, 0), ("sink key", None, 0), ("positional (RoPE)", 10000.0, 0), ("clustered", None, 8)]
 
 
 def favor_errors(favor, inputs, L, d, causal, m, trials, seed, work, tag):
@@ -147,6 +148,7 @@ def main(argv=None):
     ap.add_argument("--rope-base", type=float, default=None)
     ap.add_argument("--rope-layout", choices=("half", "interleaved"), default=None)
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--key-clusters", type=int, default=0, help="fit every head's keys in this many clusters")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="write the Markdown here (default: print)")
     a = ap.parse_args(argv)
@@ -172,10 +174,10 @@ def main(argv=None):
                 for h in range(q.shape[1]):
                     if len(rows) >= a.heads:
                         break
-                    name, rb, lay = f"{layer} b{b} h{h}", rope_base, layout
+                    name, rb, lay, n = f"{layer} b{b} h{h}", rope_base, layout, a.key_clusters
                     if a.synthetic:
-                        (name, rb), lay = synthetic[h], "interleaved"
-                    (_, p, _), = fit_heads(q, k, {(b, h)}, rb, lay, a.seed)
+                        (name, rb, n), lay = synthetic[h], "interleaved"
+                    (_, p, _), = fit_heads(q, k, {(b, h)}, rb, lay, a.seed, 0, n)
                     head, twin, keys = one_head(a.favor, *(x[b, h].astype(np.float64) for x in (q, k, v)), p, causal,
                                                 rb, a, work, f"h{len(rows)}")
                     rows.append((name, head, twin, keys))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: `favor gen --family` draws a head with known input-family parameters (every
-# knob but clusters, RoPE interleaved), scripts/fit_family.py recovers each parameter within 4
-# of its own bootstrap standard errors and writes a config that `favor validate` accepts and
+# knob but clusters, RoPE interleaved; then one with clustered keys), scripts/fit_family.py
+# recovers each parameter within 4 of its own bootstrap standard errors and writes a config that `favor validate` accepts and
 # whose twin is drawn by gen again; gen's --family errors are one line, exit 2, nothing written.
 # Usage: tests/cli_fit_family.sh FAVOR_BINARY SOURCE_DIR   (python: $FAVOR_PYTHON, default /usr/bin/python3)
 set -euo pipefail
@@ -17,10 +17,11 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 "$py" "$src/scripts/fit_family.py" "$tmp/head/q.npy" "$tmp/head/k.npy" --rope-base 10000 --rope-layout interleaved \
   --boot 10 --json "$tmp/fit.json" --config "$tmp/twin.json" --L 65536 > "$tmp/fit.txt" || fail "fit_family.py"
 cat "$tmp/fit.txt"
-"$py" - "$tmp/fit.json" <<'PY' || fail "parameters not recovered"
+# recovered FIT.json '{"param": true value, ...}': each within 4 bootstrap se, shared_basis true
+recovered() {
+"$py" - "$1" "$2" <<'PY'
 import json, sys
-truth = {"scale": 0.7, "key_scale": 1.5, "decay_q": 1.2, "decay_k": 0.8, "offset_q": 2.0, "offset_k": 5.0,
-         "offset_cos": 0.5, "key_norm_sigma": 0.6}
+truth = json.loads(sys.argv[2])
 f = json.load(open(sys.argv[1]))[0]
 bad = []
 for k, v in truth.items():
@@ -33,6 +34,17 @@ if not f["fit"]["shared_basis"]:
 print("\n".join(bad))
 sys.exit(1 if bad else 0)
 PY
+}
+recovered "$tmp/fit.json" '{"scale": 0.7, "key_scale": 1.5, "decay_q": 1.2, "decay_k": 0.8, "offset_q": 2.0,
+  "offset_k": 5.0, "offset_cos": 0.5, "key_norm_sigma": 0.6}' || fail "parameters not recovered"
+# Clustered keys: fitted with --key-clusters (k-means), cluster_spread and the rest recovered.
+"$favor" gen --L 4096 --d 32 --seed 3 --scale 0.8 --out "$tmp/clustered" --family key_clusters=6 \
+  --family cluster_spread=0.4 --family decay_q=1 --family decay_k=0.7 --family key_scale=1.3
+"$py" "$src/scripts/fit_family.py" "$tmp/clustered/q.npy" "$tmp/clustered/k.npy" --key-clusters 6 --boot 10 \
+  --json "$tmp/fitc.json" > "$tmp/fitc.txt" || fail "fit_family.py --key-clusters"
+cat "$tmp/fitc.txt"
+recovered "$tmp/fitc.json" '{"scale": 0.8, "key_scale": 1.3, "decay_q": 1.0, "decay_k": 0.7, "cluster_spread": 0.4,
+  "offset_k": 0.0}' || fail "clustered parameters not recovered"
 # The written config draws the twin at L = 65536 with the fitted keys; gen draws it too.
 "$favor" validate "$tmp/twin.json" > "$tmp/validate.txt" || fail "favor validate on the fitted config"
 grep -q '"rope_base": 10000' "$tmp/validate.txt" || fail "fitted config lacks rope_base"
