@@ -273,5 +273,7 @@ TEST_CASE("families: config errors name the file and the field", "[families][con
     CHECK_THROWS_WITH(parse_family_flags({"rope=1"}), StartsWith("gen: --family rope: unknown key"));
     CHECK_THROWS_WITH(parse_family_flags({"decay_q"}), StartsWith("gen: --family: expected KEY=VALUE"));
     CHECK_THROWS_WITH(parse_family_flags({"decay_q=1", "decay_q=2"}), StartsWith("gen: --family decay_q: given twice"));
+    CHECK_THROWS_WITH(parse_family_flags({"rope_base="}), StartsWith("gen: --family rope_base: empty value"));
+    CHECK_THROWS_WITH(parse_family_flags({"decay_q=fast"}), StartsWith("gen: --family decay_q: must be a number"));
     REQUIRE(parse_family_flags({"decay_q=1.5", "shared_basis=false"}).decay_q == 1.5);
 }

@@ -96,6 +96,7 @@ InputFamily parse_family_flags(const std::vector<std::string>& assignments) {
             throw Error("gen: --family: expected KEY=VALUE (e.g. decay_q=1.5), got \"" + a + "\"");
         const std::string key = a.substr(0, eq);
         if (obj.contains(key)) throw Error("gen: --family " + key + ": given twice");
+        if (eq + 1 == a.size()) throw Error("gen: --family " + key + ": empty value (e.g. " + key + "=1)");
         apply_set(obj, a);
     }
     check_keys(obj, family_keys(), Field{"gen", "", "--family "});
