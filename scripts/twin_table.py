@@ -9,8 +9,8 @@ Markdown table (docs/input_families.md).
     twin_table.py --synthetic DIR ...    first writes synthetic heads into DIR and uses them
 
 DATA_DIR (default: data/ of the repository) is searched for q.npy k.npy v.npy triples (one
-per layer, shapes (B, H, L, d)); DATA_DIR/manifest.json, when present, gives causal and the
-RoPE base unless the flags do. For each of the first --heads (layer, batch, head): the fit
+per layer, shapes (B, H, L, d)); DATA_DIR/manifest.json, when present, gives causal (top level
+or per layer) and the RoPE base (rope_base, rope_layout) unless the flags do. For each of the first --heads (layer, batch, head): the fit
 (scripts/fit_family.py), the twin drawn by `favor gen` at the head's L with the fitted
 family keys, head_stats of both, and `favor run` of positive (orthogonal), oprf and sderf at
 m on the head (its own V) and on the twin (isotropic V: the family leaves V alone), each with
@@ -158,7 +158,9 @@ def main(argv=None):
     manifest = {}
     if os.path.exists(os.path.join(a.data, "manifest.json")):
         manifest = json.load(open(os.path.join(a.data, "manifest.json")))
-    causal = a.causal or bool(manifest.get("causal", False))
+    # causal: the flag, else the manifest's (top level or, as scripts/capture_qkv.py writes it, per layer)
+    causal = a.causal or bool(manifest.get("causal", False)) or \
+        any(layer.get("causal", False) for layer in manifest.get("layers", []))
     rope_base = a.rope_base if a.rope_base is not None else manifest.get("rope_base")
     layout = a.rope_layout or manifest.get("rope_layout", "half")
     qs = sorted(glob.glob(os.path.join(a.data, "**", "q.npy"), recursive=True))
