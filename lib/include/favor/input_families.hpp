@@ -27,7 +27,7 @@ struct InputFamily {
     bool shared_basis = true;           // K's eigenvectors are Q's (real heads share directions)
     // A mean offset added to every row: offset * scale * u (keys: times key_scale too), u a
     // random unit direction
-    // (Kobayashi et al. 2020; the shared key bias of attention sinks, Xiao et al. 2023).
+    // (the shared key bias behind attention sinks, Xiao et al. 2023).
     double offset_q = 0, offset_k = 0;
     std::optional<double> offset_cos;   // cosine of the two directions (default: independent)
     // Heavy-tailed key norms: the centred part of key row i (before the offset) times
