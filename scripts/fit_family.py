@@ -62,6 +62,11 @@ def spectrum(alpha, d):
     return lam * d / lam.sum()
 
 
+def log_norm_var(x):
+    """Variance of log |row| (a row at the mean counts as norm 1e-300, not -inf)."""
+    return float(np.log(np.maximum(np.linalg.norm(x, axis=1), 1e-300)).var())
+
+
 class Calibration:
     """A seeded Gaussian sample of the head's size, to read the finite-L statistics of the
     model at any (alpha, sigma): singular values of the centred rows, Var log |row|."""
@@ -91,7 +96,7 @@ class Calibration:
 
     def log_norm_var(self, alpha):
         x = self.rows(alpha)
-        return float(np.log(np.linalg.norm(x - x.mean(axis=0), axis=1)).var())
+        return log_norm_var(x - x.mean(axis=0))
 
     def decay_for(self, target, sigma=0.0):
         """The alpha in [0, 16] whose sample has effective rank `target` (it falls with alpha)."""
@@ -178,7 +183,7 @@ def fit(q, k, seed=0, clusters=0):
         p["decay_k"] = cal.decay_for(effective_rank(resid))
     for _ in range(0 if clusters else 3):   # decay_k and sigma depend on each other: a few alternations settle
         p["decay_k"] = cal.decay_for(effective_rank(kc), sigma)
-        excess = float(np.log(np.linalg.norm(kc, axis=1)).var()) - cal.log_norm_var(p["decay_k"])
+        excess = log_norm_var(kc) - cal.log_norm_var(p["decay_k"])
         sigma = math.sqrt(max(0.0, excess))
     p["key_norm_sigma"] = sigma
     p["offset_q"], mq = offset_of(q, scale)
