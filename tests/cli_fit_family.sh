@@ -45,6 +45,21 @@ recovered "$tmp/fit.json" '{"scale": 0.7, "key_scale": 1.5, "decay_q": 1.2, "dec
 cat "$tmp/fitc.txt"
 recovered "$tmp/fitc.json" '{"scale": 0.8, "key_scale": 1.3, "decay_q": 1.0, "decay_k": 0.7, "cluster_spread": 0.4,
   "offset_k": 0.0}' || fail "clustered parameters not recovered"
+# --rope-layout half undoes rotate-half RoPE (pairs (p, p + d/2), as scripts/train_tiny_lm.py and
+# Hugging Face apply it): rotated constant rows come back constant; interleaved does not undo it.
+"$py" - "$src/scripts" <<'PY' || fail "unrope half layout"
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from fit_family import unrope
+L, d, base = 50, 8, 100.0
+x = np.tile(np.linspace(-1, 1, d), (L, 1))
+ang = np.arange(L)[:, None] * base ** (-np.arange(d // 2) / (d // 2))[None, :]
+x1, x2 = x[:, : d // 2], x[:, d // 2:]
+rotated = np.concatenate([x1 * np.cos(ang) - x2 * np.sin(ang), x1 * np.sin(ang) + x2 * np.cos(ang)], axis=1)
+assert np.abs(unrope(rotated, base, "half") - x).max() < 1e-12
+assert np.abs(unrope(rotated, base, "interleaved") - x).max() > 0.1
+PY
 # The written config draws the twin at L = 65536 with the fitted keys; gen draws it too.
 "$favor" validate "$tmp/twin.json" > "$tmp/validate.txt" || fail "favor validate on the fitted config"
 grep -q '"rope_base": 10000' "$tmp/validate.txt" || fail "fitted config lacks rope_base"
