@@ -369,6 +369,7 @@ int cmd_merge(const std::string& out, const std::vector<std::string>& dirs, cons
 
 struct GenFlags {
     Text L, d, dv, scale, seed, dtype, out, max_memory;
+    std::vector<std::string> family;   // KEY=VALUE: input family keys (input_families.hpp)
 };
 
 // Writes q.npy, k.npy, v.npy: exactly the random inputs a run with these values uses.
@@ -383,15 +384,17 @@ int cmd_gen(const GenFlags& g) {
     const favor::DType dtype =
         g.dtype ? favor::parse_dtype(*g.dtype, favor::Field{"gen", "", "--"}.at("dtype")) : favor::DType::float64;
     const bool f32 = dtype != favor::DType::float64;   // half dtypes: float32 files holding the rounded values
+    const favor::InputFamily family = favor::parse_family_flags(g.family);
+    favor::check_family_dimension(family, d, favor::Field{"gen", "", "--family "});
     if (g.out->empty()) throw favor::Error("gen: --out: empty value (expected a directory)");
-    const favor::Cost cost = favor::estimate_gen(L, d, dv);
+    const favor::Cost cost = favor::estimate_gen(L, d, dv, family.decay_q != 0 || family.decay_k != 0);
     const favor::MemoryBudget budget = budget_of("gen", g.max_memory);
     favor::check_memory(cost, budget, "gen");
     g_estimate = "estimated peak " + favor::format_bytes(cost.peak) + ", budget " + favor::format_bytes(double(budget.bytes)) +
                  " (" + budget.source + ")";
     favor::check_output_dir(*g.out);
     favor::OutputDir dir(*g.out, favor::SetKind::tensors);   // q, k, v swapped in together
-    favor::QKV in = favor::random_inputs(seed, L, d, dv, scale, "gen: --scale");
+    favor::QKV in = favor::random_inputs(seed, L, d, dv, scale, family, "gen: --scale");
     for (favor::Mat<double>* m : {&in.q, &in.k, &in.v}) {   // as a run in a half dtype rounds them
         if (favor::dtype_rounding(dtype) == favor::Rounding::none) break;
         favor::Mat<float> f = favor::cast_mat<float>(*m);
@@ -608,6 +611,9 @@ int main(int argc, char** argv) {
     bind(gen, gf.scale, "--scale", "entries N(0, scale^2) (default 1)");
     bind(gen, gf.seed, "--seed", "seed (default 0)");
     bind(gen, gf.dtype, "--dtype", "float32, float64 (default), float16 or bfloat16 (float32 files, values rounded)");
+    gen->add_option("--family", gf.family,
+                    "an input family key as in a random inputs object, KEY=VALUE (repeatable), e.g. decay_q=1.5, "
+                    "rope_base=10000 (docs/input_families.md)");
     bind(gen, gf.out, "--out", "output directory");
     gf.out.opt->required();
     bind(gen, gf.max_memory, "--max-memory", "memory budget, e.g. 8G");

@@ -90,7 +90,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
                                                         dtype_rounding(cfg.dtype), pairwise));
                 } else {
                     QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale,
-                                            cfg.file + ": inputs.scale");
+                                            cfg.inputs.family, cfg.file + ": inputs.scale");
                     in.heads.push_back(
                         make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise));
                 }

@@ -76,9 +76,14 @@ bool key_applies(const std::string& key, ExperimentKind k) {
 }
 
 InputSpec parse_inputs(const json& v, const Field& w) {
-    check_keys(v, {"source", "L", "d", "d_v", "scale", "q", "k", "v", "per_head"}, w);
+    std::vector<std::string> keys = {"source", "L", "d", "d_v", "scale", "q", "k", "v", "per_head"};
+    keys.insert(keys.end(), family_keys().begin(), family_keys().end());
+    check_keys(v, keys, w);
     InputSpec in;
     if (v.contains("source")) in.source = read_string(v["source"], w.at("source"));
+    if (in.source == "npy")
+        for (const std::string& key : family_keys())
+            if (v.contains(key)) w.at(key).fail("applies only to source \"random\" (an input family draws the inputs)");
     if (in.source == "random") {
         for (const char* key : {"q", "k", "v", "per_head"})
             if (v.contains(key)) w.at(key).fail("applies only to source \"npy\"");
@@ -88,6 +93,8 @@ InputSpec parse_inputs(const json& v, const Field& w) {
         in.d = read_uint_list(v["d"], w.at("d"), kMaxD);
         if (v.contains("d_v")) in.d_v = read_uint(v["d_v"], w.at("d_v"), 1, kMaxD);
         if (v.contains("scale")) in.scale = read_positive_list(v["scale"], w.at("scale"));
+        in.family = parse_family(v, w);
+        for (std::size_t d : in.d) check_family_dimension(in.family, d, w);
     } else if (in.source == "npy") {
         for (const char* key : {"L", "d", "d_v", "scale"})
             if (v.contains(key))
@@ -286,6 +293,7 @@ json Config::resolved() const {
             in["d"] = inputs.d;
             if (inputs.d_v) in["d_v"] = *inputs.d_v;
             in["scale"] = inputs.scale;
+            in.update(inputs.family.resolved());
         } else {
             in["q"] = inputs.q;
             in["k"] = inputs.k;

@@ -609,13 +609,14 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads) {
     return finish(t, seconds, threads, "", {{"--q", "the tensors are too large for this machine"}, {"--m", "lower --m"}});
 }
 
-Cost estimate_gen(std::size_t L, std::size_t d, std::size_t dv) {
+Cost estimate_gen(std::size_t L, std::size_t d, std::size_t dv, bool basis) {
     Terms t;
     const double Ld = double(L);
     t.add("inputs", "--L", 8.0 * (2 * Ld * d + Ld * dv));
+    if (basis) t.add("family basis", "--d", 8.0 * 4 * double(d) * double(d));
     // The three files' bytes (swapped in together) and one file's concatenated data.
     t.add("output", "--L", 8.0 * (2 * Ld * d + Ld * dv) + 8.0 * Ld * double(std::max(d, dv)));
-    return finish(t, 0, 1, "", {{"--L", "lower --L or --d"}});
+    return finish(t, 0, 1, "", {{"--L", "lower --L or --d"}, {"--d", "lower --d"}});
 }
 
 Cost estimate_projection(std::size_t m, std::size_t d) {

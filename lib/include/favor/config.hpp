@@ -10,6 +10,7 @@
 
 #include "favor/error.hpp"
 #include "favor/half.hpp"
+#include "favor/input_families.hpp"
 #include "favor/variant.hpp"
 
 namespace favor {
@@ -38,6 +39,7 @@ struct InputSpec {
     std::vector<std::size_t> L, d;     // random: grid values
     std::optional<std::size_t> d_v;    // random: defaults to d
     std::vector<double> scale{1.0};    // random: entries N(0, scale^2)
+    InputFamily family;                // random: knobs of real heads (input_families.hpp)
     std::string q, k, v;               // npy: paths (resolved)
     bool per_head = false;             // npy: also one errors.csv row per head
     bool npy() const { return source == "npy"; }

@@ -2,10 +2,12 @@
 // Random Q, K, V (docs/design.md section 7): a pure function of (seed, L, d, d_v, scale).
 // Entry (i, c) of Q is normal number i*d + c of the stream (seed, "inputs-q", d), times
 // scale, so inputs for a smaller L are the first rows of those for a larger one, and inputs
-// at two scales differ only by the factor.
+// at two scales differ only by the factor. A family (input_families.hpp) transforms those
+// draws row by row at scale 1 before the factor; the default family leaves them as they are.
 #include <cstdint>
 #include <string>
 
+#include "favor/input_families.hpp"
 #include "favor/tensor.hpp"
 
 namespace favor {
@@ -17,6 +19,6 @@ struct QKV {
 // Error "<field>: <scale> makes entry i of q infinite ..." when an entry overflows (scale near
 // 1.8e308): random inputs must be finite, as .npy inputs are (tensor_io.cpp, load_checked).
 QKV random_inputs(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale,
-                  const std::string& field = "inputs.scale");
+                  const InputFamily& family = {}, const std::string& field = "inputs.scale");
 
 }  // namespace favor

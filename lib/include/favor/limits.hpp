@@ -51,7 +51,8 @@ Cost estimate_run(const Config& cfg, int threads, const Shard& shard = {}, const
 // `favor apply` on tensors of these shapes.
 Cost estimate_apply(const QkvShapes& s, const ApplyOptions& o, int threads);
 // `favor gen` and `favor projection`.
-Cost estimate_gen(std::size_t L, std::size_t d, std::size_t dv);
+// basis: an input family with an anisotropic covariance (two d x d Haar blocks and QR's copy).
+Cost estimate_gen(std::size_t L, std::size_t d, std::size_t dv, bool basis = false);
 Cost estimate_projection(std::size_t m, std::size_t d);
 
 // Throws Error "<name>: <field>: needs an estimated X of memory (...), more than the Y
