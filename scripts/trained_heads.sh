@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The study "On attention from a trained model" (README): every estimator of
+# configs/trained_heads.json (causal, as the model uses its heads) and
+# configs/trained_heads_noncausal.json on every layer of data/ (the tiny byte-level LM's
+# captured heads), at equal feature budgets, then `favor compare` (comparisons.csv,
+# ranking.csv) and scripts/trained_heads_report.py (figure and table against head entropy).
+# Usage: scripts/trained_heads.sh [--no-build] [--report-only] [OUT_DIR (default results)]
+#   writes OUT_DIR/trained_heads/layer<i>/, OUT_DIR/trained_heads_noncausal/layer<i>/ and
+#   OUT_DIR/trained_heads.md, OUT_DIR/trained_heads_vs_entropy.png (a few minutes on 2 cores)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+usage() { echo "usage: scripts/trained_heads.sh [--no-build] [--report-only] [OUT_DIR]" >&2; exit 2; }
+build=1 run=1 out=results
+for arg in "$@"; do
+  case $arg in
+    --no-build) build=0 ;;
+    --report-only) build=0 run=0 ;;
+    -*) usage ;;
+    *) out=$arg ;;
+  esac
+done
+[ "$build" = 0 ] || scripts/setup.sh
+favor=${FAVOR:-build/favor}
+py=/usr/bin/python3
+layers=$(ls -d data/layer*/ | sed 's#data/layer\([0-9]*\)/#\1#' | sort -n)
+[ -n "$layers" ] || { echo "trained_heads.sh: no data/layer*/ (the captured heads)" >&2; exit 2; }
+if [ "$run" = 1 ]; then
+  for name in trained_heads trained_heads_noncausal; do
+    for i in $layers; do
+      dir=$out/$name/layer$i
+      "$favor" run "configs/$name.json" --out "$dir" --quiet \
+        --set "inputs.q=data/layer$i/q.npy" --set "inputs.k=data/layer$i/k.npy" --set "inputs.v=data/layer$i/v.npy"
+      "$favor" compare "$dir" --metric output_rel_error --metric attention_tv --metric attention_kl > /dev/null
+      echo "$dir"
+    done
+  done
+fi
+"$py" scripts/trained_heads_report.py "$out" data

@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""Figure and table of the trained-heads study (scripts/trained_heads.sh).
+
+    trained_heads_report.py OUT_DIR DATA_DIR
+
+Reads OUT_DIR/trained_heads/layer<i>/ (causal) and OUT_DIR/trained_heads_noncausal/layer<i>/
+(summary.csv per head, comparisons.csv from `favor compare`) and the captured heads in
+DATA_DIR/layer<i>/{q,k}.npy; writes
+  OUT_DIR/trained_heads_vs_entropy.png  each estimator's output_rel_error divided by uniform
+        attention's (the mean of the visible rows of V) on the same head, against the head's
+        mean row entropy / the uniform entropy of its rows (scripts/head_stats.py), one panel
+        per (causal or not, feature budget F);
+  OUT_DIR/trained_heads.md  per head and budget: uniform attention's error, the estimator with
+        the lowest mean error and its ratio to uniform's, and the estimators whose error is
+        below uniform's by `favor compare`'s verdict (a<b against uniform, Holm-adjusted).
+Every number comes from those files.
+"""
+import glob
+import math
+import os
+import sys
+
+import numpy as np
+import pandas as pd
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from head_stats import all_head_stats  # noqa: E402
+
+METRIC = "output_rel_error"
+STUDIES = [("trained_heads", True, "causal"), ("trained_heads_noncausal", False, "non-causal")]
+
+
+def die(msg):
+    print(f"trained_heads_report.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def budget_column(df):
+    return "num_features" if "num_features" in df.columns else "m"
+
+
+def load_study(out, name, causal, data):
+    """Rows of every layer's summary.csv, with layer, head entropy ratio and verdicts."""
+    frames = []
+    for d in sorted(glob.glob(os.path.join(out, name, "layer*")), key=lambda p: int(p.rsplit("layer", 1)[1])):
+        layer = int(d.rsplit("layer", 1)[1])
+        s = pd.read_csv(os.path.join(d, "summary.csv"))
+        if "head" not in s.columns:
+            die(f"{d}/summary.csv: no head column (the configs set per_head)")
+        q = np.load(os.path.join(data, f"layer{layer}", "q.npy"))
+        k = np.load(os.path.join(data, f"layer{layer}", "k.npy"))
+        stats = all_head_stats(q, k, causal=causal)
+        s["layer"] = layer
+        s["entropy_ratio"] = [stats[int(h)]["entropy_ratio"] for h in s["head"]]
+        s["entropy"] = [stats[int(h)]["entropy"] for h in s["head"]]
+        s["beats_uniform"] = verdicts(d, s)
+        frames.append(s)
+    if not frames:
+        die(f"{out}/{name}: no layer*/ result sets (run scripts/trained_heads.sh)")
+    return pd.concat(frames, ignore_index=True)
+
+
+def verdicts(d, s):
+    """Per summary row: favor compare's verdict of the variant against uniform attention."""
+    path = os.path.join(d, "comparisons.csv")
+    if not os.path.isfile(path):
+        die(f"{path}: missing (run favor compare {d})")
+    c = pd.read_csv(path, dtype=str, keep_default_na=False)
+    c = c[(c["b"] == "uniform") & (c["metric"] == METRIC)]
+    key = budget_column(s)
+    ck = key if key in c.columns else "m"
+    got = {(r["a"], int(r["head"]), int(float(r[ck]))): r["verdict"] for _, r in c.iterrows()}
+    return [got.get((r["variant"], int(r["head"]), int(r[ck if ck in s.columns else key])), "")
+            for _, r in s.iterrows()]
+
+
+def figure(studies, out):
+    budgets = sorted({int(b) for df in studies.values() for b in df[budget_column(df)]
+                      if df[df[budget_column(df)] == b]["variant"].nunique() > 2})
+    fig, axes = plt.subplots(len(studies), len(budgets), figsize=(5.2 * len(budgets) + 2.4, 4.2 * len(studies)),
+                             squeeze=False, constrained_layout=True, sharey=True)
+    variants = list(dict.fromkeys(v for df in studies.values() for v in df["variant"]))
+    colors = {v: f"C{i % 10}" for i, v in enumerate(variants)}
+    markers = dict(zip(variants, "os^vDP*Xph<>d8H"))
+    for ri, (label, df) in enumerate(studies.items()):
+        key = budget_column(df)
+        for ci, F in enumerate(budgets):
+            ax = axes[ri][ci]
+            for v in variants:
+                r = df[df["variant"] == v]
+                fixed = not r.empty and r["features"].iloc[0] in ("elu", "dpfp")   # F set by d
+                r = (r if fixed else r[r[key] == F]).sort_values("entropy_ratio")
+                if r.empty:
+                    continue
+                y = r[f"{METRIC}_mean"] / r[f"baseline_{METRIC}"]
+                own = f" (its own F = {int(r[key].iloc[0])})" if fixed else ""
+                ax.plot(r["entropy_ratio"], y, marker=markers[v], color=colors[v], lw=0.8, ms=5,
+                        label=v + own, ls=":" if fixed else "-")
+            ax.axhline(1.0, color="0.45", ls=(0, (5, 3)), lw=1.4, label="uniform attention (mean of V) = 1")
+            ax.set_yscale("log")
+            ax.set_title(f"{label}, F = {F} feature columns")
+            ax.set_xlabel("head's mean row entropy / uniform entropy of its rows")
+            ax.grid(alpha=0.3)
+            if ci == 0:
+                ax.set_ylabel(f"{METRIC} (estimator, mean of {int(df['trials'].iloc[0])} trials)\n"
+                              f"/ {METRIC} (uniform attention)")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.suptitle("Estimators on the heads of the tiny byte-level LM (data/), L = 1024, d = 64:\n"
+                 "relative output error against uniform attention's, by how peaked the head is")
+    path = os.path.join(out, "trained_heads_vs_entropy.png")
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def table(studies, out):
+    lines = ["# Trained heads: estimators against uniform attention", "",
+             f"Metric: {METRIC} (mean of the trials); ratio = the estimator's / uniform attention's on the same "
+             "head; 'below uniform': the variants whose error `favor compare` finds lower than uniform "
+             "attention's (one-sample sign-flip test, Holm-adjusted, alpha 0.05). Written by "
+             "scripts/trained_heads_report.py.", ""]
+    for label, df in studies.items():
+        key = budget_column(df)
+        lines += [f"## {label}", "", f"| layer.head | entropy ratio | F | uniform's error | best | best / uniform | below uniform |",
+                  "|---|---|---|---|---|---|---|"]
+        rnd = df[~df["features"].isin(["elu", "dpfp"])]
+        for (layer, head, F), g in rnd.groupby(["layer", "head", key]):
+            best = g.loc[g[f"{METRIC}_mean"].idxmin()]
+            below = [v for v, vd in zip(df[(df["layer"] == layer) & (df["head"] == head)]["variant"],
+                                        df[(df["layer"] == layer) & (df["head"] == head)]["beats_uniform"])
+                     if vd == "a<b" and v in set(g["variant"]) | set(df[df["features"].isin(["elu", "dpfp"])]["variant"])]
+            lines.append(f"| {layer}.{head} | {g['entropy_ratio'].iloc[0]:.3f} | {int(F)} | "
+                         f"{best[f'baseline_{METRIC}']:.4g} | {best['variant']} | "
+                         f"{best[f'{METRIC}_mean'] / best[f'baseline_{METRIC}']:.3g} | {', '.join(sorted(set(below))) or '-'} |")
+        lines.append("")
+    path = os.path.join(out, "trained_heads.md")
+    with open(path, "w") as f:
+        f.write("\n".join(lines))
+    return path
+
+
+def main():
+    if len(sys.argv) != 3:
+        die("usage: trained_heads_report.py OUT_DIR DATA_DIR")
+    out, data = sys.argv[1:]
+    studies = {label: load_study(out, name, causal, data) for name, causal, label in STUDIES
+               if os.path.isdir(os.path.join(out, name))}
+    if not studies:
+        die(f"{out}: no trained_heads*/ result sets")
+    print(figure(studies, out))
+    print(table(studies, out))
+
+
+if __name__ == "__main__":
+    main()
