@@ -22,6 +22,8 @@ std::string format_number(std::optional<double> v);
 std::string format_count(std::size_t v);
 
 std::string to_csv(const Table& t);
+// A number cell shown to `digits` significant digits (integers and non-numbers as they are).
+std::string short_number(const std::string& cell, int digits);
 // Markdown with numbers shown to `digits` significant digits.
 std::string to_markdown(const Table& t, int digits = 4);
 // Parses a CSV written by to_csv. No cell holds a comma, quote or newline (variant names are
