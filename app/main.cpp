@@ -682,7 +682,7 @@ int main(int argc, char** argv) {
         "for unequal variances, Janssen 1997). Exact enumeration up to 65536 sign patterns / splits,\n"
         "else 65536 random ones, p = (1 + #{|t*| >= |t|}) / (1 + 65536). With baseline_<metric> in\n"
         "summary.csv, every variant is also tested against it (b = uniform, one-sample sign-flip).\n"
-        "Deterministic maps (every trial the same value: elu, dpfp, nystrom): two of them are not tested\n"
+        "Deterministic maps (no projection, every trial the same value: elu, dpfp, nystrom): two are not tested\n"
         "(paired = exact, the difference is exact); against a random map, a one-sample sign-flip test.\n"
         "p_holm: Holm-Bonferroni over each metric's rows (or the --against / --pairs family); verdict\n"
         "a<b / a>b when p_holm < alpha; underpowered when p_holm_min (the smallest p_holm these trials\n"

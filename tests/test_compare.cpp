@@ -510,6 +510,18 @@ TEST_CASE("compare: deterministic maps, non-finite trials, --against and --pairs
     const favor::CompareResult res = favor::compare_results(dir.path.string(), opt);
     const favor::Table& t = res.comparisons;
     REQUIRE(t.rows.size() == 6);
+    {   // A random map whose trials coincide (as float16 rounding can make them) stays random.
+        TempDir same("same");
+        std::string c = "variant,features,projection,L,d,m,num_features,scale,trial,seed,output_mse,nonfinite\n";
+        for (int k = 0; k < 8; ++k)
+            for (const char* v : {"h1", "h2"})
+                c += std::string(v) + ",positive,iid,64,8,16,16,1," + std::to_string(k) + ",0," + (v[1] == '1' ? "0.5" : "0.7") + ",0\n";
+        same.write("errors.csv", c);
+        const favor::Table u = favor::compare_results(same.path.string(), opt).comparisons;
+        REQUIRE(u.rows.size() == 1);
+        CHECK(cell(u, 0, "paired") == "yes");
+        CHECK(num(u, 0, "p_value") == 2.0 / 256);
+    }
     auto row_of = [&](const std::string& a, const std::string& b) {
         for (std::size_t r = 0; r < t.rows.size(); ++r)
             if (cell(t, r, "a") == a && cell(t, r, "b") == b) return r;

@@ -189,7 +189,7 @@ struct Entry {
     std::vector<double> values;
     std::size_t nonfinite = 0;
     double constant = kNaN;         // the value when deterministic
-    bool deterministic = false;     // uniform, or >= 2 trials all equal (elu, dpfp, nystrom)
+    bool deterministic = false;     // uniform, or no projection and >= 2 trials all equal (elu, dpfp, nystrom)
 };
 
 double mean_of(const std::vector<double>& x) {
@@ -208,7 +208,9 @@ Entry entry_of(const CsvFile& f, const Layout& l, const Group& g, std::size_t co
         e.values.push_back(parse_value(f, r, col));
         e.nonfinite += !std::isfinite(e.values.back());
     }
-    e.deterministic = e.values.size() >= 2 && e.nonfinite == 0 &&
+    // A map without a projection (blank column: elu, dpfp, nystrom) whose trials all agree; a
+    // random map's trials may coincide (rounded to half precision) and still be random.
+    e.deterministic = g.projection.empty() && e.values.size() >= 2 && e.nonfinite == 0 &&
                       std::all_of(e.values.begin(), e.values.end(), [&](double v) { return v == e.values[0]; });
     if (e.deterministic) e.constant = e.values[0];
     return e;
