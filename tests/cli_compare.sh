@@ -79,11 +79,19 @@ assert all(float(r["p_min"]) == 0.125 for r in rows), rows
 PY
 # 16 trials: trig vs positive at scale 1 is significant.
 "$favor" run "$tmp/cmp.json" --out "$tmp/sixteen" --trials 16 --quiet
-"$favor" compare "$tmp/sixteen" --pairs trig-iid:positive-iid > /dev/null
-"$PY" - "$tmp/sixteen/comparisons.csv" <<'PY' || fail "16 trials: trig vs positive"
+"$favor" compare "$tmp/sixteen" > /dev/null
+"$PY" - "$tmp/sixteen/comparisons.csv" <<'PY' || fail "16 trials: trig vs positive, every pair"
+import csv, sys
+rows = {(r["a"], r["b"]): r for r in csv.DictReader(open(sys.argv[1], newline=""))}
+r = rows[("trig-iid", "positive-iid")]
+assert len(rows) == 6 and r["verdict"] == "a>b" and float(r["p_holm"]) < 0.05, r
+PY
+"$favor" compare "$tmp/sixteen" --pairs positive-iid:trig-iid > /dev/null
+"$PY" - "$tmp/sixteen/comparisons.csv" <<'PY' || fail "16 trials: --pairs"
 import csv, sys
 rows = list(csv.DictReader(open(sys.argv[1], newline="")))
-assert len(rows) == 1 and rows[0]["verdict"] == "a>b" and float(rows[0]["p_holm"]) < 0.05, rows
+assert len(rows) == 1 and rows[0]["a"] == "positive-iid" and rows[0]["verdict"] == "a<b", rows
+assert float(rows[0]["p_holm"]) == float(rows[0]["p_value"]), rows   # a family of one
 PY
 
 # expect_error NAME EXPECTED_SUBSTRING favor-args...: exit 2, one line on stderr naming the problem.
