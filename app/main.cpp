@@ -661,7 +661,8 @@ int main(int argc, char** argv) {
     bool compare_summary = false;
     favor::CompareOptions cf;
     CLI::App* compare = app.add_subcommand(
-        "compare", "per cell, test every pair of variants of an approximation result; writes DIR/comparisons.csv");
+        "compare", "per cell, test every pair of variants of an approximation result and rank them; writes "
+                    "DIR/comparisons.csv and DIR/ranking.csv");
     compare->add_option("dir", compare_dir, "result directory with errors.csv")->required();
     compare->add_option("--metric", cf.metrics,
                         "metric column (default output_mse; repeatable; 'all': every metric present "
