@@ -17,12 +17,14 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "favor/apply.hpp"
 #include "favor/compare.hpp"
+#include "favor/ranking.hpp"
 #include "favor/config.hpp"
 #include "favor/files.hpp"
 #include "favor/error.hpp"
@@ -341,6 +343,10 @@ int cmd_validate(const ValidateFlags& f) {
     std::vector<std::string> warnings;
     const int threads = plan_run(cfg, threads_of("validate", f.threads), shard, shapes ? &*shapes : nullptr, budget, cost, warnings);
     for (const auto& w : warnings) warn(w);
+    if (cfg.experiment == favor::ExperimentKind::approximation && !cfg.variants.empty()) {
+        const std::string w = favor::compare_power_warning(cells / cfg.variants.size(), cfg.variants.size(), cfg.trials);
+        if (!w.empty()) warn("validate: " + w);
+    }
     std::cout << cfg.resolved().dump(2) << "\n";
     if (shapes)
         std::cout << "inputs: " << shapes->heads << " head(s) of L = " << shapes->L << ", Lk = " << shapes->Lk
@@ -487,12 +493,33 @@ int cmd_apply(const ApplyFlags& a) {
     return 0;
 }
 
-// Writes DIR/comparisons.csv and prints it as Markdown after a line naming the tests.
-int cmd_compare(const std::string& dir, const favor::CompareOptions& opt) {
+// "a:b,c:d" -> {(a, b), (c, d)}.
+std::vector<std::pair<std::string, std::string>> parse_pairs(const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) {
+        const std::size_t colon = item.find(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == item.size() || item.find(':', colon + 1) != std::string::npos)
+            throw favor::Error("compare: --pairs: '" + item + "' is not A:B (two variant names, e.g. trig-iid:positive-iid)");
+        out.emplace_back(item.substr(0, colon), item.substr(colon + 1));
+    }
+    if (out.empty()) throw favor::Error("compare: --pairs: empty value");
+    return out;
+}
+
+// Writes DIR/comparisons.csv and DIR/ranking.csv; prints them as Markdown after a line
+// naming the tests (--summary: one line per cell and metric instead).
+int cmd_compare(const std::string& dir, const favor::CompareOptions& opt, bool summary) {
     const favor::OutputLock lock(dir);   // not while a run replaces this result set
-    const favor::Table t = favor::compare_results(dir, opt);
-    favor::write_comparisons(dir, t);
-    std::cout << favor::compare_description(opt) << "\n\n" << favor::to_markdown(t);
+    const favor::CompareResult r = favor::compare_results(dir, opt);
+    favor::write_comparisons(dir, r);
+    for (const auto& w : r.warnings) warn(w);
+    if (summary) {
+        for (const auto& line : r.summary) std::cout << line << "\n";
+        return 0;
+    }
+    std::cout << favor::compare_description(opt) << "\n\n" << favor::to_markdown(r.comparisons) << "\n## Rankings\n"
+              << favor::ranking_markdown(r.ranking, r.cell_columns);
     return 0;
 }
 
@@ -659,15 +686,24 @@ int main(int argc, char** argv) {
                   "the first row and the likely cause).");
 
     std::string compare_dir;
-    Text compare_alpha;
+    Text compare_alpha, compare_pairs;
+    bool compare_summary = false;
     favor::CompareOptions cf;
     CLI::App* compare = app.add_subcommand(
-        "compare", "per cell, test every pair of variants of an approximation result; writes DIR/comparisons.csv");
+        "compare", "per cell, test every pair of variants of an approximation result and rank them; writes "
+                    "DIR/comparisons.csv and DIR/ranking.csv");
     compare->add_option("dir", compare_dir, "result directory with errors.csv")->required();
     compare->add_option("--metric", cf.metrics,
                         "metric column (default output_mse; repeatable; 'all': every metric present "
                         "except nonfinite, seconds, kernel_mse_theory)");
     bind(compare, compare_alpha, "--alpha", "level for the verdict, in (0, 1) (default 0.05)");
+    compare->add_option("--against", cf.against,
+                        "only every variant against NAME (a variant, or uniform); Holm over those rows");
+    bind(compare, compare_pairs, "--pairs", "only these pairs, A:B,C:D,...; Holm over those rows");
+    compare->add_option("--match", cf.match,
+                        "num_features: cells of equal feature columns F (each variant at its own m)");
+    compare->add_flag("--summary", compare_summary,
+                      "print one line per cell and metric (best, tied, beat uniform) instead of the tables");
     compare->footer(
         "Tests (two-sided, valid for heavy-tailed samples with unequal variances): when both variants\n"
         "have the same projection, seed and trials (trial t used the same W on the same inputs), a\n"
@@ -676,8 +712,14 @@ int main(int argc, char** argv) {
         "for unequal variances, Janssen 1997). Exact enumeration up to 65536 sign patterns / splits,\n"
         "else 65536 random ones, p = (1 + #{|t*| >= |t|}) / (1 + 65536). With baseline_<metric> in\n"
         "summary.csv, every variant is also tested against it (b = uniform, one-sample sign-flip).\n"
-        "p_holm: Holm-Bonferroni over each metric's rows; verdict a<b / a>b when p_holm < alpha.\n"
-        "ratio = mean_a / mean_b with a 95% bootstrap percentile interval (10000 resamples, seeded).");
+        "Deterministic maps (no projection, every trial the same value: elu, dpfp, nystrom): two are not tested\n"
+        "(paired = exact, the difference is exact); against a random map, a one-sample sign-flip test.\n"
+        "p_holm: Holm-Bonferroni over each metric's rows (or the --against / --pairs family); verdict\n"
+        "a<b / a>b when p_holm < alpha; underpowered when p_holm_min (the smallest p_holm these trials\n"
+        "can give) >= alpha; non-finite when a trial is NaN / Inf (column nonfinite: k of n; not tested).\n"
+        "ratio = mean_a / mean_b, bootstrap percentile intervals ci95 (95%) and ci_bonf (1 - alpha / k\n"
+        "over a family of k tests). ranking.csv: per cell, estimators by mean, tied_with_best and letter\n"
+        "groups (estimators sharing a letter do not differ), from Holm over every row of the metric.");
 
     CLI::App* list = app.add_subcommand("list", "feature maps, projections, metrics, experiment kinds");
 
@@ -701,7 +743,10 @@ int main(int argc, char** argv) {
             for (const auto& m : cf.metrics)
                 if (m.empty()) throw favor::Error("compare: --metric: empty value");
             if (compare_alpha) cf.alpha = favor::parse_number_text("compare: --alpha", *compare_alpha);
-            return checked_exit(cmd_compare(compare_dir, cf));
+            if (compare_pairs) cf.pairs = parse_pairs(*compare_pairs);
+            if (compare->count("--against") && cf.against.empty()) throw favor::Error("compare: --against: empty value");
+            if (compare->count("--match") && cf.match.empty()) throw favor::Error("compare: --match: empty value");
+            return checked_exit(cmd_compare(compare_dir, cf, compare_summary));
         }
         if (*list) return checked_exit(cmd_list());
     } catch (const Error& e) {

@@ -11,18 +11,12 @@
 #include <vector>
 
 #include "favor/error.hpp"
+#include "sections.hpp"
 #include "favor/merge.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);
-    std::vector<std::string> files;
-    const std::string sep = "\n@@\n";
-    for (std::size_t pos = 0;;) {
-        const std::size_t at = text.find(sep, pos);
-        files.push_back(text.substr(pos, at == std::string::npos ? std::string::npos : at - pos));
-        if (at == std::string::npos) break;
-        pos = at + sep.size();
-    }
+    const std::vector<std::string> files = split_sections(text);
     std::vector<favor::MergeInput> inputs;
     for (std::size_t i = 0; i + 1 <= files.size() && inputs.size() < 8; i += 3) {
         favor::MergeInput in;

@@ -37,8 +37,11 @@ for c in "${configs[@]}"; do
   dir=results/$name
   start=$(date +%s)
   [ "$run" = 0 ] || "$favor" run "$c" --out "$dir" --quiet
-  # Significance of every pairwise difference and against uniform attention (comparisons.csv).
-  [ "$run" = 0 ] || [ ! -f "$dir/errors.csv" ] || "$favor" compare "$dir" --metric all > /dev/null
+  # Significance of every pairwise difference and against uniform attention (comparisons.csv)
+  # and the ranking per cell (ranking.csv). Fig. 4's m grid pairs trig's 2m feature columns
+  # with positive's m at the next m: compared at equal feature columns (--match num_features).
+  match=(); [ "$name" != fig4_output_mse_vs_m ] || match=(--match num_features)
+  [ "$run" = 0 ] || [ ! -f "$dir/errors.csv" ] || "$favor" compare "$dir" --metric all "${match[@]}" > /dev/null
   [ -f "$dir/summary.csv" ] || { echo "[reproduce] $name: no $dir/summary.csv, skipped" >&2; continue; }
   # the paper's Fig. 4 panels (trig/positive x iid/orthogonal; the title names what they leave out)
   layout=(); [ "$name" != fig4_output_mse_vs_m ] || layout=(--layout fig4)

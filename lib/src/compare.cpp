@@ -70,11 +70,6 @@ double quantile_sorted(const std::vector<double>& v, double q) {
     return v[lo] + frac * (v[hi] - v[lo]);
 }
 
-std::pair<double, double> percentile_95(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return {quantile_sorted(v, 0.025), quantile_sorted(v, 0.975)};
-}
-
 }  // namespace
 
 double paired_t(const std::vector<double>& d) {
@@ -169,8 +164,8 @@ double welch_permutation_p(const std::vector<double>& a, const std::vector<doubl
 }
 
 // Percentile bootstrap (Efron & Tibshirani 1993, ch. 13) of the ratio of means.
-std::pair<double, double> ratio_ci(const std::vector<double>& a, const std::vector<double>& b, bool paired,
-                                   std::uint64_t key, std::size_t resamples) {
+std::vector<double> ratio_bootstrap(const std::vector<double>& a, const std::vector<double>& b, bool paired,
+                                    std::uint64_t key, std::size_t resamples) {
     const std::size_t na = a.size(), nb = b.size();
     std::vector<double> ratios(resamples);
     for (std::size_t r = 0; r < resamples; ++r) {
@@ -187,11 +182,12 @@ std::pair<double, double> ratio_ci(const std::vector<double>& a, const std::vect
         }
         ratios[r] = ratio_of(sa / double(na), sb / double(nb));
     }
-    return percentile_95(std::move(ratios));
+    std::sort(ratios.begin(), ratios.end());
+    return ratios;
 }
 
-std::pair<double, double> baseline_ratio_ci(const std::vector<double>& x, double baseline, std::uint64_t key,
-                                            std::size_t resamples) {
+std::vector<double> baseline_ratio_bootstrap(const std::vector<double>& x, double baseline, std::uint64_t key,
+                                             std::size_t resamples) {
     const std::size_t n = x.size();
     std::vector<double> ratios(resamples);
     for (std::size_t r = 0; r < resamples; ++r) {
@@ -199,7 +195,55 @@ std::pair<double, double> baseline_ratio_ci(const std::vector<double>& x, double
         for (std::size_t j = 0; j < n; ++j) s += x[index_at(key, r * n + j, n)];
         ratios[r] = ratio_of(s / double(n), baseline);
     }
-    return percentile_95(std::move(ratios));
+    std::sort(ratios.begin(), ratios.end());
+    return ratios;
+}
+
+std::pair<double, double> percentile_interval(const std::vector<double>& sorted, double level) {
+    return {quantile_sorted(sorted, (1 - level) / 2), quantile_sorted(sorted, (1 + level) / 2)};
+}
+
+std::pair<double, double> ratio_ci(const std::vector<double>& a, const std::vector<double>& b, bool paired,
+                                   std::uint64_t key, std::size_t resamples) {
+    return percentile_interval(ratio_bootstrap(a, b, paired, key, resamples), 0.95);
+}
+
+std::pair<double, double> baseline_ratio_ci(const std::vector<double>& x, double baseline, std::uint64_t key,
+                                            std::size_t resamples) {
+    return percentile_interval(baseline_ratio_bootstrap(x, baseline, key, resamples), 0.95);
+}
+
+double signflip_p_min(std::size_t n, const PermutationOptions& opt) {
+    if (n < 2) return kNaN;
+    if (n < 63 && (std::uint64_t(1) << n) <= opt.exact_limit) return 2.0 / double(std::uint64_t(1) << n);
+    return 1.0 / double(1 + opt.monte_carlo);
+}
+
+double welch_p_min(std::size_t na, std::size_t nb, const PermutationOptions& opt) {
+    if (na < 2 || nb < 2) return kNaN;
+    const std::uint64_t splits = binomial_capped(na + nb, na, opt.exact_limit);
+    if (splits <= opt.exact_limit) return (na == nb ? 2.0 : 1.0) / double(splits);
+    return 1.0 / double(1 + opt.monte_carlo);
+}
+
+std::size_t trials_needed(std::size_t family, double alpha, bool signflip) {
+    for (std::size_t n = 2; n <= 64; ++n)
+        if (double(family) * (signflip ? signflip_p_min(n) : welch_p_min(n, n)) < alpha) return n;
+    return 0;
+}
+
+std::string compare_power_warning(std::size_t cells, std::size_t variants, std::size_t trials, double alpha) {
+    const std::size_t family = cells * (variants * (variants - 1) / 2 + variants);
+    if (variants == 0 || (trials >= 2 && double(family) * signflip_p_min(trials) < alpha)) return "";
+    auto shown = [](double v) { return short_number(format_number(v), 3); };
+    const std::size_t need = trials_needed(family, alpha, true);
+    return "with " + std::to_string(trials) + " trials no favor compare verdict is reachable: Holm over the " +
+           std::to_string(family) + " comparisons per metric this run implies (" + std::to_string(cells) +
+           " cells: every pair of " + std::to_string(variants) + " variants and each against uniform) needs p < " +
+           shown(alpha / double(family)) + ", the smallest sign-flip p with " + std::to_string(trials) +
+           " trials is " + (trials < 2 ? std::string("undefined") : shown(signflip_p_min(trials))) +
+           (need ? "; " + std::to_string(need) + " trials would reach it" : "") +
+           " (favor compare --against / --pairs test fewer)";
 }
 
 // Holm (1979): the i-th smallest of m p-values is multiplied by m - i + 1, then made

@@ -1,20 +1,24 @@
 // `favor compare` on a result directory: groups errors.csv by cell and variant, runs the tests
-// of compare.cpp on every pair (and against summary.csv's baseline_<metric>), adjusts by Holm.
+// of compare.cpp on every pair (and against summary.csv's baseline_<metric>), adjusts by Holm
+// over the family asked for, and ranks the estimators of each cell (ranking.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "favor/compare.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
 #include "favor/names.hpp"
+#include "favor/ranking.hpp"
 #include "favor/rng.hpp"
 
 namespace favor {
@@ -23,6 +27,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The largest errors.csv / summary.csv / run.json compare reads (docs/limits.md).
+constexpr std::size_t kMaxCompareBytes = std::size_t(1) << 30;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 // A CSV file with the line number of each row (for error messages).
 struct CsvFile {
     std::string path;
@@ -30,19 +38,16 @@ struct CsvFile {
     std::vector<std::size_t> lines;
 };
 
-CsvFile load_csv(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open");
-    std::stringstream buf;
-    buf << in.rdbuf();
-    CsvFile f{path, parse_csv(buf.str(), path), {}};
-    std::istringstream ss(buf.str());
+CsvFile csv_of(const std::string& text, const std::string& path) {
+    CsvFile f{path, parse_csv(text, path), {}};
+    std::istringstream ss(text);
     std::size_t no = 0;
     for (std::string line; std::getline(ss, line);) {   // the lines parse_csv keeps as rows
         ++no;
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (no > 1 && !line.empty()) f.lines.push_back(no);
     }
+    if (f.lines.size() != f.table.rows.size()) throw Error(path + ": rows and lines do not match");
     return f;
 }
 
@@ -51,98 +56,178 @@ std::size_t require_column(const CsvFile& f, const std::string& c) {
     return f.table.column(c);
 }
 
-// The finite number in a cell; Error naming file, line and column otherwise.
+// A number as favor writes it: finite, or exactly nan / inf / -inf. Error naming file, line
+// and column otherwise.
 double parse_value(const CsvFile& f, std::size_t row, std::size_t col) {
     const std::string& s = f.table.rows[row][col];
+    if (s == "nan") return kNaN;
+    if (s == "inf" || s == "-inf") return s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
     char* end = nullptr;
     const double v = std::strtod(s.c_str(), &end);
-    const std::string where = f.path + ": line " + std::to_string(f.lines[row]) + ", column " +
-                              f.table.columns[col] + ": '" + s + "'";
-    if (s.empty() || end != s.c_str() + s.size()) throw Error(where + " is not a number");
-    if (!std::isfinite(v)) throw Error(where + " is not finite");
+    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
+        throw Error(f.path + ": line " + std::to_string(f.lines[row]) + ", column " + f.table.columns[col] + ": '" + s +
+                    "' is not a number (favor writes finite numbers, nan, inf or -inf)");
     return v;
 }
 
 struct Group {   // the rows of one variant in one cell
-    std::string variant, projection, seed;
+    std::string variant, projection, seed, m, num_features;
     std::vector<std::size_t> rows;
 };
 
 struct Cell {
-    std::vector<std::string> key;   // values of L, d, m, scale[, head]
+    std::vector<std::string> key;   // values of the cell columns
     std::string label;              // "L=128,d=8,m=16,scale=1"
     std::vector<Group> groups;      // variants in order of first appearance in the file
+    std::set<std::string> input_seeds;
 };
 
 struct Layout {   // column indices of errors.csv
-    std::vector<std::string> cell_columns;
+    std::vector<std::string> cell_columns;   // L, d, m or num_features, scale[, head]
     std::vector<std::size_t> cell_idx;
-    std::size_t variant, projection, trial;
-    std::optional<std::size_t> seed;
+    std::size_t variant, projection, trial, m;
+    std::optional<std::size_t> seed, input_seed, num_features;
+    bool by_features = false;
 };
 
-Layout layout_of(const CsvFile& f) {
+Layout layout_of(const CsvFile& f, bool by_features) {
     Layout l;
-    l.cell_columns = {"L", "d", "m", "scale"};
+    l.by_features = by_features;
+    l.cell_columns = {"L", "d", by_features ? "num_features" : "m", "scale"};
     if (f.table.has_column("head")) l.cell_columns.push_back("head");
     for (const auto& c : l.cell_columns) l.cell_idx.push_back(require_column(f, c));
     l.variant = require_column(f, "variant");
     l.projection = require_column(f, "projection");
     l.trial = require_column(f, "trial");
+    l.m = require_column(f, "m");
     if (f.table.has_column("seed")) l.seed = f.table.column("seed");
+    if (f.table.has_column("input_seed")) l.input_seed = f.table.column("input_seed");
+    if (f.table.has_column("num_features")) l.num_features = f.table.column("num_features");
     return l;
 }
 
+// A trial's identity: (input_seed, trial), input seed 0 when the column is absent.
+std::string trial_id(const Layout& l, const std::vector<std::string>& row) {
+    return (l.input_seed ? row[*l.input_seed] : std::string("0")) + "/" + row[l.trial];
+}
+
+std::vector<std::string> key_of(const Layout& l, const std::vector<std::string>& row) {
+    std::vector<std::string> key;
+    for (std::size_t i : l.cell_idx) key.push_back(row[i]);
+    return key;
+}
+
+// Per (cell, variant), the m whose rows count: the smallest (by value) when a variant appears
+// at several m in one cell (num_features cells: elu, dpfp have the same F at every m).
+std::map<std::pair<std::vector<std::string>, std::string>, std::string> chosen_m(const CsvFile& f, const Layout& l) {
+    std::map<std::pair<std::vector<std::string>, std::string>, std::string> out;
+    for (const auto& row : f.table.rows) {
+        auto [it, fresh] = out.emplace(std::make_pair(key_of(l, row), row[l.variant]), row[l.m]);
+        if (!fresh && std::strtod(row[l.m].c_str(), nullptr) < std::strtod(it->second.c_str(), nullptr)) it->second = row[l.m];
+    }
+    return out;
+}
+
+// Cells in ascending order of their values, numbers before text (as a run writes them;
+// num_features cells would otherwise follow the first variant's F).
+bool cell_before(const Cell& a, const Cell& b) {
+    for (std::size_t i = 0; i < a.key.size(); ++i) {
+        const std::string &s = a.key[i], &t = b.key[i];
+        char *es = nullptr, *et = nullptr;
+        const double x = std::strtod(s.c_str(), &es), y = std::strtod(t.c_str(), &et);
+        const bool ns = s.empty() || *es || std::isnan(x), nt = t.empty() || *et || std::isnan(y);
+        if (ns != nt) return nt;
+        if (!ns && x != y) return x < y;
+        if (s != t) return s < t;
+    }
+    return false;
+}
+
 std::vector<Cell> group_cells(const CsvFile& f, const Layout& l) {
+    const auto m_of = chosen_m(f, l);
     std::map<std::string, std::size_t> variant_order;
     std::map<std::vector<std::string>, std::size_t> cell_index;
     std::map<std::pair<std::size_t, std::string>, std::set<std::string>> trials_seen;
     std::vector<Cell> cells;
     for (std::size_t r = 0; r < f.table.rows.size(); ++r) {
         const auto& row = f.table.rows[r];
-        std::vector<std::string> key;
-        for (std::size_t i : l.cell_idx) key.push_back(row[i]);
+        const std::vector<std::string> key = key_of(l, row);
+        const std::string& v = row[l.variant];
+        if (m_of.at({key, v}) != row[l.m]) continue;
         const auto [it, fresh] = cell_index.emplace(key, cells.size());
         if (fresh) {
             std::string label;
             for (std::size_t i = 0; i < key.size(); ++i) label += (i ? "," : "") + l.cell_columns[i] + "=" + key[i];
-            cells.push_back({key, label, {}});
+            cells.push_back({key, label, {}, {}});
         }
         Cell& cell = cells[it->second];
-        const std::string& v = row[l.variant];
         variant_order.emplace(v, variant_order.size());
-        if (!trials_seen[{it->second, v}].insert(row[l.trial]).second)
-            throw Error(f.path + ": line " + std::to_string(f.lines[r]) + ": trial " + row[l.trial] +
-                        " of variant " + v + " appears twice in cell " + cell.label);
+        if (!trials_seen[{it->second, v}].insert(trial_id(l, row)).second)
+            throw Error(f.path + ": line " + std::to_string(f.lines[r]) + ": trial " + trial_id(l, row) +
+                        " (input_seed/trial) of variant " + v + " appears twice in cell " + cell.label);
+        cell.input_seeds.insert(l.input_seed ? row[*l.input_seed] : "0");
         auto g = std::find_if(cell.groups.begin(), cell.groups.end(), [&](const Group& x) { return x.variant == v; });
         if (g == cell.groups.end())
-            g = cell.groups.insert(cell.groups.end(), Group{v, row[l.projection], l.seed ? row[*l.seed] : "", {}});
+            g = cell.groups.insert(cell.groups.end(), Group{v, row[l.projection], l.seed ? row[*l.seed] : "", row[l.m],
+                                                            l.num_features ? row[*l.num_features] : "", {}});
         g->rows.push_back(r);
     }
     for (Cell& c : cells)
         std::stable_sort(c.groups.begin(), c.groups.end(), [&](const Group& a, const Group& b) {
             return variant_order.at(a.variant) < variant_order.at(b.variant);
         });
+    std::stable_sort(cells.begin(), cells.end(), cell_before);
     return cells;
 }
 
-struct Sample {   // a group's non-blank values of one metric, with their trial indices
+// One estimator of a cell for one metric: a variant's non-blank values (with their trial
+// ids), or uniform attention's baseline (a constant, no trials).
+struct Entry {
+    const Group* group = nullptr;   // nullptr: uniform
+    std::string name;
     std::vector<std::string> trials;
     std::vector<double> values;
+    std::size_t nonfinite = 0;
+    double constant = kNaN;         // the value when deterministic
+    bool deterministic = false;     // uniform, or no projection and >= 2 trials all equal (elu, dpfp, nystrom)
 };
 
-Sample sample_of(const CsvFile& f, const Layout& l, const Group& g, std::size_t col) {
-    Sample s;
-    for (std::size_t r : g.rows) {
-        if (f.table.rows[r][col].empty()) continue;
-        s.trials.push_back(f.table.rows[r][l.trial]);
-        s.values.push_back(parse_value(f, r, col));
-    }
-    return s;
+double mean_of(const std::vector<double>& x) {
+    double s = 0;
+    for (double v : x) s += v;
+    return s / double(x.size());
 }
 
+Entry entry_of(const CsvFile& f, const Layout& l, const Group& g, std::size_t col) {
+    Entry e;
+    e.group = &g;
+    e.name = g.variant;
+    for (std::size_t r : g.rows) {
+        if (f.table.rows[r][col].empty()) continue;
+        e.trials.push_back(trial_id(l, f.table.rows[r]));
+        e.values.push_back(parse_value(f, r, col));
+        e.nonfinite += !std::isfinite(e.values.back());
+    }
+    // A map without a projection (blank column: elu, dpfp, nystrom) whose trials all agree; a
+    // random map's trials may coincide (rounded to half precision) and still be random.
+    e.deterministic = g.projection.empty() && e.values.size() >= 2 && e.nonfinite == 0 &&
+                      std::all_of(e.values.begin(), e.values.end(), [&](double v) { return v == e.values[0]; });
+    if (e.deterministic) e.constant = e.values[0];
+    return e;
+}
+
+Entry uniform_entry(double baseline) {
+    Entry e;
+    e.name = "uniform";
+    e.constant = baseline;
+    e.deterministic = true;
+    return e;
+}
+
+double entry_mean(const Entry& e) { return e.group ? mean_of(e.values) : e.constant; }
+
 // b's values in a's trial order when both have the same set of trials; nullopt otherwise.
-std::optional<std::vector<double>> aligned(const Sample& a, const Sample& b) {
+std::optional<std::vector<double>> aligned(const Entry& a, const Entry& b) {
     if (a.trials.size() != b.trials.size()) return std::nullopt;
     std::map<std::string, double> by_trial;
     for (std::size_t i = 0; i < b.trials.size(); ++i) by_trial[b.trials[i]] = b.values[i];
@@ -155,65 +240,98 @@ std::optional<std::vector<double>> aligned(const Sample& a, const Sample& b) {
     return out;
 }
 
-double mean_of(const std::vector<double>& x) {
-    double s = 0;
-    for (double v : x) s += v;
-    return s / double(x.size());
-}
+double ratio_of(double x, double y) { return x == y ? 1.0 : x / y; }
+
+// How a row's ratio interval is bootstrapped.
+enum class Boot { none, paired, unpaired, x_over_c, c_over_x };
 
 // One row of comparisons.csv before the Holm adjustment.
 struct Comparison {
-    std::string a, b, kind;   // kind: "yes", "no" or "one-sample"
     const Cell* cell = nullptr;
-    double mean_a = 0, mean_b = 0, ratio = 0, p = 0;
-    std::size_t n_a = 0, n_b = 0;   // n_b = 0: a baseline (no sample)
-    std::pair<double, double> ci;
-
-    Comparison(std::string a_, std::string b_, std::string kind_, const Cell& c)
-        : a(std::move(a_)), b(std::move(b_)), kind(std::move(kind_)), cell(&c) {}
+    std::size_t cell_index = 0;
+    const Entry* ea = nullptr;
+    const Entry* eb = nullptr;
+    std::string kind;         // yes, no, one-sample, exact; "" when not tested
+    std::string nonfinite;    // "a: k of n; b: k of n" (the samples with non-finite trials)
+    double mean_a = 0, mean_b = 0, ratio = 0, p = kNaN, p_min = kNaN;
+    std::vector<double> x, y;   // the bootstrap's samples (y aligned with x when paired)
+    double constant = kNaN;
+    Boot boot = Boot::none;
+    std::uint64_t key = 0;
+    bool tested() const { return !std::isnan(p); }
 };
 
 std::uint64_t pair_key(const Cell& c, const std::string& a, const std::string& b, const char* purpose) {
     return stream_key({tag("compare"), tag(c.label), tag(a), tag(b), tag(purpose)});
 }
 
-Comparison compare_pair(const Cell& c, const Group& ga, const Group& gb, const Sample& a, const Sample& b) {
-    Comparison r(ga.variant, gb.variant, "no", c);
-    // Same projection, seed and trials: trial t of both used the same W on the same inputs.
-    const auto b_aligned = ga.projection == gb.projection && ga.seed == gb.seed ? aligned(a, b) : std::nullopt;
-    const std::vector<double>& bv = b_aligned ? *b_aligned : b.values;
-    r.mean_a = mean_of(a.values);
-    r.mean_b = mean_of(bv);
-    r.ratio = r.mean_a == r.mean_b ? 1.0 : r.mean_a / r.mean_b;
-    r.n_a = a.values.size();
-    r.n_b = bv.size();
-    const std::uint64_t perm_key = pair_key(c, r.a, r.b, "permutation");
+std::string nonfinite_text(const Entry& a, const Entry& b) {
+    std::string s;
+    for (const Entry* e : {&a, &b})
+        if (e->nonfinite)
+            s += std::string(s.empty() ? "" : "; ") + (e == &a ? "a: " : "b: ") + std::to_string(e->nonfinite) + " of " +
+                 std::to_string(e->values.size());
+    return s;
+}
+
+// Random against deterministic: a one-sample sign-flip test of the random one's trials
+// against the constant (as against uniform attention).
+void one_sample(Comparison& r, const Entry& random, double c, bool random_is_a, const PermutationOptions& perm) {
+    r.kind = "one-sample";
+    std::vector<double> d(random.values.size());
+    for (std::size_t t = 0; t < d.size(); ++t) d[t] = random_is_a ? random.values[t] - c : c - random.values[t];
+    r.p = paired_signflip_p(d, pair_key(*r.cell, r.ea->name, r.eb->name, "permutation"), perm);
+    r.p_min = signflip_p_min(d.size(), perm);
+    r.x = random.values;
+    r.constant = c;
+    r.boot = random_is_a ? Boot::x_over_c : Boot::c_over_x;
+}
+
+// Two random samples: paired when both have the same projection, seed and trials (trial t
+// of both used the same W on the same inputs), else the Welch permutation test.
+void two_sample(Comparison& r, const Entry& a, const Entry& b, const PermutationOptions& perm) {
+    const bool same_w = a.group->projection == b.group->projection && a.group->seed == b.group->seed &&
+                        a.group->m == b.group->m;
+    const auto b_aligned = same_w ? aligned(a, b) : std::nullopt;
+    const std::uint64_t key = pair_key(*r.cell, a.name, b.name, "permutation");
+    r.x = a.values;
+    r.y = b_aligned ? *b_aligned : b.values;
     if (b_aligned) {
         r.kind = "yes";
-        std::vector<double> d(r.n_a);
-        for (std::size_t t = 0; t < r.n_a; ++t) d[t] = a.values[t] - bv[t];
-        r.p = paired_signflip_p(d, perm_key);
+        std::vector<double> d(r.x.size());
+        for (std::size_t t = 0; t < d.size(); ++t) d[t] = r.x[t] - r.y[t];
+        r.p = paired_signflip_p(d, key, perm);
+        r.p_min = signflip_p_min(d.size(), perm);
     } else {
-        r.p = welch_permutation_p(a.values, bv, perm_key);
+        r.kind = "no";
+        r.p = welch_permutation_p(r.x, r.y, key, perm);
+        r.p_min = welch_p_min(r.x.size(), r.y.size(), perm);
     }
-    r.ci = ratio_ci(a.values, bv, bool(b_aligned), pair_key(c, r.a, r.b, "bootstrap"));
+    r.boot = b_aligned ? Boot::paired : Boot::unpaired;
+}
+
+Comparison compare_entries(const Cell& c, const Entry& a, const Entry& b, const PermutationOptions& perm) {
+    Comparison r;
+    r.cell = &c;
+    r.ea = &a;
+    r.eb = &b;
+    r.mean_a = entry_mean(a);
+    r.mean_b = entry_mean(b);
+    r.ratio = ratio_of(r.mean_a, r.mean_b);
+    r.key = pair_key(c, a.name, b.name, "bootstrap");
+    r.nonfinite = nonfinite_text(a, b);
+    if (!r.nonfinite.empty()) return r;   // not tested: see the verdict "non-finite"
+    if (a.deterministic && b.deterministic)
+        r.kind = "exact";
+    else if (a.deterministic || b.deterministic)
+        one_sample(r, a.deterministic ? b : a, a.deterministic ? a.constant : b.constant, !a.deterministic, perm);
+    else
+        two_sample(r, a, b, perm);
     return r;
 }
 
-Comparison compare_baseline(const Cell& c, const Group& g, const Sample& x, double baseline) {
-    Comparison r(g.variant, "uniform", "one-sample", c);
-    r.mean_a = mean_of(x.values);
-    r.mean_b = baseline;
-    r.ratio = r.mean_a == baseline ? 1.0 : r.mean_a / baseline;
-    r.n_a = x.values.size();
-    std::vector<double> d(r.n_a);
-    for (std::size_t t = 0; t < r.n_a; ++t) d[t] = x.values[t] - baseline;
-    r.p = paired_signflip_p(d, pair_key(c, r.a, r.b, "permutation"));
-    r.ci = baseline_ratio_ci(x.values, baseline, pair_key(c, r.a, r.b, "bootstrap"));
-    return r;
-}
-
-// summary.csv's baseline_<metric> per (variant, cell); empty when the file or column is absent.
+// The uniform-attention baseline per (variant, L, d, m, scale[, head]) from summary.csv's
+// baseline_<metric>; empty when the file or column is absent.
 std::map<std::vector<std::string>, double> read_baselines(const std::optional<CsvFile>& summary,
                                                           const Layout& l, const std::string& metric) {
     std::map<std::vector<std::string>, double> out;
@@ -222,56 +340,201 @@ std::map<std::vector<std::string>, double> read_baselines(const std::optional<Cs
     const std::optional<std::size_t> variant =
         summary->table.has_column("variant") ? std::optional(summary->table.column("variant")) : std::nullopt;
     std::vector<std::size_t> idx;
-    for (const auto& c : l.cell_columns) idx.push_back(require_column(*summary, c));
+    for (const auto& c : l.cell_columns) idx.push_back(require_column(*summary, c == "num_features" ? "m" : c));
     for (std::size_t r = 0; r < summary->table.rows.size(); ++r) {
         const auto& row = summary->table.rows[r];
         if (row[col].empty()) continue;
         std::vector<std::string> key{variant ? row[*variant] : std::string()};
         for (std::size_t i : idx) key.push_back(row[i]);
-        out[key] = parse_value(*summary, r, col);
+        const double v = parse_value(*summary, r, col);
+        if (std::isfinite(v)) out[key] = v;
     }
     return out;
 }
 
-std::vector<Comparison> compare_metric(const CsvFile& f, const Layout& l, const std::vector<Cell>& cells,
-                                       std::size_t col, const std::map<std::vector<std::string>, double>& base,
-                                       bool base_by_variant) {
-    std::vector<Comparison> out;
-    for (const Cell& c : cells) {
-        std::vector<Sample> s;
-        for (const Group& g : c.groups) s.push_back(sample_of(f, l, g, col));
-        for (std::size_t i = 0; i < s.size(); ++i)
-            for (std::size_t j = i + 1; j < s.size(); ++j)
-                if (!s[i].values.empty() && !s[j].values.empty())
-                    out.push_back(compare_pair(c, c.groups[i], c.groups[j], s[i], s[j]));
-        for (std::size_t i = 0; i < s.size() && !base.empty(); ++i) {
-            std::vector<std::string> key{base_by_variant ? c.groups[i].variant : std::string()};
-            key.insert(key.end(), c.key.begin(), c.key.end());
-            const auto it = base.find(key);
-            if (it != base.end() && !s[i].values.empty()) out.push_back(compare_baseline(c, c.groups[i], s[i], it->second));
+// One metric: its entries per cell (uniform last, when summary.csv has its baseline) and
+// every pair of them, oriented as --against / --pairs ask.
+struct MetricRows {
+    std::string metric;
+    std::vector<std::vector<Entry>> entries;
+    std::vector<Comparison> rows;
+};
+
+bool has_pair(const CompareOptions& opt, const std::string& a, const std::string& b) {
+    return std::find(opt.pairs.begin(), opt.pairs.end(), std::make_pair(a, b)) != opt.pairs.end();
+}
+
+// Whether the pair (a, b) in file order is written b vs a (--against NAME: NAME is b).
+bool swapped(const std::string& a, const std::string& b, const CompareOptions& opt) {
+    if (!opt.against.empty()) return a == opt.against;
+    return has_pair(opt, b, a) && !has_pair(opt, a, b);
+}
+
+bool in_family(const Comparison& r, const CompareOptions& opt) {
+    if (!opt.against.empty()) return r.ea->name == opt.against || r.eb->name == opt.against;
+    if (!opt.pairs.empty()) return has_pair(opt, r.ea->name, r.eb->name);
+    return true;
+}
+
+struct Baselines {
+    std::map<std::vector<std::string>, double> values;
+    bool by_variant = false;
+};
+
+// The cell's uniform baseline: the first variant's (all share the cell's inputs).
+std::optional<double> baseline_of(const Cell& c, const Baselines& b) {
+    for (const Group& g : c.groups) {
+        std::vector<std::string> key{b.by_variant ? g.variant : std::string()};
+        key.insert(key.end(), c.key.begin(), c.key.end());
+        key[3] = g.m;   // the cell column after L, d: m (num_features cells: the variant's m)
+        const auto it = b.values.find(key);
+        if (it != b.values.end()) return it->second;
+    }
+    return std::nullopt;
+}
+
+MetricRows metric_rows(const CsvFile& f, const Layout& l, const std::vector<Cell>& cells, const std::string& metric,
+                       const Baselines& base, const CompareOptions& opt, std::set<std::string>& skipped) {
+    MetricRows m{metric, std::vector<std::vector<Entry>>(cells.size()), {}};
+    const std::size_t col = f.table.column(metric);
+    for (std::size_t ci = 0; ci < cells.size(); ++ci) {
+        for (const Group& g : cells[ci].groups) {
+            Entry e = entry_of(f, l, g, col);
+            if (!e.values.empty()) m.entries[ci].push_back(std::move(e));
         }
+        const std::optional<double> u = m.entries[ci].empty() ? std::nullopt : baseline_of(cells[ci], base);
+        if (u && cells[ci].input_seeds.size() > 1) skipped.insert(cells[ci].label);
+        else if (u) m.entries[ci].push_back(uniform_entry(*u));
+    }
+    for (std::size_t ci = 0; ci < cells.size(); ++ci) {
+        const std::vector<Entry>& E = m.entries[ci];
+        auto add = [&](std::size_t i, std::size_t j) {
+            const bool s = swapped(E[i].name, E[j].name, opt);
+            m.rows.push_back(compare_entries(cells[ci], s ? E[j] : E[i], s ? E[i] : E[j], opt.permutations));
+            m.rows.back().cell_index = ci;
+        };
+        const bool has_u = !E.empty() && !E.back().group;
+        const std::size_t v = E.size() - (has_u ? 1 : 0);
+        for (std::size_t i = 0; i < v; ++i)   // the variant pairs, then each against uniform
+            for (std::size_t j = i + 1; j < v; ++j) add(i, j);
+        for (std::size_t i = 0; i < v && has_u; ++i) add(i, v);
+    }
+    return m;
+}
+
+// Holm over the member rows that were tested, and the smallest p_holm each could reach:
+// max(k * min p_min, its own p_min) for a family of k tests (Holm's first step multiplies the
+// smallest p by k; no row's adjusted p is below that, nor below its own p).
+struct Adjusted {
+    double p_holm = kNaN, p_holm_min = kNaN;
+    std::size_t family = 0;
+};
+
+std::vector<Adjusted> adjust(const std::vector<Comparison>& rows, const std::vector<bool>& member) {
+    std::vector<double> ps;
+    double least = 1;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+        if (member[i] && rows[i].tested()) ps.push_back(rows[i].p), least = std::min(least, rows[i].p_min);
+    const std::vector<double> adj = holm(ps);
+    std::vector<Adjusted> out(rows.size());
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        out[i].family = ps.size();
+        if (!member[i] || !rows[i].tested()) continue;
+        out[i].p_holm = adj[k++];
+        out[i].p_holm_min = std::min(1.0, std::max(double(ps.size()) * least, rows[i].p_min));
     }
     return out;
 }
 
-// Appends the rows of one metric, with Holm over those rows and the verdicts.
-void append_rows(Table& t, const std::vector<Comparison>& rows, const std::string& metric, double alpha) {
-    std::vector<double> ps;
-    for (const auto& r : rows)
-        if (!std::isnan(r.p)) ps.push_back(r.p);
-    const std::vector<double> adj = holm(ps);
-    std::size_t k = 0;
-    for (const auto& r : rows) {
-        const std::optional<double> p_holm = std::isnan(r.p) ? std::nullopt : std::optional(adj[k++]);
-        const char* verdict = p_holm && *p_holm < alpha && r.mean_a != r.mean_b ? (r.mean_a < r.mean_b ? "a<b" : "a>b") : "n.s.";
-        std::vector<std::string> row{r.a, r.b};
+std::string verdict(const Comparison& r, const Adjusted& a, double alpha) {
+    const char* order = r.mean_a < r.mean_b ? "a<b" : "a>b";
+    if (!r.nonfinite.empty()) return "non-finite";
+    if (r.kind == "exact") return r.mean_a == r.mean_b ? "a=b" : order;
+    if (!r.tested()) return "underpowered";   // fewer than 2 trials
+    if (a.p_holm < alpha && r.mean_a != r.mean_b) return order;
+    return a.p_holm_min >= alpha ? "underpowered" : "n.s.";
+}
+
+// The sorted bootstrap ratios of a row.
+std::vector<double> bootstrap_of(const Comparison& r, std::size_t resamples) {
+    if (r.boot == Boot::paired || r.boot == Boot::unpaired)
+        return ratio_bootstrap(r.x, r.y, r.boot == Boot::paired, r.key, resamples);
+    std::vector<double> v = baseline_ratio_bootstrap(r.x, r.constant, r.key, resamples);
+    if (r.boot == Boot::c_over_x) {   // constant / mean(x*): the reciprocals, in order
+        for (double& x : v) x = 1 / x;
+        std::reverse(v.begin(), v.end());
+    }
+    return v;
+}
+
+// ci95_low, ci95_high, ci_bonf_low, ci_bonf_high: the percentile intervals at 95% and at the
+// Bonferroni level 1 - alpha / k over the row's family of k tests (simultaneous over the
+// family). Resamples: `base` (10000), more for large families: 20 k / alpha (10 beyond each
+// Bonferroni end), at most 4 x base (at least one beyond each end up to k = 1000 at alpha 0.05).
+std::vector<std::string> intervals(const Comparison& r, std::size_t family, double alpha, std::size_t base) {
+    if (r.kind == "exact") return std::vector<std::string>(4, format_number(r.ratio));
+    if (r.boot == Boot::none) return std::vector<std::string>(4, "");
+    const double k = double(std::max<std::size_t>(family, 1));
+    const auto B = std::size_t(std::clamp(std::ceil(20 * k / alpha), double(base), 4.0 * double(base)));
+    const std::vector<double> v = bootstrap_of(r, B);
+    const auto c95 = percentile_interval(v, 0.95), cb = percentile_interval(v, 1 - alpha / k);
+    return {format_number(c95.first), format_number(c95.second), format_number(cb.first), format_number(cb.second)};
+}
+
+// The per-row budget column: num_features in m cells, m in num_features cells.
+std::string budget_of(const Entry& e, const Layout& l) {
+    if (!e.group) return "";
+    return l.by_features ? e.group->m : e.group->num_features;
+}
+
+void append_rows(Table& t, const MetricRows& m, const std::vector<bool>& member, const std::vector<Adjusted>& adj,
+                 const Layout& l, const CompareOptions& opt) {
+    const double alpha = opt.alpha;
+    for (std::size_t i = 0; i < m.rows.size(); ++i) {
+        if (!member[i]) continue;
+        const Comparison& r = m.rows[i];
+        std::vector<std::string> row{r.ea->name, r.eb->name};
         row.insert(row.end(), r.cell->key.begin(), r.cell->key.end());
-        row.insert(row.end(), {metric, format_number(r.mean_a), format_number(r.mean_b), format_count(r.n_a),
-                               r.n_b ? format_count(r.n_b) : "", r.kind, format_number(r.ratio),
-                               format_number(r.ci.first), format_number(r.ci.second),
-                               std::isnan(r.p) ? "" : format_number(r.p), format_number(p_holm), verdict});
+        row.insert(row.end(), {budget_of(*r.ea, l), budget_of(*r.eb, l), m.metric, format_number(r.mean_a),
+                               format_number(r.mean_b), r.ea->group ? format_count(r.ea->values.size()) : "",
+                               r.eb->group ? format_count(r.eb->values.size()) : "", r.nonfinite, r.kind,
+                               format_number(r.ratio)});
+        const std::vector<std::string> ci = intervals(r, adj[i].family, alpha, opt.bootstrap);
+        row.insert(row.end(), ci.begin(), ci.end());
+        auto num = [](double v) { return std::isnan(v) ? std::string() : format_number(v); };
+        row.insert(row.end(), {num(r.p), num(r.p_min), num(adj[i].p_holm), num(adj[i].p_holm_min), verdict(r, adj[i], alpha)});
         t.rows.push_back(std::move(row));
     }
+}
+
+std::string mirrored(const std::string& v) { return v == "a<b" ? "a>b" : v == "a>b" ? "a<b" : v; }
+
+// The rankings of one metric from the verdicts over every row (Holm over all of them).
+std::vector<RankCell> rank_cells(const MetricRows& m, const std::vector<Cell>& cells, const std::vector<Adjusted>& full,
+                                 const Layout& l, double alpha) {
+    std::vector<RankCell> out(cells.size());
+    for (std::size_t ci = 0; ci < cells.size(); ++ci) {
+        const std::vector<Entry>& E = m.entries[ci];
+        RankCell& rc = out[ci];
+        rc.key = cells[ci].key;
+        rc.label = cells[ci].label;
+        rc.metric = m.metric;
+        rc.differs.assign(E.size(), std::vector<bool>(E.size(), false));
+        for (const Entry& e : E)
+            rc.entries.push_back({e.name, budget_of(e, l), e.values.size(), e.nonfinite, entry_mean(e), !e.group, ""});
+    }
+    for (std::size_t i = 0; i < m.rows.size(); ++i) {
+        const Comparison& r = m.rows[i];
+        RankCell& rc = out[r.cell_index];
+        const auto ia = std::size_t(r.ea - m.entries[r.cell_index].data()), ib = std::size_t(r.eb - m.entries[r.cell_index].data());
+        const std::string v = verdict(r, full[i], alpha);
+        rc.differs[ia][ib] = rc.differs[ib][ia] = v == "a<b" || v == "a>b";
+        if (!r.eb->group) rc.entries[ia].vs_uniform = v;
+        if (!r.ea->group) rc.entries[ib].vs_uniform = mirrored(v);
+    }
+    out.erase(std::remove_if(out.begin(), out.end(), [](const RankCell& c) { return c.entries.empty(); }), out.end());
+    return out;
 }
 
 void check_options(const CompareOptions& opt) {
@@ -281,10 +544,30 @@ void check_options(const CompareOptions& opt) {
     for (const auto& m : opt.metrics)
         if (std::find(choices.begin(), choices.end(), m) == choices.end())
             throw Error("--metric: unknown metric '" + m + "'" + suggestion(m, choices));
+    if (!opt.match.empty() && opt.match != "num_features")
+        throw Error("--match: unknown key '" + opt.match + "' (only num_features)" + suggestion(opt.match, {"num_features"}));
+    if (opt.bootstrap < 1) throw Error("compare: bootstrap: at least 1 resample");
+    if (!opt.against.empty() && !opt.pairs.empty()) throw Error("--against and --pairs: give one of them, not both");
+    for (const auto& [a, b] : opt.pairs)
+        if (a == b) throw Error("--pairs: '" + a + ":" + b + "' compares a variant with itself");
+}
+
+// --against / --pairs name variants of the file (or uniform).
+void check_names(const CompareOptions& opt, const std::vector<Cell>& cells, const std::string& file) {
+    std::vector<std::string> names{"uniform"};
+    for (const Cell& c : cells)
+        for (const Group& g : c.groups)
+            if (std::find(names.begin(), names.end(), g.variant) == names.end()) names.push_back(g.variant);
+    auto check = [&](const std::string& flag, const std::string& n) {
+        if (std::find(names.begin(), names.end(), n) == names.end())
+            throw Error(flag + ": no variant '" + n + "' in " + file + suggestion(n, names));
+    };
+    if (!opt.against.empty()) check("--against", opt.against);
+    for (const auto& [a, b] : opt.pairs) check("--pairs", a), check("--pairs", b);
 }
 
 // The metric columns to compare, in the order asked ("all": the file's known metrics except
-// nonfinite, seconds and kernel_mse_theory).
+// nonfinite, overflow_fraction, seconds and kernel_mse_theory).
 std::vector<std::string> resolve_metrics(const std::vector<std::string>& asked, const CsvFile& f) {
     std::vector<std::string> out;
     auto add = [&out](const std::string& m) {
@@ -305,53 +588,139 @@ std::vector<std::string> resolve_metrics(const std::vector<std::string>& asked, 
     return out;
 }
 
-CsvFile load_errors(const std::string& dir) {
-    std::error_code ec;
-    if (!fs::is_directory(dir, ec)) throw Error(dir + ": not a result directory");
-    const std::string path = (fs::path(dir) / "errors.csv").string();
-    if (!fs::exists(path, ec))
-        throw Error(path + ": not found; compare needs an approximation result's errors.csv "
-                           "(kernel and timing results have none)");
-    return load_csv(path);
+// Counts the underpowered rows of the family and the trials that would reach a verdict.
+struct Power {
+    std::size_t rows = 0, underpowered = 0, need = 0, n = 0, family = 0;
+    double p_min = kNaN;
+
+    void add(const Comparison& r, const Adjusted& a, const std::string& v, double alpha) {
+        rows += 1;
+        if (v != "underpowered") return;
+        underpowered += 1;
+        if (!r.tested()) return;
+        need = std::max(need, trials_needed(a.family, alpha, r.kind != "no"));
+        if (n == 0 || r.x.size() < n) n = r.x.size(), p_min = r.p_min, family = a.family;
+    }
+    std::string warning(double alpha) const {
+        if (underpowered == 0) return "";
+        std::string w = "compare: " + std::to_string(underpowered) + " of " + std::to_string(rows) +
+                        " rows underpowered (no p_holm below " + format_number(alpha) + " reachable)";
+        if (n == 0) return w + ": fewer than 2 trials";
+        auto shown = [](double v) { return short_number(format_number(v), 3); };
+        return w + ": the smallest p with " + std::to_string(n) + " trials is " + shown(p_min) + ", Holm over " +
+               std::to_string(family) + " tests needs p < " + shown(alpha / double(family)) + "; " +
+               (need ? std::to_string(need) + " trials per variant would reach it" : "no trial count up to 64 would") +
+               " (or test fewer: --against, --pairs)";
+    }
+};
+
+Table comparisons_header(const Layout& l) {
+    Table t;
+    t.columns = {"a", "b"};
+    t.columns.insert(t.columns.end(), l.cell_columns.begin(), l.cell_columns.end());
+    const std::string budget = l.by_features ? "m" : "num_features";
+    t.columns.insert(t.columns.end(), {budget + "_a", budget + "_b", "metric", "mean_a", "mean_b", "n_a", "n_b",
+                                       "nonfinite", "paired", "ratio", "ci95_low", "ci95_high", "ci_bonf_low",
+                                       "ci_bonf_high", "p_value", "p_min", "p_holm", "p_holm_min", "verdict"});
+    return t;
+}
+
+std::string skipped_warning(const std::set<std::string>& skipped) {
+    if (skipped.empty()) return "";
+    return "compare: no rows against uniform in " + std::to_string(skipped.size()) + " cell(s) with several input "
+           "seeds (e.g. " + *skipped.begin() + "): summary.csv has one baseline per cell, not one per input draw";
 }
 
 }  // namespace
 
-Table compare_results(const std::string& dir, const CompareOptions& opt) {
+CompareResult compare_tables(const CompareInput& in, const CompareOptions& opt) {
     check_options(opt);
-    const CsvFile errors = load_errors(dir);
-    const Layout l = layout_of(errors);
+    const CsvFile errors = csv_of(in.errors, in.errors_name);
+    const Layout l = layout_of(errors, in.by_num_features || opt.match == "num_features");
     const std::vector<std::string> metrics = resolve_metrics(opt.metrics, errors);
     const std::vector<Cell> cells = group_cells(errors, l);
+    check_names(opt, cells, in.errors_name);
     std::optional<CsvFile> summary;
-    const std::string summary_path = (fs::path(dir) / "summary.csv").string();
-    std::error_code ec;
-    if (fs::exists(summary_path, ec)) summary = load_csv(summary_path);
+    if (in.summary) summary = csv_of(*in.summary, in.summary_name);
 
-    Table t;
-    t.columns = {"a", "b"};
-    t.columns.insert(t.columns.end(), l.cell_columns.begin(), l.cell_columns.end());
-    t.columns.insert(t.columns.end(), {"metric", "mean_a", "mean_b", "n_a", "n_b", "paired", "ratio", "ci_low",
-                                       "ci_high", "p_value", "p_holm", "verdict"});
-    for (const auto& m : metrics) {
-        const auto base = read_baselines(summary, l, m);
-        const bool by_variant = summary && summary->table.has_column("variant");
-        append_rows(t, compare_metric(errors, l, cells, errors.table.column(m), base, by_variant), m, opt.alpha);
+    CompareResult res;
+    res.cell_columns = l.cell_columns;
+    res.comparisons = comparisons_header(l);
+    std::vector<RankCell> ranks;
+    std::set<std::string> skipped;
+    Power power;
+    for (const auto& metric : metrics) {
+        const Baselines base{read_baselines(summary, l, metric), summary && summary->table.has_column("variant")};
+        const MetricRows m = metric_rows(errors, l, cells, metric, base, opt, skipped);
+        std::vector<bool> member(m.rows.size());
+        for (std::size_t i = 0; i < m.rows.size(); ++i) member[i] = in_family(m.rows[i], opt);
+        const std::vector<Adjusted> adj = adjust(m.rows, member);
+        append_rows(res.comparisons, m, member, adj, l, opt);
+        for (std::size_t i = 0; i < m.rows.size(); ++i)
+            if (member[i]) power.add(m.rows[i], adj[i], verdict(m.rows[i], adj[i], opt.alpha), opt.alpha);
+        const std::vector<Adjusted> full = adjust(m.rows, std::vector<bool>(m.rows.size(), true));
+        for (RankCell& rc : rank_cells(m, cells, full, l, opt.alpha)) ranks.push_back(std::move(rc));
     }
-    return t;
+    if (res.comparisons.rows.empty() && (!opt.against.empty() || !opt.pairs.empty()))
+        throw Error((opt.against.empty() ? "--pairs" : "--against") + std::string(": no such comparison in ") +
+                    in.errors_name + " (rows against uniform need summary.csv's baseline_<metric> columns)");
+    res.ranking = ranking_table(ranks, l.cell_columns, l.by_features ? "m" : "num_features");
+    res.summary = ranking_summary(ranks);
+    for (const std::string& w : {power.warning(opt.alpha), skipped_warning(skipped)})
+        if (!w.empty()) res.warnings.push_back(w);
+    return res;
 }
 
-void write_comparisons(const std::string& dir, const Table& t) {
-    write_file_atomic((fs::path(dir) / "comparisons.csv").string(), to_csv(t));
+namespace {
+
+// A result directory's member, regular files only (a FIFO is not opened, a symlink to
+// /dev/zero or a directory is refused: files.cpp); nullopt when absent.
+std::optional<std::string> read_member(const std::string& dir, const std::string& name) {
+    const std::string path = (fs::path(dir) / name).string();
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return std::nullopt;   // follows symlinks: a dangling one is absent
+    return read_regular_file(path, name == "run.json" ? "JSON file" : "CSV table", kMaxCompareBytes);
+}
+
+}  // namespace
+
+CompareResult compare_results(const std::string& dir, const CompareOptions& opt) {
+    check_options(opt);
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) throw Error(dir + ": not a result directory");
+    CompareInput in;
+    in.errors_name = (fs::path(dir) / "errors.csv").string();
+    in.summary_name = (fs::path(dir) / "summary.csv").string();
+    const auto errors = read_member(dir, "errors.csv");
+    if (!errors)
+        throw Error(in.errors_name + ": not found; compare needs an approximation result's errors.csv "
+                                     "(kernel and timing results have none)");
+    in.errors = *errors;
+    in.summary = read_member(dir, "summary.csv");
+    if (const auto run = read_member(dir, "run.json")) {
+        const nlohmann::json j = nlohmann::json::parse(*run, nullptr, false);
+        if (j.is_discarded()) throw Error((fs::path(dir) / "run.json").string() + ": not valid JSON");
+        in.by_num_features = j.is_object() && j.contains("config") && j["config"].is_object() &&
+                             j["config"].contains("num_features");
+    }
+    return compare_tables(in, opt);
+}
+
+void write_comparisons(const std::string& dir, const CompareResult& r) {
+    write_file_atomic((fs::path(dir) / "comparisons.csv").string(), to_csv(r.comparisons));
+    write_file_atomic((fs::path(dir) / "ranking.csv").string(), to_csv(r.ranking));
 }
 
 std::string compare_description(const CompareOptions& opt) {
-    return "Tests: paired rows (same projection, seed and trials, so the same W): sign-flip permutation test "
+    return "Tests: paired rows (same projection, seed, m and trials, so the same W): sign-flip permutation test "
            "of the paired t statistic; unpaired rows: permutation test of the Welch t statistic; one-sample "
-           "rows (b = uniform): sign-flip test of x - baseline. Exact up to 65536 permutations, else 65536 "
-           "random ones; p_holm: Holm over each metric's rows; verdict at p_holm < " +
-           format_number(opt.alpha) + "; ratio = mean_a / mean_b, 95% bootstrap percentile CI (B = " +
-           std::to_string(kBootstrap) + ").";
+           "rows (b = uniform, or one side deterministic): sign-flip test of x - constant; exact rows: two "
+           "deterministic maps, the difference is exact, no test. Exact up to 65536 permutations, else 65536 "
+           "random ones; p_holm: Holm over each metric's rows" +
+           std::string(opt.against.empty() && opt.pairs.empty() ? "" : " in the family asked (--against / --pairs)") +
+           "; verdict at p_holm < " + format_number(opt.alpha) +
+           " (underpowered: p_holm_min >= alpha, no verdict reachable with these trials); ratio = mean_a / mean_b, "
+           "bootstrap percentile intervals ci95 (95%) and ci_bonf (1 - alpha / family size).";
 }
 
 }  // namespace favor

@@ -73,7 +73,6 @@ std::string to_csv(const Table& t) {
     return out;
 }
 
-namespace {
 std::string short_number(const std::string& cell, int digits) {
     char* end = nullptr;
     const double v = std::strtod(cell.c_str(), &end);
@@ -83,7 +82,6 @@ std::string short_number(const std::string& cell, int digits) {
     std::snprintf(buf, sizeof buf, "%.*g", digits, v);
     return buf;
 }
-}  // namespace
 
 std::string to_markdown(const Table& t, int digits) {
     std::string out = "|";

@@ -14,6 +14,7 @@
 // validity needs finite variances.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,12 +51,37 @@ double paired_signflip_p(const std::vector<double>& d, std::uint64_t key = 0,
 double welch_permutation_p(const std::vector<double>& a, const std::vector<double>& b,
                            std::uint64_t key = 0, const PermutationOptions& opt = {});
 
-// 95% bootstrap percentile interval (quantiles 0.025 and 0.975, linear interpolation) of
-// mean(a) / mean(b) over `resamples` resamples: trial indices drawn jointly when `paired`
-// (a and b the same length), independently per sample otherwise. x / x counts as 1.
+// The smallest p the two tests can give with these sizes (the power floor, whatever the
+// data): sign-flip with n values 2 / 2^n when enumerated (the observed pattern and its
+// mirror), Welch with n_a, n_b values 1 / C(n, n_a) (2 / C when n_a = n_b: the mirror split),
+// else 1 / (1 + monte_carlo). NaN for n < 2.
+double signflip_p_min(std::size_t n, const PermutationOptions& opt = {});
+double welch_p_min(std::size_t na, std::size_t nb, const PermutationOptions& opt = {});
+// The fewest trials per variant with which Holm over `family` tests of the given kind
+// (paired / one-sample sign-flip, else Welch with n per side) can reach p_holm < alpha:
+// family * p_min(n) < alpha (Holm's first step; no rejection is possible without it).
+// 0 if no n up to 64 does.
+std::size_t trials_needed(std::size_t family, double alpha, bool signflip);
+// The warning `favor validate` gives before an approximation run whose trials cannot reach
+// any compare verdict: `cells` cells of `variants` variants imply per metric a family of
+// cells * (V (V - 1) / 2 + V) paired / one-sample tests (every pair, and each against
+// uniform). "" when a verdict is reachable.
+std::string compare_power_warning(std::size_t cells, std::size_t variants, std::size_t trials, double alpha = 0.05);
+
+// Sorted bootstrap ratios of means mean(a*) / mean(b*) over `resamples` resamples: trial
+// indices drawn jointly when `paired` (a and b the same length), independently per sample
+// otherwise (Efron & Tibshirani 1993, ch. 13). x / x counts as 1.
+std::vector<double> ratio_bootstrap(const std::vector<double>& a, const std::vector<double>& b, bool paired,
+                                    std::uint64_t key, std::size_t resamples = kBootstrap);
+// The same for mean(x*) / baseline.
+std::vector<double> baseline_ratio_bootstrap(const std::vector<double>& x, double baseline, std::uint64_t key,
+                                             std::size_t resamples = kBootstrap);
+// The central `level` percentile interval of sorted values (quantiles (1 - level) / 2 and
+// (1 + level) / 2, linear interpolation as numpy's default).
+std::pair<double, double> percentile_interval(const std::vector<double>& sorted, double level);
+// 95% percentile intervals of the two bootstraps above.
 std::pair<double, double> ratio_ci(const std::vector<double>& a, const std::vector<double>& b,
                                    bool paired, std::uint64_t key, std::size_t resamples = kBootstrap);
-// The same for mean(x) / baseline.
 std::pair<double, double> baseline_ratio_ci(const std::vector<double>& x, double baseline,
                                             std::uint64_t key, std::size_t resamples = kBootstrap);
 
@@ -65,16 +91,46 @@ std::vector<double> holm(const std::vector<double>& p);
 struct CompareOptions {
     std::vector<std::string> metrics;   // empty: output_mse; "all": every known metric present
     double alpha = 0.05;
+    // The family (the rows written, and Holm's): every variant against one (`uniform`
+    // included), or only the listed pairs (a:b). Empty: every pair and each against uniform.
+    std::string against;
+    std::vector<std::pair<std::string, std::string>> pairs;
+    // "num_features": cells keyed by the number of feature columns F instead of m (each
+    // variant at its own m; maps whose F does not depend on m at their smallest m). Also
+    // implied by a `num_features` grid in DIR/run.json's config.
+    std::string match;
+    // Test and bootstrap sizes (the defaults everywhere but in the fuzz target): the bootstrap
+    // draws `bootstrap` resamples, more for large families (ci_bonf), at most 4x that.
+    PermutationOptions permutations;
+    std::size_t bootstrap = kBootstrap;
 };
 
 // Every metric column `compare` knows (known columns absent from a file are skipped by "all").
 const std::vector<std::string>& compare_metric_names();
 
-// The comparisons table of a result directory (see README, "favor compare"); reads
-// DIR/errors.csv and, for baseline rows, DIR/summary.csv. Throws Error on bad input.
-Table compare_results(const std::string& dir, const CompareOptions& opt);
-// Writes DIR/comparisons.csv atomically.
-void write_comparisons(const std::string& dir, const Table& t);
+// A result directory's tables as text (compare_results reads them; the fuzz target makes them).
+struct CompareInput {
+    std::string errors_name, errors;                  // errors.csv
+    std::string summary_name;
+    std::optional<std::string> summary;               // summary.csv, for the uniform baseline
+    bool by_num_features = false;                     // run.json's config has a num_features grid
+};
+
+struct CompareResult {
+    Table comparisons;                   // comparisons.csv
+    Table ranking;                       // ranking.csv
+    std::vector<std::string> cell_columns;
+    std::vector<std::string> summary;    // one line per cell and metric (--summary)
+    std::vector<std::string> warnings;   // underpowered rows, skipped baselines
+};
+
+// The comparisons and rankings of a result directory (see docs/design.md, "compare"): reads
+// DIR/errors.csv, DIR/summary.csv (baselines) and DIR/run.json (the cell key), regular files
+// only. Throws Error on bad input.
+CompareResult compare_results(const std::string& dir, const CompareOptions& opt);
+CompareResult compare_tables(const CompareInput& in, const CompareOptions& opt);
+// Writes DIR/comparisons.csv and DIR/ranking.csv atomically.
+void write_comparisons(const std::string& dir, const CompareResult& r);
 // One line naming the tests, for the top of the printed table.
 std::string compare_description(const CompareOptions& opt);
 

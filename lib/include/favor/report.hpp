@@ -31,6 +31,8 @@ bool parse_real(const std::string& s, double& v, bool nonfinite);
 std::string metric_cell_problem(const std::string& column, const std::string& cell);
 
 std::string to_csv(const Table& t);
+// A number cell shown to `digits` significant digits (integers and non-numbers as they are).
+std::string short_number(const std::string& cell, int digits);
 // Markdown with numbers shown to `digits` significant digits.
 std::string to_markdown(const Table& t, int digits = 4);
 // Parses a CSV written by to_csv. No cell holds a comma, quote or newline (variant names are
