@@ -11,6 +11,7 @@
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
 #include "favor/inputs.hpp"
+#include "favor/limits.hpp"
 #include "favor/merge.hpp"
 #include "favor/rng.hpp"
 
@@ -228,4 +229,28 @@ TEST_CASE("input_seeds: shards and sweeps over input seeds reproduce the run byt
     no_baselines.baselines.reset();
     REQUIRE_THROWS_WITH(merge_inputs({no_baselines, as_input(run_with(a), "a")}), Catch::Contains("b/baselines.csv: missing"));
 
+}
+
+TEST_CASE("the cost estimate charges every input draw and the resolved m of each cell", "[budgets][limits]") {
+    auto part = [](const Cost& c, const std::string& name) {
+        for (const auto& [n, b] : c.parts)
+            if (n == name) return b;
+        return 0.0;
+    };
+    json one = seeds_config(), three = seeds_config();
+    one.erase("input_seeds");
+    one["inputs"]["L"] = three["inputs"]["L"] = 4096;
+    const Cost c1 = estimate_run(parse_config(one, "c.json"), 1), c3 = estimate_run(parse_config(three, "c.json"), 1);
+    REQUIRE(part(c3, "inputs") == Approx(3 * part(c1, "inputs")));   // the inputs of all draws are held
+    REQUIRE(c3.seconds > 2.5 * c1.seconds);
+    // num_features: trig at F = 512 costs what the m grid's trig at m = 256 costs.
+    json f = budget_config(), m = budget_config();
+    for (json* j : {&f, &m}) j->at("variants") = json::array({json{{"features", "trig"}}});
+    f["num_features"] = 512;
+    m.erase("num_features");
+    m["m"] = 256;
+    const Cost cf = estimate_run(parse_config(f, "c.json"), 1), cm = estimate_run(parse_config(m, "c.json"), 1);
+    REQUIRE(cf.peak == cm.peak);
+    REQUIRE(cf.where == cm.where);
+    REQUIRE(cf.where.find("m = 256") != std::string::npos);
 }

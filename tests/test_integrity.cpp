@@ -202,9 +202,9 @@ TEST_CASE("journal: entries round-trip, a torn last line is dropped, another run
 TEST_CASE("resume from a journal gives byte-identical tables", "[integrity]") {
     TempDir t;
     // Also with input seeds: the journal keys each item by (cell, input seed, trial).
-    json j = small_config();
-    if (GENERATE(false, true)) j["input_seeds"] = json::array({0, 4});
-    const Config cfg = parse_config(j, "t.json");
+    json config = small_config();
+    if (GENERATE(false, true)) config["input_seeds"] = json::array({0, 4});
+    const Config cfg = parse_config(config, "t.json");
     RunOptions plain;
     plain.threads = 2;
     const RunResult full = run_experiment(cfg, plain);
