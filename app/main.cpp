@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "favor/apply.hpp"
+#include "favor/cells.hpp"
 #include "favor/compare.hpp"
 #include "favor/ranking.hpp"
 #include "favor/config.hpp"
@@ -208,7 +209,7 @@ int threads_of(const std::string& cmd, const Text& t) {
 
 struct RunFlags {
     std::string config;
-    Text out, m, L, trials, seed, dtype, shard, threads, max_memory;
+    Text out, m, num_features, L, trials, seed, dtype, shard, threads, max_memory;
     std::vector<std::string> sets;
     bool quiet = false, resume = false;
     double progress_every = 10.0;
@@ -220,7 +221,12 @@ struct RunFlags {
 std::vector<std::string> overrides(const RunFlags& f) {
     constexpr std::uint64_t u64 = std::numeric_limits<std::uint64_t>::max();
     std::vector<std::string> sets = f.sets;
-    if (f.m) sets.push_back("m=" + favor::parse_list_flag("run: --m", *f.m, 1, favor::kMaxM).dump());
+    // --m and --num-features replace the budget axis: each removes the other key (null).
+    if (f.m && f.num_features) throw Error("run: --m and --num-features: give one (the grid is over m or over feature columns)");
+    if (f.m) sets.push_back("m=" + favor::parse_list_flag("run: --m", *f.m, 1, favor::kMaxM).dump()), sets.push_back("num_features=null");
+    if (f.num_features)
+        sets.push_back("num_features=" + favor::parse_list_flag("run: --num-features", *f.num_features, 1, 2 * favor::kMaxM).dump()),
+            sets.push_back("m=null");
     if (f.L) sets.push_back("inputs.L=" + favor::parse_list_flag("run: --L", *f.L, 1, favor::kMaxL).dump());
     if (f.trials) sets.push_back("trials=" + std::to_string(favor::parse_uint_text("run: --trials", *f.trials, 1, favor::kMaxTrials)));
     if (f.seed) sets.push_back("seed=" + std::to_string(favor::parse_uint_text("run: --seed", *f.seed, 0, u64)));
@@ -333,11 +339,7 @@ int cmd_validate(const ValidateFlags& f) {
     favor::Shard shard;
     if (f.shard) shard = favor::parse_shard(*f.shard);
     const std::optional<favor::QkvShapes> shapes = npy_shapes(cfg);   // the files exist, headers and shapes fit
-    std::size_t cells = cfg.variants.size() * std::max<std::size_t>(cfg.m.size(), 1);
-    if (cfg.experiment == favor::ExperimentKind::kernel)
-        cells *= cfg.kernel.d.size() * cfg.kernel.norm.size() * cfg.kernel.angle.size();
-    else if (!cfg.inputs.npy())
-        cells *= cfg.inputs.L.size() * cfg.inputs.d.size() * cfg.inputs.scale.size();
+    const std::size_t cells = favor::config_cells(cfg);
     const favor::MemoryBudget budget = budget_of("validate", f.max_memory);
     favor::Cost cost;
     std::vector<std::string> warnings;
@@ -353,7 +355,9 @@ int cmd_validate(const ValidateFlags& f) {
                   << ", d = " << shapes->d << ", d_v = " << shapes->dv << "\n";
     std::cout << "estimate: peak memory " << cost.summary() << ", " << seconds_text(cost.seconds) << " on " << threads
               << " thread(s); budget " << favor::format_bytes(double(budget.bytes)) << " (" << budget.source << ")\n";
-    std::cout << f.config << ": ok, " << cells << " cells x " << cfg.trials << " trials\n";
+    std::cout << f.config << ": ok, " << cells << " cells x "
+              << (cfg.input_seeds_set() ? std::to_string(cfg.input_seeds.size()) + " input seeds x " : "") << cfg.trials
+              << " trials\n";
     return 0;
 }
 
@@ -400,7 +404,7 @@ int cmd_gen(const GenFlags& g) {
                  " (" + budget.source + ")";
     favor::check_output_dir(*g.out);
     favor::OutputDir dir(*g.out, favor::SetKind::tensors);   // q, k, v swapped in together
-    favor::QKV in = favor::random_inputs(seed, L, d, dv, scale, family, "gen: --scale");
+    favor::QKV in = favor::random_inputs(seed, L, d, dv, scale, {family, 0, "gen: --scale"});
     for (favor::Mat<double>* m : {&in.q, &in.k, &in.v}) {   // as a run in a half dtype rounds them
         if (favor::dtype_rounding(dtype) == favor::Rounding::none) break;
         favor::Mat<float> f = favor::cast_mat<float>(*m);
@@ -597,6 +601,7 @@ int main(int argc, char** argv) {
     bind(run, rf.out, "--out", "output directory (default: the config's output_dir)");
     run->add_option("--set", rf.sets, "override a config value: PATH=VALUE, e.g. inputs.scale=0.5 (repeatable)");
     bind(run, rf.m, "--m", "numbers of random features, e.g. 16,32,64");
+    bind(run, rf.num_features, "--num-features", "feature columns per variant instead of m (equal budgets), e.g. 64,128");
     bind(run, rf.L, "--L", "sequence lengths, e.g. 1024,4096");
     bind(run, rf.trials, "--trials", "trials per cell");
     bind(run, rf.seed, "--seed", "master seed");

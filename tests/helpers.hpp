@@ -7,12 +7,27 @@
 #include <string>
 
 #include "favor/estimator.hpp"
+#include "favor/experiment.hpp"
+#include "favor/merge.hpp"
 #include "favor/tensor.hpp"
 #include "favor/variant.hpp"
 
 namespace favor_test {
 
 using favor::Mat;
+
+// A run's result set as `favor merge` reads it from directory `dir`.
+inline favor::MergeInput as_input(const favor::RunResult& r, const std::string& dir) {
+    favor::MergeInput in;
+    in.dir = dir;
+    for (const auto& [name, content] : favor::result_files(r)) {
+        if (name == "run.json") in.run_json = content;
+        if (name == "errors.csv") in.errors = content;
+        if (name == "summary.csv") in.summary = content;
+        if (name == "baselines.csv") in.baselines = content;
+    }
+    return in;
+}
 
 // A pair (x, y) as 1 x d matrices with its statistics.
 struct Pair {

@@ -68,12 +68,12 @@ TEST_CASE("families: the covariance of Q and K has the requested eigenvalues alo
     const std::size_t L = 20000, d = 6;
     const double scale = 0.8;
     SECTION("shared basis: K's eigenvectors are Q's") {
-        const QKV in = random_inputs(seed, L, d, 2, scale, family({{"decay_q", 1.5}, {"decay_k", 0.7}}));
+        const QKV in = random_inputs(seed, L, d, 2, scale, {family({{"decay_q", 1.5}, {"decay_k", 0.7}})});
         check_spectrum(in.q, basis_of(seed, "inputs-basis-q", d), 1.5, scale);
         check_spectrum(in.k, basis_of(seed, "inputs-basis-q", d), 0.7, scale);
     }
     SECTION("separate bases") {
-        const QKV in = random_inputs(seed, L, d, 2, scale, family({{"decay_q", 2.0}, {"decay_k", 1.0}, {"shared_basis", false}}));
+        const QKV in = random_inputs(seed, L, d, 2, scale, {family({{"decay_q", 2.0}, {"decay_k", 1.0}, {"shared_basis", false}})});
         check_spectrum(in.q, basis_of(seed, "inputs-basis-q", d), 2.0, scale);
         check_spectrum(in.k, basis_of(seed, "inputs-basis-k", d), 1.0, scale);
     }
@@ -84,7 +84,7 @@ TEST_CASE("families: the offset is a fixed vector of the requested norm, at the 
     const std::size_t L = 4000, d = 16;
     const double scale = 0.5, oq = 3.0, ok = 6.0, cosine = 0.6;
     const QKV base = random_inputs(seed, L, d, 4, scale);
-    const QKV in = random_inputs(seed, L, d, 4, scale, family({{"offset_q", oq}, {"offset_k", ok}, {"offset_cos", cosine}}));
+    const QKV in = random_inputs(seed, L, d, 4, scale, {family({{"offset_q", oq}, {"offset_k", ok}, {"offset_cos", cosine}})});
     // Every row moved by the same vector, of norm offset * scale.
     std::vector<double> uq(d), uk(d);
     for (std::size_t c = 0; c < d; ++c) {
@@ -114,7 +114,7 @@ TEST_CASE("families: key norms get a log-normal factor of the requested tail", "
     const std::size_t L = 20000, d = 8;
     const double sigma = 0.9, key_scale = 1.7;
     const QKV base = random_inputs(seed, L, d, 2, 1.0);
-    const QKV in = random_inputs(seed, L, d, 2, 1.0, family({{"key_norm_sigma", sigma}, {"key_scale", key_scale}}));
+    const QKV in = random_inputs(seed, L, d, 2, 1.0, {family({{"key_norm_sigma", sigma}, {"key_scale", key_scale}})});
     std::vector<double> g(L);   // (log f + sigma^2) / sigma, f = |k_i| / (key_scale |k_i of the isotropic draw|)
     for (std::size_t i = 0; i < L; ++i) {
         const double f = std::sqrt(dot(&in.k(i, 0), &in.k(i, 0), d) / dot(&base.k(i, 0), &base.k(i, 0), d)) / key_scale;
@@ -158,7 +158,7 @@ TEST_CASE("families: RoPE makes q_i . k_j of rotated constant vectors depend on 
     REQUIRE(offsets_not_unrotated.size() == 2 * L - 2);   // every offset but 0 changes the product
     // In a family: the isotropic rows, each rotated by its index.
     const QKV base = random_inputs(5, 100, d, 2, 0.7);
-    const QKV in = random_inputs(5, 100, d, 2, 0.7, family({{"rope_base", 100.0}}));
+    const QKV in = random_inputs(5, 100, d, 2, 0.7, {family({{"rope_base", 100.0}})});
     Mat<double> rq = base.q;
     apply_rope(rq, 100.0);
     for (std::size_t i = 0; i < rq.size(); ++i) REQUIRE(in.q.data()[i] == Approx(rq.data()[i]).margin(1e-14));
@@ -168,7 +168,7 @@ TEST_CASE("families: clustered keys sit at the seed's centers with the requested
     const std::uint64_t seed = 2;
     const std::size_t L = 12000, d = 8, n = 6;
     const double s = 0.4;
-    const QKV in = random_inputs(seed, L, d, 2, 1.0, family({{"key_clusters", n}, {"cluster_spread", s}}));
+    const QKV in = random_inputs(seed, L, d, 2, 1.0, {family({{"key_clusters", n}, {"cluster_spread", s}})});
     const std::uint64_t of = stream_key({seed, tag("inputs-cluster-of"), d});
     const std::uint64_t centers = stream_key({seed, tag("inputs-cluster-centers"), d});
     std::vector<std::size_t> count(n, 0);
@@ -193,8 +193,8 @@ TEST_CASE("families: every knob keeps the inputs nested in L and scale a plain f
     const InputFamily all = family({{"decay_q", 1.0}, {"decay_k", 2.0}, {"shared_basis", false}, {"offset_q", 1.0},
                                     {"offset_k", 4.0}, {"offset_cos", -0.3}, {"key_norm_sigma", 0.5}, {"key_scale", 2.0},
                                     {"rope_base", 1000.0}, {"key_clusters", 3}, {"cluster_spread", 0.5}});
-    const QKV small = random_inputs(9, 37, 6, 3, 1.0, all), large = random_inputs(9, 300, 6, 3, 1.0, all);
-    const QKV scaled = random_inputs(9, 37, 6, 3, 0.25, all);
+    const QKV small = random_inputs(9, 37, 6, 3, 1.0, {all}), large = random_inputs(9, 300, 6, 3, 1.0, {all});
+    const QKV scaled = random_inputs(9, 37, 6, 3, 0.25, {all});
     for (auto [a, b, c] : {std::tuple{&small.q, &large.q, &scaled.q}, {&small.k, &large.k, &scaled.k}, {&small.v, &large.v, &scaled.v}})
         for (std::size_t i = 0; i < a->size(); ++i) {
             REQUIRE(a->data()[i] == b->data()[i]);

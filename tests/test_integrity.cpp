@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "favor/config.hpp"
+#include "helpers.hpp"
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
 #include "favor/journal.hpp"
@@ -19,6 +20,7 @@
 #include "favor/result_dir.hpp"
 
 using namespace favor;
+using favor_test::as_input;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
@@ -60,16 +62,6 @@ json small_config() {
         "m": [4, 8], "trials": 2, "metrics": ["output_mse", "attention_kl"]})J");
 }
 
-MergeInput as_input(const RunResult& r, const std::string& dir) {
-    MergeInput in;
-    in.dir = dir;
-    for (const auto& [name, content] : result_files(r)) {
-        if (name == "run.json") in.run_json = content;
-        if (name == "errors.csv") in.errors = content;
-        if (name == "summary.csv") in.summary = content;
-    }
-    return in;
-}
 
 RunResult run_shard(const json& j, Shard s) {
     RunOptions opt;
@@ -209,7 +201,10 @@ TEST_CASE("journal: entries round-trip, a torn last line is dropped, another run
 
 TEST_CASE("resume from a journal gives byte-identical tables", "[integrity]") {
     TempDir t;
-    const Config cfg = parse_config(small_config(), "t.json");
+    // Also with input seeds: the journal keys each item by (cell, input seed, trial).
+    json config = small_config();
+    if (GENERATE(false, true)) config["input_seeds"] = json::array({0, 4});
+    const Config cfg = parse_config(config, "t.json");
     RunOptions plain;
     plain.threads = 2;
     const RunResult full = run_experiment(cfg, plain);
@@ -240,6 +235,7 @@ TEST_CASE("resume from a journal gives byte-identical tables", "[integrity]") {
     REQUIRE(r.items_resumed == j.loaded());
     REQUIRE(to_csv(r.errors) == to_csv(full.errors));
     REQUIRE(to_csv(r.summary) == to_csv(full.summary));
+    REQUIRE(to_csv(r.baselines) == to_csv(full.baselines));
 }
 
 TEST_CASE("strict merge: shards merge exactly; incomplete, mixed or damaged inputs are refused", "[integrity][merge]") {

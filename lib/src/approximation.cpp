@@ -1,5 +1,6 @@
 // The "approximation" experiment: attention errors of each estimator against exact
-// attention, per cell (variant, L, d, m, scale) and trial (docs/design.md sections 3 and 6).
+// attention, per cell (variant, L, d, m or num_features, scale), input seed and trial
+// (docs/design.md sections 3 and 6).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <optional>
 
 #include "favor/attention.hpp"
+#include "favor/cells.hpp"
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
 #include "favor/experiment_parts.hpp"
@@ -33,12 +35,25 @@ struct Head {
     SoftmaxRows softmax;       // the exact side of the pairwise metrics (if any is asked)
 };
 
-// The inputs of one (L, d, scale) point of the grid.
+// The inputs of one (L, d, scale) point of the grid and one input seed.
 template <class T>
 struct Instance {
     std::size_t L = 0, d = 0;
     std::optional<double> scale;   // random inputs only
+    std::uint64_t input_seed = 0;
     std::vector<Head<T>> heads;
+};
+
+// Items run as (cell, input seed, trial), trials fastest; `pos` indexes the cells a shard
+// owns. An item's inputs are instance point * seeds + seed.
+struct Items {
+    std::size_t seeds, trials;
+    std::size_t pos(std::size_t item) const { return item / (seeds * trials); }
+    std::size_t seed(std::size_t item) const { return item / trials % seeds; }
+    std::size_t trial(std::size_t item) const { return item % trials; }
+    std::size_t instance(const ApproxCells& g, std::size_t cell, std::size_t item) const {
+        return g.point(cell) * seeds + seed(item);
+    }
 };
 
 template <class T>
@@ -51,16 +66,10 @@ Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>&
     return h;
 }
 
-// The grid: variant x L x d x m x scale (npy inputs are one (L, d) point of their own).
-struct Axes {
-    std::size_t variants, L, d, m, scale;
-    Grid grid() const { return Grid({variants, L, d, m, scale}); }
-    std::size_t instance(const std::vector<std::size_t>& at) const { return (at[1] * d + at[2]) * scale + at[4]; }
-};
-
-// Every instance of the grid, with inputs and references loaded for those `cells` use.
+// Every instance of the grid ((L, d, scale) point x input seed; npy inputs are one point),
+// with inputs and references loaded for those `cells` use.
 template <class T>
-std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const std::vector<std::size_t>& cells,
+std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& grid, const std::vector<std::size_t>& cells,
                                         nlohmann::json& info, int threads, const std::atomic<bool>* stop) {
     const bool npy = cfg.inputs.npy();
     HeadTensors files;
@@ -68,33 +77,33 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const Axes& ax, const
         files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
         check_map_sizes(cfg, files.d(), files.L(), files.k.empty() ? 0 : files.k[0].shape(0));
     }
-    std::vector<Instance<T>> out(ax.L * ax.d * ax.scale);
+    const std::size_t S = cfg.input_seeds.size(), nd = npy ? 1 : cfg.inputs.d.size(), ns = npy ? 1 : cfg.inputs.scale.size();
+    std::vector<Instance<T>> out(grid.points() * S);
     bool pairwise = false;   // some metric (or baseline) of the streamed pairwise pass
     for (const auto& c : metric_columns(cfg.approximation.metrics)) {
         const MetricInfo::Source src = find_metric(c)->source;
         pairwise = pairwise || src == MetricInfo::Source::pairwise || src == MetricInfo::Source::theory;
     }
-    std::vector<bool> needed(out.size(), false);
-    for (std::size_t c : cells) needed[ax.instance(ax.grid().at(c))] = true;
-    for (std::size_t li = 0, i = 0; li < ax.L; ++li)
-        for (std::size_t di = 0; di < ax.d; ++di)
-            for (std::size_t si = 0; si < ax.scale; ++si, ++i) {
-                Instance<T>& in = out[i];
-                in.L = npy ? files.L() : cfg.inputs.L[li];
-                in.d = npy ? files.d() : cfg.inputs.d[di];
-                if (!npy) in.scale = cfg.inputs.scale[si];
-                if (!needed[i] || (stop && stop->load())) continue;   // stopped: no item will run
-                if (npy) {
-                    for (std::size_t h = 0; h < files.q.size(); ++h)
-                        in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads,
-                                                        dtype_rounding(cfg.dtype), pairwise));
-                } else {
-                    QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale,
-                                            cfg.inputs.family, cfg.file + ": inputs.scale");
-                    in.heads.push_back(
-                        make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise));
-                }
-            }
+    std::vector<bool> needed(grid.points(), false);
+    for (std::size_t c : cells) needed[grid.point(c)] = true;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const std::size_t p = i / S, li = p / (nd * ns), di = p / ns % nd, si = p % ns;
+        Instance<T>& in = out[i];
+        in.L = npy ? files.L() : cfg.inputs.L[li];
+        in.d = npy ? files.d() : cfg.inputs.d[di];
+        in.input_seed = cfg.input_seeds[i % S];
+        if (!npy) in.scale = cfg.inputs.scale[si];
+        if (!needed[p] || (stop && stop->load())) continue;   // stopped: no item will run
+        if (npy) {
+            for (std::size_t h = 0; h < files.q.size(); ++h)
+                in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads,
+                                                dtype_rounding(cfg.dtype), pairwise));
+        } else {
+            QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale,
+                                    {cfg.inputs.family, in.input_seed, cfg.file + ": inputs.scale"});
+            in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise));
+        }
+    }
     if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", files.L()}, {"d", files.d()}, {"heads", files.q.size()}};
     return out;
 }
@@ -209,28 +218,31 @@ JournalRows item_rows(const std::vector<Values>& heads, const std::vector<std::s
     return out;
 }
 
-// errors.csv: one row per (cell, trial), or per (cell, trial, head) with "per_head".
+// errors.csv: one row per (cell, input seed, trial), or per (cell, input seed, trial, head)
+// with "per_head"; the input_seed column only when the config sets input_seeds.
 template <class T>
-Table error_rows(const Config& cfg, const Axes& ax, const Grid& grid, const std::vector<std::size_t>& cells,
+Table error_rows(const Config& cfg, const ApproxCells& grid, const Items& it, const std::vector<std::size_t>& cells,
                  const std::vector<Instance<T>>& instances, const std::vector<JournalRows>& items,
                  const std::vector<std::string>& cols) {
-    const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
+    const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head, seeds = cfg.input_seeds_set();
     Table t;
     t.columns = approximation_key_columns();
     if (per_head) t.columns.push_back("head");
+    if (seeds) t.columns.push_back("input_seed");
     for (const char* c : {"trial", "seed"}) t.columns.push_back(c);
     for (const auto& col : cols) t.columns.push_back(col);
     for (std::size_t item = 0; item < items.size(); ++item) {
-        const std::vector<std::size_t> at = grid.at(cells[item / cfg.trials]);
-        const Variant& var = cfg.variants[at[0]];
-        const Instance<T>& in = instances[ax.instance(at)];
-        const std::size_t m = cfg.m[at[3]];
+        const std::size_t cell = cells[it.pos(item)];
+        const Variant& var = cfg.variants[grid.at(cell).variant];
+        const Instance<T>& in = instances[it.instance(grid, cell, item)];
+        const std::size_t m = grid.m(cell, in.d);
         for (std::size_t h = 0; h < items[item].size(); ++h) {
             std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(), format_count(in.L),
                                              format_count(in.d), format_count(m),
                                              format_count(var.map->num_features(m, in.d)), format_number(in.scale)};
             if (per_head) row.push_back(format_count(h));
-            row.push_back(format_count(item % cfg.trials));
+            if (seeds) row.push_back(std::to_string(in.input_seed));
+            row.push_back(format_count(it.trial(item)));
             row.push_back(std::to_string(cfg.seed));
             for (const auto& c : items[item][h]) row.push_back(c);
             t.rows.push_back(std::move(row));
@@ -239,21 +251,15 @@ Table error_rows(const Config& cfg, const Axes& ax, const Grid& grid, const std:
     return t;
 }
 
-// The columns a baseline row is matched on in summary.csv.
-std::vector<std::string> baseline_keys(const Table& errors) {
-    std::vector<std::string> k = {"L", "d", "scale"};
-    if (errors.has_column("head")) k.push_back("head");
-    return k;
-}
-
-// baseline_<metric> per (L, d, scale[, head]) for the instances in use.
+// baseline_<metric> per (L, d, scale[, head]) and input seed for the instances in use (the
+// input_seed column only when the config sets input_seeds).
 template <class T>
 Table baseline_rows(const Config& cfg, const std::vector<Instance<T>>& instances, const std::vector<std::string>& cols,
                     int threads) {
-    const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
+    const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head, seeds = cfg.input_seeds_set();
     Table t;
-    t.columns = {"L", "d", "scale"};
-    if (per_head) t.columns.push_back("head");
+    t.columns = baseline_key_columns(per_head);
+    if (seeds) t.columns.push_back("input_seed");
     std::vector<std::string> names;
     for (const auto& c : cols)
         if (find_metric(c)->has_baseline) names.push_back(c), t.columns.push_back("baseline_" + c);
@@ -266,6 +272,7 @@ Table baseline_rows(const Config& cfg, const std::vector<Instance<T>>& instances
         for (std::size_t h = 0; h < rows.size(); ++h) {
             std::vector<std::string> row = {format_count(in.L), format_count(in.d), format_number(in.scale)};
             if (per_head) row.push_back(format_count(h));
+            if (seeds) row.push_back(std::to_string(in.input_seed));
             for (const auto& c : names) row.push_back(cell_text(rows[h], c));
             t.rows.push_back(std::move(row));
         }
@@ -274,69 +281,102 @@ Table baseline_rows(const Config& cfg, const std::vector<Instance<T>>& instances
 }
 
 // Maps without a projection draw nothing, so every trial gives the same numbers, and maps
-// that ignore m (elu, dpfp) give the same numbers at every m: each such (cell, trial) item
-// is computed once, at its first occurrence (`unique`), and copied (source[item]) to the others.
-void dedupe_items(const Config& cfg, const Axes& ax, const Grid& grid, const std::vector<std::size_t>& cells,
+// that ignore m (elu, dpfp) give the same numbers at every m: each such (cell, input seed,
+// trial) item is computed once, at its first occurrence (`unique`), and copied (source[item])
+// to the others.
+void dedupe_items(const Config& cfg, const ApproxCells& grid, const Items& it, const std::vector<std::size_t>& cells,
                   std::vector<std::size_t>& source, std::vector<std::size_t>& unique) {
-    const std::size_t trials = cfg.trials, total = cells.size() * trials;
+    const std::size_t total = cells.size() * it.seeds * it.trials;
     source.assign(total, 0);
     std::map<std::vector<std::size_t>, std::size_t> first;
     constexpr std::size_t any = std::size_t(-1);
     for (std::size_t item = 0; item < total; ++item) {
-        const std::vector<std::size_t> at = grid.at(cells[item / trials]);
-        const Variant& var = cfg.variants[at[0]];
-        const std::vector<std::size_t> key = {at[0], ax.instance(at), var.map->uses_m() ? at[3] : any,
-                                              var.map->uses_projection() ? item % trials : any};
-        const auto [it, fresh] = first.emplace(key, item);
+        const std::size_t cell = cells[it.pos(item)];
+        const CellIndex& at = grid.at(cell);
+        const Variant& var = cfg.variants[at.variant];
+        const std::vector<std::size_t> key = {at.variant, it.instance(grid, cell, item), var.map->uses_m() ? at.budget : any,
+                                              var.map->uses_projection() ? it.trial(item) : any};
+        const auto [pos, fresh] = first.emplace(key, item);
         if (fresh) unique.push_back(item);
-        source[item] = it->second;
+        source[item] = pos->second;
     }
+}
+
+// The items of `unique` found in the journal (resume), each checked to have the shape of a
+// fresh item, copied into `items` and marked finished.
+void resume_items(const Journal* j, const Config& cfg, const Items& it, const std::vector<std::size_t>& cells,
+                         const std::vector<std::size_t>& unique, std::size_t heads, const std::vector<std::string>& cols,
+                         std::vector<JournalRows>& items, std::vector<char>& finished) {
+    for (std::size_t item : unique) {
+        const std::size_t cell = cells[it.pos(item)], trial = it.trial(item);
+        const JournalRows* rows = j ? j->find(cell, trial, cfg.input_seeds[it.seed(item)]) : nullptr;
+        if (!rows) continue;
+        check_journal_entry(*j, *rows, heads, cols, cell, trial);
+        items[item] = *rows;
+        finished[item] = 1;
+    }
+}
+
+// The tables of a finished run: errors.csv, summary.csv with the baselines' mean over input
+// seeds, and (with input_seeds) the baselines per input draw.
+template <class T>
+void make_tables(const Config& cfg, const ApproxCells& grid, const Items& it, const std::vector<std::size_t>& cells,
+                 const std::vector<Instance<T>>& instances, const std::vector<JournalRows>& items,
+                 const std::vector<std::string>& cols, int threads, RunResult& r) {
+    r.errors = error_rows(cfg, grid, it, cells, instances, items, cols);
+    std::vector<std::string> keys = approximation_key_columns();
+    const bool per_head = r.errors.has_column("head");
+    if (per_head) keys.push_back("head");
+    r.summary = summarize(r.errors, keys, stat_columns(cols), value_columns(cols));
+    const Table per_seed = baseline_rows(cfg, instances, cols, threads);
+    const std::vector<std::string> on = baseline_key_columns(per_head);
+    std::vector<std::string> values;
+    for (const auto& c : per_seed.columns)
+        if (c.rfind("baseline_", 0) == 0) values.push_back(c);
+    r.summary = join_columns(r.summary, group_means(per_seed, on, values), on);
+    if (cfg.input_seeds_set() && !values.empty()) r.baselines = per_seed;
 }
 
 template <class T>
 RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
     const int threads = resolve_threads(opt.threads);
-    const bool npy = cfg.inputs.npy();
-    const Axes ax{cfg.variants.size(), npy ? 1 : cfg.inputs.L.size(), npy ? 1 : cfg.inputs.d.size(), cfg.m.size(),
-                  npy ? 1 : cfg.inputs.scale.size()};
-    const Grid grid = ax.grid();
-    const std::vector<std::size_t> cells = grid.cells(opt.shard);
+    const ApproxCells grid(cfg);
+    const std::vector<std::size_t> cells = grid.owned(opt.shard);
     info["shard"]["cells"] = cells.size();
-    const std::size_t trials = cfg.trials, total = cells.size() * trials;
+    const Items it{cfg.input_seeds.size(), cfg.trials};
+    const std::size_t total = cells.size() * it.seeds * it.trials;
     std::vector<std::size_t> source, unique;   // items computed once, and where the others copy from
-    dedupe_items(cfg, ax, grid, cells, source, unique);
+    dedupe_items(cfg, grid, it, cells, source, unique);
     std::size_t resumed = 0;
     for (std::size_t item : unique)
-        resumed += opt.journal && opt.journal->find(cells[item / trials], item % trials) != nullptr;
+        resumed += opt.journal && opt.journal->find(cells[it.pos(item)], it.trial(item), cfg.input_seeds[it.seed(item)]);
     if (opt.progress) opt.progress(resumed, unique.size());   // before the exact references, which take a while
-    const std::vector<Instance<T>> instances = load_instances<T>(cfg, ax, cells, info, threads, opt.stop);
+    const std::vector<Instance<T>> instances = load_instances<T>(cfg, grid, cells, info, threads, opt.stop);
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
-    const bool per_head = npy && cfg.inputs.per_head;
+    const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
     std::vector<JournalRows> items(total);   // [item][row][metric]
     std::vector<char> finished(total, 0);
     const std::size_t heads = per_head ? info["inputs"]["heads"].get<std::size_t>() : 1;
-    for (std::size_t item : unique)
-        if (const JournalRows* rows = opt.journal ? opt.journal->find(cells[item / trials], item % trials) : nullptr) {
-            check_journal_entry(*opt.journal, *rows, heads, cols, cells[item / trials], item % trials);
-            items[item] = *rows;
-            finished[item] = 1;
-        }
+    resume_items(opt.journal, cfg, it, cells, unique, heads, cols, items, finished);
     std::atomic<std::size_t> done{resumed};
-    // With fewer (cell, trial) items than threads, the row blocks of the pairwise metrics
-    // share the spare threads (their sums do not depend on how blocks are spread).
+    // With fewer items than threads, the row blocks of the pairwise metrics share the spare
+    // threads (their sums do not depend on how blocks are spread).
     const int inner_threads = unique.size() - resumed < std::size_t(threads) ? threads : 1;
-    // Each (cell, trial) runs on one thread: its numbers never depend on the thread count.
+    // Each item runs on one thread: its numbers never depend on the thread count. W depends
+    // on (seed, projection, m, d, trial) only, so every input seed of a trial shares it.
     parallel_for(unique.size(), threads, [&](std::size_t u) {
         const std::size_t item = unique[u];
         if (finished[item] || (opt.stop && opt.stop->load())) return;
-        const std::vector<std::size_t> at = grid.at(cells[item / trials]);
-        const Instance<T>& in = instances[ax.instance(at)];
-        const Estimator<T> base = make_estimator<T>(cfg.variants[at[0]], cfg.m[at[3]], in.d, cfg.seed, item % trials,
-                                                   dtype_rounding(cfg.dtype));
+        const std::size_t cell = cells[it.pos(item)];
+        const Variant& var = cfg.variants[grid.at(cell).variant];
+        const Instance<T>& in = instances[it.instance(grid, cell, item)];
+        // elu and dpfp never read W: a (1, d) placeholder, whatever the m label of their cell.
+        const std::size_t m = var.map->uses_m() ? grid.m(cell, in.d) : 1;
+        const Estimator<T> base = make_estimator<T>(var, m, in.d, cfg.seed, it.trial(item), dtype_rounding(cfg.dtype));
         std::vector<Values> per;   // one per head
         for (const Head<T>& h : in.heads) per.push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
         items[item] = item_rows(per, cols, per_head);
-        if (opt.journal) opt.journal->record(cells[item / trials], item % trials, items[item]);
+        if (opt.journal) opt.journal->record(cell, it.trial(item), items[item], in.input_seed);
         finished[item] = 1;
         const std::size_t now = done.fetch_add(1) + 1;
         if (opt.progress) opt.progress(now, unique.size());
@@ -352,11 +392,7 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
         r.complete = false;
         return r;
     }
-    r.errors = error_rows(cfg, ax, grid, cells, instances, items, cols);
-    std::vector<std::string> keys = approximation_key_columns();
-    if (r.errors.has_column("head")) keys.push_back("head");
-    r.summary = summarize(r.errors, keys, stat_columns(cols), value_columns(cols));
-    r.summary = join_columns(r.summary, baseline_rows(cfg, instances, cols, threads), baseline_keys(r.errors));
+    make_tables(cfg, grid, it, cells, instances, items, cols, threads, r);
     return r;
 }
 

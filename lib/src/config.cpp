@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "favor/cells.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
 #include "favor/metrics.hpp"
@@ -60,8 +61,8 @@ namespace {
 
 
 const std::vector<std::string> kTopKeys = {
-    "name", "description", "experiment", "seed", "dtype", "inputs", "variants", "m", "trials",
-    "metrics", "output_dir", "causal", "d", "norm", "angle", "repeats", "warmup", "time_budget_s"};
+    "name", "description", "experiment", "seed", "dtype", "inputs", "variants", "m", "num_features", "trials",
+    "input_seeds", "metrics", "output_dir", "causal", "d", "norm", "angle", "repeats", "warmup", "time_budget_s"};
 
 // Which top-level keys each experiment kind takes (besides the common ones).
 bool key_applies(const std::string& key, ExperimentKind k) {
@@ -70,7 +71,7 @@ bool key_applies(const std::string& key, ExperimentKind k) {
     static const std::set<std::string> with_inputs = {"inputs", "metrics", "causal"};
     if (kernel_only.count(key)) return k == ExperimentKind::kernel;
     if (timing_only.count(key)) return k == ExperimentKind::timing;
-    if (key == "metrics") return k == ExperimentKind::approximation;
+    if (key == "metrics" || key == "num_features" || key == "input_seeds") return k == ExperimentKind::approximation;
     if (with_inputs.count(key)) return k != ExperimentKind::kernel;
     return true;
 }
@@ -181,6 +182,60 @@ std::vector<std::string> parse_metrics(const json& j, const Field& root) {
     return out;
 }
 
+// `m` or `num_features` (exactly one, when some variant has features). Every F must give each
+// map that uses m a whole m <= kMaxM (cells.hpp: F / 2 for trig and hyperbolic).
+void parse_budget(const json& j, const Field& root, bool any_features, Config& c) {
+    if (j.contains("m") && j.contains("num_features"))
+        root.at("num_features").fail("give either m or num_features (feature columns per variant), not both");
+    if (j.contains("m")) {
+        c.m = read_uint_list(j["m"], root.at("m"), kMaxM);
+        return;
+    }
+    if (!j.contains("num_features")) {
+        if (any_features) root.at("m").fail("missing (number of random features, a number or a list; or num_features)");
+        return;
+    }
+    const Field w = root.at("num_features");
+    c.num_features = read_uint_list(j["num_features"], w, 2 * kMaxM);
+    for (std::size_t v = 0; v < c.variants.size(); ++v) {
+        const FeatureMap& map = *c.variants[v].map;
+        if (!map.uses_m()) continue;
+        const std::string who = "'" + map.name() + "' (variants[" + std::to_string(v) + "])";
+        for (std::size_t F : c.num_features) {
+            const std::optional<std::size_t> m = m_for_features(map, F, 1);
+            if (!m)
+                w.fail(std::to_string(F) + " columns: " + who + " has " + std::to_string(map.num_features(1, 1)) +
+                       " columns per random vector, so F must be a multiple of " + std::to_string(map.num_features(1, 1)));
+            if (*m > kMaxM)
+                w.fail(std::to_string(F) + " columns need m = " + std::to_string(*m) + " for " + who + ", above " +
+                       std::to_string(kMaxM));
+        }
+    }
+}
+
+// `input_seeds`: N (the draws 0 .. N-1) or a list of seeds (sorted, without repeats).
+void parse_input_seeds(const json& j, const Field& root, Config& c) {
+    if (!j.contains("input_seeds")) return;
+    const Field w = root.at("input_seeds");
+    const json& v = j["input_seeds"];
+    if (c.inputs.npy())
+        w.fail("applies only to random inputs (npy inputs are one draw: the files)");
+    if (v.is_array()) {
+        if (v.empty()) w.fail("must not be empty");
+        std::vector<std::uint64_t> s;
+        for (std::size_t i = 0; i < v.size(); ++i) s.push_back(read_uint(v[i], w.at(i), 0, kMaxInputSeed));
+        std::sort(s.begin(), s.end());
+        s.erase(std::unique(s.begin(), s.end()), s.end());
+        if (s.size() > kMaxInputSeeds) w.fail("at most " + std::to_string(kMaxInputSeeds) + " seeds");
+        c.input_seeds = s;
+        return;
+    }
+    if (!v.is_number()) w.fail("must be a number of draws or a list of seeds, got " + json_type_name(v));
+    const std::uint64_t n = read_uint(v, w, 1, kMaxInputSeeds);
+    c.input_seeds.clear();
+    for (std::uint64_t s = 0; s < n; ++s) c.input_seeds.push_back(s);
+}
+
 // The keys of one experiment kind, and the checks that need more than one field.
 void parse_kind(const json& j, const Field& root, Config& c) {
     switch (c.experiment) {
@@ -212,6 +267,7 @@ void parse_kind(const json& j, const Field& root, Config& c) {
         break;
     }
     if (c.experiment == ExperimentKind::approximation) {
+        parse_input_seeds(j, root, c);
         c.approximation.metrics = parse_metrics(j, root);
         // Half dtypes always report where values overflowed (docs/design.md section 2.6).
         if (dtype_rounding(c.dtype) != Rounding::none && !c.approximation.wants("overflow_fraction"))
@@ -237,10 +293,11 @@ void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t 
         const Variant& v = c.variants[i];
         if (v.exact) continue;
         const Field w = root.at("variants").at(i);
-        for (std::size_t m : c.m) {
+        for (std::size_t m : variant_m_values(c, i, d)) {
             const std::optional<SizeProblem> p = v.map->check_sizes(m, d, L, Lk);
             if (!p) continue;
-            if (p->key == "m") root.at("m").fail(p->message + " (variants[" + std::to_string(i) + "])");
+            if (p->key == "m")
+                root.at(c.num_features.empty() ? "m" : "num_features").fail(p->message + " (variants[" + std::to_string(i) + "])");
             (p->key.empty() ? w : w.at(p->key)).fail(p->message);
         }
     }
@@ -262,8 +319,7 @@ Config parse_config(const json& j, const std::string& file) {
     if (j.contains("dtype")) c.dtype = parse_dtype(read_string(j["dtype"], root.at("dtype")), root.at("dtype"));
     parse_variants(j, root, c);
     const bool any_features = std::any_of(c.variants.begin(), c.variants.end(), [](const Variant& v) { return !v.exact; });
-    if (j.contains("m")) c.m = read_uint_list(j["m"], root.at("m"), kMaxM);
-    else if (any_features) root.at("m").fail("missing (number of random features, a number or a list)");
+    parse_budget(j, root, any_features, c);
     c.trials = o.uint("trials", 1, 1, kMaxTrials);
     parse_kind(j, root, c);
     c.output_dir = o.string("output_dir", "results/" + c.name);
@@ -281,7 +337,9 @@ json Config::resolved() const {
     for (const Variant& v : variants) vs.push_back(v.resolved());
     j["variants"] = vs;
     if (!m.empty()) j["m"] = m;
+    if (!num_features.empty()) j["num_features"] = num_features;
     j["trials"] = trials;
+    if (input_seeds_set()) j["input_seeds"] = input_seeds;   // recorded only when not the default
     if (experiment == ExperimentKind::kernel) {
         j["d"] = kernel.d;
         j["norm"] = kernel.norm;
@@ -312,6 +370,16 @@ json Config::resolved() const {
     j["output_dir"] = output_dir;
     return j;
 }
+
+namespace {
+// Removes the key at the end of `parts` (a path set_path has just walked) from its object.
+void erase_path(json& j, const std::vector<std::string>& parts) {
+    json* cur = &j;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i)
+        cur = cur->is_array() ? &(*cur)[std::stoul(parts[i])] : &(*cur)[parts[i]];
+    if (cur->is_object()) cur->erase(parts.back());
+}
+}  // namespace
 
 void set_path(json& j, const std::string& path, const json& value) {
     if (path.empty()) throw Error("--set: empty path");
@@ -346,6 +414,8 @@ void set_path(json& j, const std::string& path, const json& value) {
         }
         if (last) *cur = value;
     }
+    // null removes an object's key (its default applies): --m sets num_features=null.
+    if (value.is_null()) erase_path(j, parts);
 }
 
 void apply_set(json& j, const std::string& assignment) {

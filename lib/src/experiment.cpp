@@ -22,6 +22,12 @@ const std::vector<std::string>& approximation_key_columns() {
     return k;
 }
 
+std::vector<std::string> baseline_key_columns(bool per_head) {
+    std::vector<std::string> k = {"L", "d", "scale"};
+    if (per_head) k.push_back("head");
+    return k;
+}
+
 namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -94,6 +100,7 @@ ResultFiles result_files(const RunResult& r) {
         if (!r.notes_md.empty()) md += "\n" + r.notes_md;
         files.emplace_back("summary.md", md);
     }
+    if (!r.baselines.columns.empty()) files.emplace_back("baselines.csv", to_csv(r.baselines));
     if (!r.timing.columns.empty()) {
         files.emplace_back("timing.csv", to_csv(r.timing));
         std::string md = "# " + name + "\n\n" + to_markdown(r.timing);

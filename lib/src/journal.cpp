@@ -92,7 +92,12 @@ void Journal::load(const std::string& text) {
             try {
                 if (!j.is_object() || !j["cell"].is_number_unsigned() || !j["trial"].is_number_unsigned())
                     throw std::invalid_argument("keys");
-                const auto key = std::make_pair(j["cell"].get<std::size_t>(), j["trial"].get<std::size_t>());
+                std::uint64_t input_seed = 0;
+                if (j.contains("input_seed")) {
+                    if (!j["input_seed"].is_number_unsigned() || j["input_seed"] == json(0)) throw std::invalid_argument("seed");
+                    input_seed = j["input_seed"].get<std::uint64_t>();
+                }
+                const auto key = std::make_tuple(j["cell"].get<std::size_t>(), input_seed, j["trial"].get<std::size_t>());
                 JournalRows rows = parse_rows(j["rows"]);
                 const auto [it, fresh] = entries_.emplace(key, rows);
                 if (!fresh && it->second != rows) throw std::invalid_argument("twice");
@@ -107,8 +112,8 @@ void Journal::load(const std::string& text) {
     keep_bytes_ = pos;
 }
 
-const JournalRows* Journal::find(std::size_t cell, std::size_t trial) const {
-    const auto it = entries_.find({cell, trial});
+const JournalRows* Journal::find(std::size_t cell, std::size_t trial, std::uint64_t input_seed) const {
+    const auto it = entries_.find({cell, input_seed, trial});
     return it == entries_.end() ? nullptr : &it->second;
 }
 
@@ -122,8 +127,10 @@ void Journal::open_for_writing() {
     }
 }
 
-void Journal::record(std::size_t cell, std::size_t trial, const JournalRows& rows) {
-    std::string line = json{{"cell", cell}, {"trial", trial}, {"rows", rows}}.dump() + "\n";
+void Journal::record(std::size_t cell, std::size_t trial, const JournalRows& rows, std::uint64_t input_seed) {
+    json entry{{"cell", cell}, {"trial", trial}, {"rows", rows}};
+    if (input_seed != 0) entry["input_seed"] = input_seed;   // absent: 0, as in a run without input_seeds
+    std::string line = entry.dump() + "\n";
     std::lock_guard<std::mutex> lock(mutex_);
     if (fd_ < 0) {
         open_for_writing();

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "favor/attention.hpp"
+#include "favor/cells.hpp"
 #include "favor/error.hpp"
 #include "favor/metrics.hpp"
 #include "favor/parallel.hpp"
@@ -193,9 +194,10 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
     const std::size_t s = dtype_bytes(cfg.dtype);
     const std::size_t nL = is_npy ? 1 : cfg.inputs.L.size(), nd = is_npy ? 1 : cfg.inputs.d.size(),
                       ns = is_npy ? 1 : cfg.inputs.scale.size();
-    const Grid grid({cfg.variants.size(), nL, nd, cfg.m.size(), ns});
-    const std::vector<std::size_t> cells = grid.cells(shard);
-    const std::size_t items = cells.size() * cfg.trials;
+    const ApproxCells grid(cfg);
+    const std::vector<std::size_t> cells = grid.owned(shard);
+    const double draws = double(cfg.input_seeds.size());   // input draws per cell
+    const std::size_t items = cells.size() * cfg.input_seeds.size() * cfg.trials;
     const int conc = int(std::min<std::size_t>(std::size_t(threads), std::max<std::size_t>(items, 1)));
     const int inner = items < std::size_t(threads) ? threads : 1;
     auto sizes = [&](std::size_t li, std::size_t di, std::size_t& L, std::size_t& Lk, std::size_t& d, std::size_t& dv,
@@ -209,10 +211,7 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
     // Inputs: every instance a cell of this shard uses, with its exact reference, held for the
     // whole run; while one is made, its float64 draw (or the npy files) and the exact pass.
     std::vector<bool> needed(nL * nd * ns, false);
-    for (std::size_t c : cells) {
-        const auto at = grid.at(c);
-        needed[(at[1] * nd + at[2]) * ns + at[4]] = true;
-    }
+    for (std::size_t c : cells) needed[grid.point(c)] = true;
     double inputs = 0, load_extra = 0, seconds = 0;
     bool pairwise = false, baseline_pairwise = false;
     for (const auto& col : metric_columns(cfg.approximation.metrics)) {
@@ -227,17 +226,19 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
                 std::size_t L, Lk, d, dv, H;
                 sizes(li, di, L, Lk, d, dv, H);
                 const double Lq = double(L), Lkd = double(Lk);
-                inputs += double(H) * (double(s) * (Lq * d + Lkd * d + Lkd * dv) + 8.0 * (Lq * d + Lkd * d + Lq * dv) +
-                                       (pairwise ? 16.0 * Lq : 0.0));   // + the exact softmax rows
+                inputs += draws * double(H) *
+                          (double(s) * (Lq * d + Lkd * d + Lkd * dv) + 8.0 * (Lq * d + Lkd * d + Lq * dv) +
+                           (pairwise ? 16.0 * Lq : 0.0));   // + the exact softmax rows; per input draw
                 const double draw = is_npy ? 8.0 * double(H) * (Lq * d + Lkd * d + Lkd * dv) * 1.5
                                            : 8.0 * (2 * Lq * d + Lq * dv);
                 // The exact pass: K^T laid out once (ExactOperands), each thread's tiles.
                 load_extra = std::max(load_extra, draw + 8.0 * Lkd * double(d) +
                                                       double(threads) * (256.0 * 256.0 + 512.0 * dv) * 8.0);
                 const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
-                seconds += double(H) * (gemm_seconds(2.0 * pairs * double(d + dv), 8) + pairs / kVexpRate) / threads;
+                seconds += draws * double(H) * (gemm_seconds(2.0 * pairs * double(d + dv), 8) + pairs / kVexpRate) / threads;
                 // The uniform-attention baseline of the pairwise metrics: one more pass.
-                if (baseline_pairwise) seconds += double(H) * (gemm_seconds(2.0 * pairs * double(d + 1), 8) + 2 * pairs / kVexpRate) / threads;
+                if (baseline_pairwise)
+                    seconds += draws * double(H) * (gemm_seconds(2.0 * pairs * double(d + 1), 8) + 2 * pairs / kVexpRate) / threads;
             }
     // Items: `conc` at once, each thread the most any cell needs beyond its kept buffers, and
     // those buffers at their largest, one of them growing (`where`: the cell needing the most).
@@ -247,13 +248,13 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
     std::string where;
     double work = 0;
     for (std::size_t c : cells) {
-        const auto at = grid.at(c);
+        const CellIndex& at = grid.at(c);
         std::size_t L, Lk, d, dv, H;
-        sizes(at[1], at[2], L, Lk, d, dv, H);
-        const Variant& v = cfg.variants[at[0]];
-        const std::size_t m = cfg.m[at[3]];
+        sizes(at.L, at.d, L, Lk, d, dv, H);
+        const Variant& v = cfg.variants[at.variant];
+        const std::size_t m = grid.m(c, d);
         const ItemCost ic = approximation_item(v, cfg, m, L, Lk, d, dv, H, s, inner);
-        work += ic.seconds * double(cfg.trials);
+        work += ic.seconds * double(cfg.trials) * draws;
         for (std::size_t k = 0; k < kept.size(); ++k) kept[k].add(ic.kept[k]);
         if (ic.transient() > worst.transient()) worst = ic;
         if (ic.total() > largest) {
@@ -264,29 +265,32 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
     seconds += work / double(threads);
     Terms t;
     const std::string in_field = is_npy ? "inputs.q" : "inputs.L";
+    const std::string budget = cfg.num_features.empty() ? "m" : "num_features";
     t.add("inputs", in_field, inputs);
     // (The output is made anew when its shape changes, not copied: it does not grow.)
     const double held = kept[0].largest + kept[1].largest + kept[2].largest + std::max(kept[0].below, kept[1].below);
     if (load_extra > double(conc) * (worst.transient() + held)) {
         t.add("loading inputs", in_field, load_extra);
     } else if (worst.fit > worst.features - worst.held() + worst.pairwise) {
-        t.add("features", "m", double(conc) * (worst.fit + held));
+        t.add("features", budget, double(conc) * (worst.fit + held));
     } else {
-        t.add("features", "m", double(conc) * (worst.features - worst.held() + held));
+        t.add("features", budget, double(conc) * (worst.features - worst.held() + held));
         if (worst.pairwise > 0) t.add("pairwise metrics", "metrics", double(conc) * worst.pairwise);
     }
-    // Per (cell, trial, head) row: the metric values (map nodes), then the errors table as
-    // text and the summary.
+    // Per (cell, input seed, trial, head) row: the metric values (map nodes), then the errors
+    // table as text and the summary.
     const std::size_t heads = is_npy ? npy->heads : 1;
     const double cols = double(metric_columns(cfg.approximation.metrics).size());
-    t.add("results", "trials", double(items) * double(heads) * (cols * 120.0 + 64.0) + double(items) * (cols + 9) * 64.0);
+    t.add("results", cfg.input_seeds_set() ? "input_seeds" : "trials", double(items) * double(heads) * (cols * 120.0 + 64.0) + double(items) * (cols + 9) * 64.0);
     t.add("thread buffers", "--threads", double(threads) * kThreadRss);
     return finish(t, seconds, threads, where,
                   {{"trials", "lower trials"},
-                   {"inputs.L", "lower inputs.L or inputs.d"},
+                   {"input_seeds", "lower input_seeds or trials"},
+                   {"inputs.L", std::string("lower inputs.L or inputs.d") + (cfg.input_seeds_set() ? " or input_seeds" : "")},
                    {"inputs.q", "the .npy inputs are too large for this machine"},
                    {"m", "lower m"},
-                   {"metrics", "lower m, or leave attention_mse, kernel_mse and negative_fraction out of metrics"}});
+                   {"num_features", "lower num_features"},
+                   {"metrics", "lower " + budget + ", or leave attention_mse, kernel_mse and negative_fraction out of metrics"}});
 }
 
 Cost estimate_kernel(const Config& cfg, int threads) {

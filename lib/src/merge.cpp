@@ -13,6 +13,7 @@
 #include <map>
 #include <set>
 
+#include "favor/cells.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
 #include "favor/json_diff.hpp"
@@ -49,6 +50,7 @@ struct Input {
     std::optional<std::size_t> recorded_cells;
     std::string table_file;      // errors.csv or (kernel) summary.csv
     Table table, summary;
+    Table baselines;             // with input_seeds: baselines.csv (baseline_<metric> per input draw)
 };
 
 bool is_kernel(const Input& in) { return in.cfg.experiment == ExperimentKind::kernel; }
@@ -103,6 +105,7 @@ Input read_input(const MergeInput& m) {
     if (!is_kernel(in)) {
         if (!m.summary) throw Error(m.dir + "/summary.csv: missing");
         in.summary = parse_csv(*m.summary, m.dir + "/summary.csv");
+        if (in.cfg.input_seeds_set() && m.baselines) in.baselines = parse_csv(*m.baselines, m.dir + "/baselines.csv");
     }
     return in;
 }
@@ -113,6 +116,7 @@ std::vector<std::string> expected_columns(const Input& in) {
                 "sm", "mse", "mse_sem", "mse_theory", "theorem2_bound"};
     std::vector<std::string> c = approximation_key_columns();
     if (in.cfg.inputs.npy() && in.cfg.inputs.per_head) c.push_back("head");
+    if (in.cfg.input_seeds_set()) c.push_back("input_seed");
     c.push_back("trial");
     c.push_back("seed");
     for (const auto& m : metric_columns(in.cfg.approximation.metrics)) c.push_back(m);
@@ -122,7 +126,7 @@ std::vector<std::string> expected_columns(const Input& in) {
 // A row's place: its index in the input's grid (cell) and its sort key without the variant.
 struct RowPlace {
     std::size_t variant = 0, cell = 0;
-    std::vector<double> key;   // L, d, m, scale, trial[, head]  (kernel: d, m, norm, angle)
+    std::vector<double> key;   // L, d, m, scale, input seed, trial[, head]  (kernel: d, m, norm, angle)
 };
 
 template <class V>
@@ -179,32 +183,46 @@ private:
     std::string where_;
 };
 
-RowPlace place_approximation(const Input& in, const std::vector<std::string>& r, std::size_t row) {
+// The budget index of a row (cells.hpp): m in the m grid, or num_features (a map whose F is
+// fixed by d: its own F, at index 0), with m the one its map has at that F.
+std::size_t budget_index(const Input& in, const RowChecker& ck, const std::vector<std::string>& r, std::size_t variant,
+                         std::size_t m, std::size_t d) {
+    const Config& c = in.cfg;
+    const FeatureMap& map = *c.variants[variant].map;
+    const std::size_t F = ck.count(r, "num_features");
+    if (F != map.num_features(m, d))
+        ck.fail("num_features", r[in.table.column("num_features")], "does not match the variant's map at this m and d");
+    if (c.num_features.empty()) return ck.in_list(c.m, m, "m", r);
+    if (m_for_features(map, F, d) != m) ck.fail("m", r[in.table.column("m")], "is not the m of the variant's map at this num_features");
+    return map.uses_m() ? ck.in_list(c.num_features, F, "num_features", r) : 0;
+}
+
+RowPlace place_approximation(const Input& in, const ApproxCells& grid, const std::vector<std::string>& r, std::size_t row) {
     const RowChecker ck(in, row);
     const Config& c = in.cfg;
     RowPlace p;
     p.variant = ck.variant(r);
     const std::size_t L = ck.count(r, "L"), d = ck.count(r, "d"), m = ck.count(r, "m");
-    const std::size_t mi = ck.in_list(c.m, m, "m", r);
-    std::size_t li = 0, di = 0, si = 0, nL = 1, nd = 1, ns = 1;
+    std::size_t li = 0, di = 0, si = 0;
     double scale = -1.0;
     if (c.inputs.npy()) {
         if (L != in.info.at("inputs").at("L").get<std::size_t>()) ck.fail("L", r[in.table.column("L")], "is not the length of the npy inputs");
         if (d != in.info.at("inputs").at("d").get<std::size_t>()) ck.fail("d", r[in.table.column("d")], "is not the d of the npy inputs");
         if (!r[in.table.column("scale")].empty()) ck.fail("scale", r[in.table.column("scale")], "must be empty for npy inputs");
     } else {
-        li = ck.in_list(c.inputs.L, L, "L", r), nL = c.inputs.L.size();
-        di = ck.in_list(c.inputs.d, d, "d", r), nd = c.inputs.d.size();
+        li = ck.in_list(c.inputs.L, L, "L", r);
+        di = ck.in_list(c.inputs.d, d, "d", r);
         scale = ck.real(r, "scale");
-        si = ck.in_list(c.inputs.scale, scale, "scale", r), ns = c.inputs.scale.size();
+        si = ck.in_list(c.inputs.scale, scale, "scale", r);
     }
-    if (ck.count(r, "num_features") != c.variants[p.variant].map->num_features(m, d))
-        ck.fail("num_features", r[in.table.column("num_features")], "does not match the variant's map at this m and d");
+    const std::size_t bi = budget_index(in, ck, r, p.variant, m, d);
+    std::size_t seed_index = 0;
+    if (c.input_seeds_set()) seed_index = ck.in_list(c.input_seeds, std::uint64_t(ck.count(r, "input_seed")), "input_seed", r);
     const std::size_t trial = ck.count(r, "trial");
     if (trial >= c.trials) ck.fail("trial", r[in.table.column("trial")], "is not below the config's trials");
     if (r[in.table.column("seed")] != std::to_string(c.seed)) ck.fail("seed", r[in.table.column("seed")], "is not the config's seed");
-    p.cell = (((p.variant * nL + li) * nd + di) * c.m.size() + mi) * ns + si;
-    p.key = {double(L), double(d), double(m), scale, double(trial)};
+    p.cell = *grid.find({p.variant, li, di, bi, si});
+    p.key = {double(L), double(d), double(m), scale, double(c.input_seeds[seed_index]), double(trial)};
     if (in.table.has_column("head")) {
         const std::size_t h = ck.count(r, "head");
         if (h >= in.heads) ck.fail("head", r[in.table.column("head")], "is not below the number of heads");
@@ -231,13 +249,6 @@ RowPlace place_kernel(const Input& in, const std::vector<std::string>& r, std::s
     return p;
 }
 
-std::size_t grid_size(const Config& c) {
-    std::size_t n = c.variants.size() * c.m.size();
-    if (c.experiment == ExperimentKind::kernel) return n * c.kernel.d.size() * c.kernel.norm.size() * c.kernel.angle.size();
-    if (c.inputs.npy()) return n;
-    return n * c.inputs.L.size() * c.inputs.d.size() * c.inputs.scale.size();
-}
-
 // Checks every row of `in` and returns their places. The rows must be exactly the cells the
 // input owns: each in its grid and shard, each (cell, trial[, head]) once, all of them.
 std::vector<RowPlace> check_rows(const Input& in) {
@@ -250,10 +261,12 @@ std::vector<RowPlace> check_rows(const Input& in) {
     }
     std::vector<RowPlace> places;
     std::set<std::size_t> cells;
+    std::set<std::pair<std::size_t, double>> draws;   // (cell, input seed)
     std::set<std::pair<std::size_t, std::vector<double>>> seen;
+    const std::optional<ApproxCells> grid = is_kernel(in) ? std::nullopt : std::optional<ApproxCells>(in.cfg);
     for (std::size_t i = 0; i < in.table.rows.size(); ++i) {
         const auto& r = in.table.rows[i];
-        RowPlace p = is_kernel(in) ? place_kernel(in, r, i) : place_approximation(in, r, i);
+        RowPlace p = is_kernel(in) ? place_kernel(in, r, i) : place_approximation(in, *grid, r, i);
         if (!in.merged && !in.shard.owns(p.cell))
             throw Error(in.table_file + ": line " + std::to_string(i + 2) + ": a cell of shard " +
                         std::to_string(p.cell % in.shard.count) + "/" + std::to_string(in.shard.count) +
@@ -261,9 +274,10 @@ std::vector<RowPlace> check_rows(const Input& in) {
         if (!seen.insert({p.variant, p.key}).second)
             throw Error(in.table_file + ": line " + std::to_string(i + 2) + ": the same cell and trial twice");
         cells.insert(p.cell);
+        draws.insert({p.cell, is_kernel(in) ? 0.0 : p.key[4]});
         places.push_back(std::move(p));
     }
-    const std::size_t G = grid_size(in.cfg);
+    const std::size_t G = config_cells(in.cfg);
     const std::size_t derived = G / in.shard.count + (in.shard.index < G % in.shard.count ? 1 : 0);
     const std::string rj = in.dir + "/run.json";
     if (!in.merged && in.recorded_cells && *in.recorded_cells != derived)
@@ -271,22 +285,24 @@ std::vector<RowPlace> check_rows(const Input& in) {
                     std::to_string(derived) + " cells to shard " + std::to_string(in.shard.index) + "/" +
                     std::to_string(in.shard.count));
     const std::size_t expected = in.recorded_cells ? *in.recorded_cells : in.merged ? cells.size() : derived;
-    const std::size_t per_cell = is_kernel(in) ? 1 : in.cfg.trials * in.heads;
-    if (cells.size() != expected || in.table.rows.size() != expected * per_cell)
+    // Rows per (cell, input seed); a merge of input-seed sweeps may hold different seeds per cell.
+    const std::size_t per_draw = is_kernel(in) ? 1 : in.cfg.trials * in.heads;
+    const std::size_t seeds = is_kernel(in) ? 1 : in.cfg.input_seeds.size();
+    const bool whole = in.merged ? in.table.rows.size() == draws.size() * per_draw : draws.size() == cells.size() * seeds;
+    if (cells.size() != expected || !whole || in.table.rows.size() != draws.size() * per_draw)
         throw Error(in.table_file + ": incomplete: " + std::to_string(in.table.rows.size()) + " rows in " +
                     std::to_string(cells.size()) + " cells, but run.json says " + std::to_string(expected) +
-                    " cells x " + std::to_string(per_cell) + " rows");
+                    " cells x " + std::to_string(seeds * per_draw) + " rows");
     return places;
 }
 
 // --- the inputs together ------------------------------------------------------------------
 
-// The config without what may differ between the runs of a sweep: the grid lists and which
-// variants there are.
+// The config without what may differ between the runs of a sweep: the grid lists, the input
+// seeds and which variants there are.
 json sweep_invariant(const Input& in) {
     json c = in.canon;
-    c.erase("variants");
-    c.erase("m");
+    for (const char* k : {"variants", "m", "num_features", "input_seeds"}) c.erase(k);
     if (is_kernel(in)) {
         for (const char* k : {"d", "norm", "angle"}) c.erase(k);
     } else if (c.contains("inputs") && !in.cfg.inputs.npy()) {
@@ -342,6 +358,10 @@ void check_compatible(const std::vector<Input>& ins) {
     const json base = sweep_invariant(first);
     std::map<std::string, std::pair<json, std::string>> variants;   // name -> (definition, dir)
     for (const Input& in : ins) {
+        if (!is_kernel(in) && in.cfg.num_features.empty() != first.cfg.num_features.empty())
+            throw Error("merge: " + in.dir + "/run.json: its grid is over " + (in.cfg.num_features.empty() ? "m" : "num_features") +
+                        ", " + first.dir + "'s over " + (first.cfg.num_features.empty() ? "m" : "num_features") +
+                        " (merge runs of one budget axis)");
         const std::string d = json_difference(sweep_invariant(in), base);
         if (!d.empty()) throw Error("merge: " + in.dir + "/run.json: config differs from " + first.dir + "'s in " + d);
         if (in.info.value("inputs", json()) != first.info.value("inputs", json()))
@@ -381,23 +401,41 @@ json merged_config(const std::vector<Input>& ins, std::vector<std::string>& orde
             const std::string n = v.at("name").get<std::string>();
             if (std::find(order.begin(), order.end(), n) == order.end()) order.push_back(n), config["variants"].push_back(v);
         }
-        for (const char* k : {"m", "d", "norm", "angle"})
+        for (const char* k : {"m", "num_features", "d", "norm", "angle"})
             if (c.contains(k)) merge_list(config[k], c[k]);
+        if (!is_kernel(in)) merge_list(config["input_seeds"], json(in.cfg.input_seeds));   // absent: {0}
         if (c.contains("inputs"))
             for (const char* k : {"L", "d", "scale"})
                 if (c["inputs"].contains(k)) merge_list(config["inputs"][k], c["inputs"][k]);
     }
+    if (config.contains("input_seeds") && config["input_seeds"] == json::array({0})) config.erase("input_seeds");
     return config;
 }
 
-// The baseline_<metric> columns of the inputs' summaries, one row per key (`on`): every
-// input computed them from the same inputs, so copies must agree.
+// An input's baselines per input draw: its baselines.csv with input_seeds, else its
+// summary.csv's baseline columns (the one draw, input seed 0).
+Table draw_baselines(const Input& in, std::string& file) {
+    file = in.dir + (in.cfg.input_seeds_set() ? "/baselines.csv" : "/summary.csv");
+    if (in.cfg.input_seeds_set()) {
+        for (const auto& c : in.summary.columns)
+            if (c.rfind("baseline_", 0) == 0 && in.baselines.columns.empty()) throw Error(file + ": missing");
+        return in.baselines;
+    }
+    Table t = in.summary;
+    t.columns.push_back("input_seed");
+    for (auto& r : t.rows) r.push_back("0");
+    return t;
+}
+
+// The baseline_<metric> columns per input draw, one row per key (`on`: L, d, scale[, head],
+// input_seed), sorted as the runner writes them: every input computed them from the same
+// inputs, so copies must agree.
 Table merged_baselines(const std::vector<Input>& ins, const std::vector<std::string>& on) {
     Table out;
     std::map<std::vector<std::string>, std::vector<std::string>> seen;
     for (const Input& in : ins) {
-        const Table& t = in.summary;
-        const std::string file = in.dir + "/summary.csv";
+        std::string file;
+        const Table t = draw_baselines(in, file);
         std::vector<std::size_t> idx;
         for (const auto& c : on) {
             if (!t.has_column(c)) throw Error(file + ": no column " + c);
@@ -426,7 +464,39 @@ Table merged_baselines(const std::vector<Input>& ins, const std::vector<std::str
                 throw Error("merge: " + file + ": baseline values differ from another input's for the same inputs");
         }
     }
+    // Ascending L, d, scale, input seed, then head (the runner's order of its inputs).
+    std::vector<std::size_t> order;
+    for (const char* k : {"L", "d", "scale", "input_seed", "head"})
+        if (const auto i = std::find(on.begin(), on.end(), k); i != on.end()) order.push_back(std::size_t(i - on.begin()));
+    auto number = [](const std::string& c) { return c.empty() ? -1.0 : std::strtod(c.c_str(), nullptr); };
+    std::stable_sort(out.rows.begin(), out.rows.end(), [&](const auto& a, const auto& b) {
+        for (std::size_t i : order)
+            if (number(a[i]) != number(b[i])) return number(a[i]) < number(b[i]);
+        return false;
+    });
     return out;
+}
+
+// summary.csv from the merged errors, with the baselines' mean over input seeds; baselines.csv
+// (per input draw) when the merged config has input seeds.
+void merged_summary(const std::vector<Input>& ins, bool seeds, RunResult& res) {
+    const Table& errors = res.errors;
+    const std::vector<std::string> cols(errors.columns.begin() + std::ptrdiff_t(errors.column("seed") + 1), errors.columns.end());
+    const bool per_head = errors.has_column("head");
+    std::vector<std::string> summary_keys = approximation_key_columns();
+    if (per_head) summary_keys.push_back("head");
+    res.summary = summarize(errors, summary_keys, stat_columns(cols), value_columns(cols));
+    const std::vector<std::string> on = baseline_key_columns(per_head);
+    std::vector<std::string> on_draw = on;
+    on_draw.push_back("input_seed");
+    Table per_draw = merged_baselines(ins, on_draw);
+    if (per_draw.columns.empty()) return;
+    const std::vector<std::string> values(per_draw.columns.begin() + std::ptrdiff_t(on_draw.size()), per_draw.columns.end());
+    res.summary = join_columns(res.summary, group_means(per_draw, on, values), on);
+    if (seeds) {
+        // The runner's column order: L, d, scale[, head], input_seed.
+        res.baselines = per_draw;
+    }
 }
 
 }  // namespace
@@ -466,9 +536,10 @@ RunResult merge_inputs(const std::vector<MergeInput>& raw, const MergeOptions& o
     for (std::size_t i = 1; i < rows.size(); ++i)
         if (rows[i].key == rows[i - 1].key) {
             const auto& r = *rows[i].cells;
-            std::string cell = "variant=" + r[first.column("variant")];
-            for (const char* k : {"L", "d", "m", "scale", "trial", "head", "norm", "angle"})
-                if (first.has_column(k)) cell += std::string(" ") + k + "=" + r[first.column(k)];
+            const Table& own = ins[rows[i].input].table;
+            std::string cell = "variant=" + r[own.column("variant")];
+            for (const char* k : {"L", "d", "m", "scale", "input_seed", "trial", "head", "norm", "angle"})
+                if (own.has_column(k)) cell += std::string(" ") + k + "=" + r[own.column(k)];
             throw Error("merge: the cell " + cell + " is in both " + ins[rows[i - 1].input].dir + " and " +
                         ins[rows[i].input].dir + (*rows[i].cells == *rows[i - 1].cells ? " (duplicate input?)" :
                                                   " with different values (inconsistent inputs)"));
@@ -476,23 +547,19 @@ RunResult merge_inputs(const std::vector<MergeInput>& raw, const MergeOptions& o
 
     RunResult res;
     Table& out = kernel ? res.summary : res.errors;
-    out.columns = first.columns;
-    std::set<std::vector<double>> cells;   // distinct cells (key without trial and head)
+    // With input seeds in the merged config, every row has an input_seed (0 where its input had none).
+    const bool seeds = config.contains("input_seeds");
+    out.columns = kernel ? first.columns : expected_columns(ins[0]);
+    if (seeds && !ins[0].cfg.input_seeds_set()) out.columns.insert(out.columns.begin() + std::ptrdiff_t(out.column("trial")), "input_seed");
+    std::set<std::vector<double>> cells;   // distinct cells (key without input seed, trial and head)
     for (const Row& r : rows) {
-        out.rows.push_back(*r.cells);
+        std::vector<std::string> cellsv = *r.cells;
+        if (seeds && !ins[r.input].cfg.input_seeds_set())
+            cellsv.insert(cellsv.begin() + std::ptrdiff_t(out.column("input_seed")), "0");
+        out.rows.push_back(std::move(cellsv));
         cells.insert(std::vector<double>(r.key.begin(), r.key.begin() + 5));   // variant and 4 grid values
     }
-    const bool per_head = out.has_column("head");
-    if (!kernel) {
-        const std::vector<std::string> cols(out.columns.begin() + std::ptrdiff_t(out.column("seed") + 1), out.columns.end());
-        std::vector<std::string> summary_keys = approximation_key_columns();
-        if (per_head) summary_keys.push_back("head");
-        res.summary = summarize(res.errors, summary_keys, stat_columns(cols), value_columns(cols));
-        std::vector<std::string> on = {"L", "d", "scale"};
-        if (per_head) on.push_back("head");
-        const Table baselines = merged_baselines(ins, on);
-        if (!baselines.columns.empty()) res.summary = join_columns(res.summary, baselines, on);
-    }
+    if (!kernel) merged_summary(ins, seeds, res);
     std::vector<std::string> dirs;
     bool partial = !missing.empty();
     for (const Input& in : ins) dirs.push_back(in.dir), partial = partial || in.partial;
@@ -551,6 +618,7 @@ RunResult merge_results(const std::vector<std::string>& dirs, const MergeOptions
             in.run_json = *rj;
             in.errors = read_member(fd, dir, "errors.csv");
             in.summary = read_member(fd, dir, "summary.csv");
+            in.baselines = read_member(fd, dir, "baselines.csv");
             inputs.push_back(std::move(in));
         } catch (...) {
             ::close(fd);

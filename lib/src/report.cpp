@@ -229,6 +229,14 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
     return out;
 }
 
+Table group_means(const Table& t, const std::vector<std::string>& on, const std::vector<std::string>& value_columns) {
+    Table out = summarize(t, on, {}, value_columns);
+    const auto n = std::ptrdiff_t(on.size());
+    out.columns.erase(out.columns.begin() + n);   // the count column
+    for (auto& r : out.rows) r.erase(r.begin() + n);
+    return out;
+}
+
 Table join_columns(const Table& left, const Table& right, const std::vector<std::string>& on) {
     std::vector<std::size_t> li, ri, extra;
     for (const auto& c : on) li.push_back(left.column(c)), ri.push_back(right.column(c));

@@ -272,7 +272,7 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
     for (std::size_t L : Ls)
         for (std::size_t d : cfg.inputs.d) {
             const std::size_t dv = cfg.inputs.d_v.value_or(d);
-            QKV qkv = random_inputs(cfg.seed, L, d, dv, scale, cfg.inputs.family, cfg.file + ": inputs.scale");
+            QKV qkv = random_inputs(cfg.seed, L, d, dv, scale, {cfg.inputs.family, 0, cfg.file + ": inputs.scale"});
             const Inputs<T> in{cast_mat<T>(qkv.q), cast_mat<T>(qkv.k), cast_mat<T>(qkv.v)};
             for (Series& s : series) {
                 if (s.d != d) continue;

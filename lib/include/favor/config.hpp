@@ -69,7 +69,14 @@ struct Config {
     DType dtype = DType::float64;
     std::vector<Variant> variants;
     std::vector<std::size_t> m;
+    // Approximation: the budget axis in feature columns F instead of m (exactly one of the
+    // two; cells.hpp resolves the m of each variant).
+    std::vector<std::size_t> num_features;
     std::size_t trials = 1;
+    // Approximation, random inputs: the input draws of each cell (docs/design.md section 7);
+    // {0}, the default, is the one draw of a run without the key.
+    std::vector<std::uint64_t> input_seeds{0};
+    bool input_seeds_set() const { return input_seeds != std::vector<std::uint64_t>{0}; }
     std::string output_dir;
     InputSpec inputs;                  // approximation and timing
     bool causal = false;               // approximation and timing
@@ -130,5 +137,8 @@ inline constexpr std::size_t kMaxConfigBytes = std::size_t(1) << 20;
 // ask for terabytes.
 inline constexpr std::size_t kMaxL = std::size_t(1) << 22, kMaxD = 4096, kMaxM = std::size_t(1) << 16,
                              kMaxTrials = 1000000;
+// input_seeds: at most kMaxInputSeeds draws, each seed at most kMaxInputSeed (exact as a double).
+inline constexpr std::size_t kMaxInputSeeds = 10000;
+inline constexpr std::uint64_t kMaxInputSeed = (std::uint64_t(1) << 32) - 1;
 
 }  // namespace favor

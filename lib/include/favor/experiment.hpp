@@ -31,17 +31,20 @@ struct RunOptions {
 struct RunResult {
     Table errors;            // approximation: one row per cell and trial
     Table summary;           // one row per cell
+    Table baselines;         // approximation with input_seeds: baseline_<metric> per input draw (baselines.csv)
     Table timing;            // timing experiments
     std::string notes_md;    // extra Markdown after the table (e.g. the crossover L)
     nlohmann::json info;     // run.json
     bool complete = true;    // false: stopped early (RunOptions::stop), no tables
-    std::size_t items_done = 0, items_total = 0, items_resumed = 0;   // (cell, trial) items
+    std::size_t items_done = 0, items_total = 0, items_resumed = 0;   // (cell, input seed, trial) items
 };
 
 RunResult run_experiment(const Config& cfg, const RunOptions& opt = {});
 
 // Key and metric columns of an approximation errors.csv (shared with `favor merge`).
 const std::vector<std::string>& approximation_key_columns();
+// The columns a baseline row is matched on in summary.csv: L, d, scale[, head].
+std::vector<std::string> baseline_key_columns(bool per_head);
 
 // The files of a result set: errors.csv, summary.csv, summary.md (or timing.csv, timing.md)
 // and run.json.

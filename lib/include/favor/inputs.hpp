@@ -1,5 +1,7 @@
 #pragma once
-// Random Q, K, V (docs/design.md section 7): a pure function of (seed, L, d, d_v, scale).
+// Random Q, K, V (docs/design.md section 7): a pure function of (seed, input seed, L, d, d_v,
+// scale, family); input seed 0 (the default) draws from the streams of a run without
+// input_seeds.
 // Entry (i, c) of Q is normal number i*d + c of the stream (seed, "inputs-q", d), times
 // scale, so inputs for a smaller L are the first rows of those for a larger one, and inputs
 // at two scales differ only by the factor. A family (input_families.hpp) transforms those
@@ -16,9 +18,16 @@ struct QKV {
     Mat<double> q, k, v;   // (L, d), (L, d), (L, d_v)
 };
 
+// What a draw depends on beyond (seed, L, d, d_v, scale).
+struct InputDraw {
+    InputFamily family;                    // default: isotropic (no knob set)
+    std::uint64_t input_seed = 0;          // 0: the one draw of a run without input_seeds
+    std::string field = "inputs.scale";    // names the scale in an overflow error
+};
+
 // Error "<field>: <scale> makes entry i of q infinite ..." when an entry overflows (scale near
 // 1.8e308): random inputs must be finite, as .npy inputs are (tensor_io.cpp, load_checked).
 QKV random_inputs(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale,
-                  const InputFamily& family = {}, const std::string& field = "inputs.scale");
+                  const InputDraw& draw = {});
 
 }  // namespace favor

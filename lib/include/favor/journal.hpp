@@ -3,15 +3,17 @@
 // per finished (cell, trial), appended as each finishes, so `favor run --resume` continues an
 // interrupted run. Line 1 identifies the run; every other line is
 //   {"cell": <grid index>, "trial": <t>, "rows": [[<metric cell>, ...], ...]}
-// with exactly the strings that go into the table (one row per head with per_head). Tables
+// ("input_seed": <s> added when the item's input seed is not 0) with exactly the strings that go into the table (one row per head with per_head). Tables
 // are rebuilt from these strings, so a resumed run writes the same bytes as an
 // uninterrupted one.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -37,10 +39,10 @@ public:
     const std::string& path() const { return path_; }
     bool existed() const { return existed_; }      // a journal file was there at the start
     std::size_t loaded() const { return entries_.size(); }
-    // The entry of (cell, trial) read at the start (resume), or nullptr.
-    const JournalRows* find(std::size_t cell, std::size_t trial) const;
+    // The entry of (cell, input seed, trial) read at the start (resume), or nullptr.
+    const JournalRows* find(std::size_t cell, std::size_t trial, std::uint64_t input_seed = 0) const;
     // Appends one line with one write; thread-safe. Throws Error if the write fails.
-    void record(std::size_t cell, std::size_t trial, const JournalRows& rows);
+    void record(std::size_t cell, std::size_t trial, const JournalRows& rows, std::uint64_t input_seed = 0);
     // Flushes what has been appended to the disk (fsync).
     void sync();
     // Every entry read at the start, by (cell, trial).
@@ -50,7 +52,7 @@ private:
     std::string path_;
     nlohmann::json identity_;
     std::function<void()> prepare_;
-    std::map<std::pair<std::size_t, std::size_t>, JournalRows> entries_;
+    std::map<std::tuple<std::size_t, std::uint64_t, std::size_t>, JournalRows> entries_;   // (cell, input seed, trial)
     bool existed_ = false, append_ = false, broken_ = false;
     std::string broken_why_;   // the whole message of the write that failed
     std::size_t keep_bytes_ = 0;   // valid prefix of an existing journal (resume)

@@ -24,6 +24,7 @@ struct MergeInput {
     std::string run_json;                 // run.json
     std::optional<std::string> errors;    // errors.csv (approximation)
     std::optional<std::string> summary;   // summary.csv
+    std::optional<std::string> baselines; // baselines.csv (approximation with input_seeds)
 };
 
 // Rules: all inputs are approximation or kernel results of the same kind; inputs with equal

@@ -60,6 +60,10 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
 
 // `left` with the other columns of `right` appended, matched on the columns `on` (a left
 // row without a match gets empty cells).
+// Rows grouped by `on` (in order of first appearance) with the mean of each of `value_columns`
+// (blank if any row's cell is blank): the baselines' mean over input seeds (summary.csv).
+Table group_means(const Table& t, const std::vector<std::string>& on, const std::vector<std::string>& value_columns);
+
 Table join_columns(const Table& left, const Table& right, const std::vector<std::string>& on);
 
 }  // namespace favor

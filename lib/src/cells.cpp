@@ -1,0 +1,77 @@
+#include "favor/cells.hpp"
+
+#include <algorithm>
+
+namespace favor {
+
+std::optional<std::size_t> m_for_features(const FeatureMap& map, std::size_t F, std::size_t d) {
+    if (!map.uses_m()) return map.num_features(1, d);
+    // num_features is linear in m for the maps that use it: `per` columns per random vector.
+    const std::size_t per = map.num_features(1, d);
+    if (per == 0 || F % per != 0) return std::nullopt;
+    return F / per;
+}
+
+std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std::size_t d) {
+    if (cfg.num_features.empty()) return cfg.m;
+    const FeatureMap& map = *cfg.variants[v].map;
+    if (!map.uses_m()) return {*m_for_features(map, 0, d)};
+    std::vector<std::size_t> out;
+    for (std::size_t F : cfg.num_features) out.push_back(m_for_features(map, F, d).value_or(0));
+    return out;
+}
+
+std::size_t config_cells(const Config& c) {
+    const std::size_t n = c.variants.size() * std::max<std::size_t>(c.m.size(), 1);
+    switch (c.experiment) {
+        case ExperimentKind::approximation: return ApproxCells(c).size();
+        case ExperimentKind::kernel: return n * c.kernel.d.size() * c.kernel.norm.size() * c.kernel.angle.size();
+        case ExperimentKind::timing: return n * c.inputs.L.size() * c.inputs.d.size() * c.inputs.scale.size();
+    }
+    return 0;
+}
+
+ApproxCells::ApproxCells(const Config& cfg) : variants_(cfg.variants), m_(cfg.m), num_features_(cfg.num_features) {
+    const bool npy = cfg.inputs.npy();
+    nL_ = npy ? 1 : cfg.inputs.L.size();
+    nd_ = npy ? 1 : cfg.inputs.d.size();
+    ns_ = npy ? 1 : cfg.inputs.scale.size();
+    nB_ = cfg.num_features.empty() ? cfg.m.size() : cfg.num_features.size();
+    const Grid grid({cfg.variants.size(), nL_, nd_, nB_, ns_});
+    flat_to_cell_.assign(grid.size(), std::size_t(-1));
+    for (std::size_t f = 0; f < grid.size(); ++f) {
+        const std::vector<std::size_t> a = grid.at(f);
+        const bool fixed = !cfg.num_features.empty() && !cfg.variants[a[0]].map->uses_m();
+        if (fixed && a[3] > 0) continue;   // one cell at its own F
+        flat_to_cell_[f] = cells_.size();
+        cells_.push_back({a[0], a[1], a[2], a[3], a[4]});
+    }
+}
+
+std::optional<std::size_t> ApproxCells::find(const CellIndex& i) const {
+    if (i.variant >= variants_.size() || i.L >= nL_ || i.d >= nd_ || i.budget >= nB_ || i.scale >= ns_)
+        return std::nullopt;
+    const std::size_t f = (((i.variant * nL_ + i.L) * nd_ + i.d) * nB_ + i.budget) * ns_ + i.scale;
+    if (flat_to_cell_[f] == std::size_t(-1)) return std::nullopt;
+    return flat_to_cell_[f];
+}
+
+std::vector<std::size_t> ApproxCells::owned(const Shard& shard) const {
+    std::vector<std::size_t> out;
+    for (std::size_t c = 0; c < cells_.size(); ++c)
+        if (shard.owns(c)) out.push_back(c);
+    return out;
+}
+
+std::size_t ApproxCells::m(std::size_t cell, std::size_t d) const {
+    const CellIndex& i = cells_[cell];
+    if (num_features_.empty()) return m_[i.budget];
+    return *m_for_features(*variants_[i.variant].map, num_features_[i.budget], d);
+}
+
+std::size_t ApproxCells::point(std::size_t cell) const {
+    const CellIndex& i = cells_[cell];
+    return (i.L * nd_ + i.d) * ns_ + i.scale;
+}
+
+}  // namespace favor
