@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const favor::Journal j(path, identity, /*resume=*/true);
         for (const auto& [key, rows] : j.entries()) {
             try {
-                favor::check_journal_entry(j, rows, 1, cols, key.first, key.second);
+                favor::check_journal_entry(j, rows, 1, cols, std::get<0>(key), std::get<2>(key));
             } catch (const favor::Error&) {
             }
             try {

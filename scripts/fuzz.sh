@@ -38,7 +38,7 @@ cmake --build "$BUILD_DIR" --target "${TARGETS[@]}" -j "$(nproc)"
 # inputs (JSON nested deeper than kMaxJsonDepth: a crash needed > 100 KB of brackets).
 max_len_of() {
   case $1 in
-    journal_fuzz|set_fuzz) echo 262144 ;;
+    journal_fuzz|set_fuzz|compare_fuzz) echo 262144 ;;
     *) echo "" ;;
   esac
 }

@@ -45,8 +45,8 @@ public:
     void record(std::size_t cell, std::size_t trial, const JournalRows& rows, std::uint64_t input_seed = 0);
     // Flushes what has been appended to the disk (fsync).
     void sync();
-    // Every entry read at the start, by (cell, trial).
-    const std::map<std::pair<std::size_t, std::size_t>, JournalRows>& entries() const { return entries_; }
+    // Every entry read at the start, by (cell, input seed, trial).
+    const std::map<std::tuple<std::size_t, std::uint64_t, std::size_t>, JournalRows>& entries() const { return entries_; }
 
 private:
     std::string path_;
