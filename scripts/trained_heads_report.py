@@ -25,6 +25,7 @@ import pandas as pd
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import matplotlib.ticker
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from head_stats import all_head_stats  # noqa: E402
@@ -77,11 +78,18 @@ def verdicts(d, s):
             for _, r in s.iterrows()]
 
 
+YLIM = (0.3, 3.0)   # ratios to uniform attention's error drawn; beyond, named in the panel
+
+
+def fixed_budget(df):
+    """Rows of maps whose F is set by d (elu, dpfp: one cell at their own F)."""
+    return df["features"].isin(["elu", "dpfp"])
+
+
 def figure(studies, out):
-    budgets = sorted({int(b) for df in studies.values() for b in df[budget_column(df)]
-                      if df[df[budget_column(df)] == b]["variant"].nunique() > 2})
-    fig, axes = plt.subplots(len(studies), len(budgets), figsize=(5.2 * len(budgets) + 2.4, 4.2 * len(studies)),
-                             squeeze=False, constrained_layout=True, sharey=True)
+    budgets = sorted({int(b) for df in studies.values() for b in df.loc[~fixed_budget(df), budget_column(df)]})
+    fig, axes = plt.subplots(len(studies), len(budgets), figsize=(5.2 * len(budgets), 4.2 * len(studies)),
+                             squeeze=False, sharey=True)
     variants = list(dict.fromkeys(v for df in studies.values() for v in df["variant"]))
     colors = {v: f"C{i % 10}" for i, v in enumerate(variants)}
     markers = dict(zip(variants, "os^vDP*Xph<>d8H"))
@@ -89,52 +97,88 @@ def figure(studies, out):
         key = budget_column(df)
         for ci, F in enumerate(budgets):
             ax = axes[ri][ci]
+            off = []
             for v in variants:
                 r = df[df["variant"] == v]
-                fixed = not r.empty and r["features"].iloc[0] in ("elu", "dpfp")   # F set by d
+                fixed = not r.empty and bool(fixed_budget(r).iloc[0])
                 r = (r if fixed else r[r[key] == F]).sort_values("entropy_ratio")
                 if r.empty:
                     continue
                 y = r[f"{METRIC}_mean"] / r[f"baseline_{METRIC}"]
+                if (y > YLIM[1]).any() or (y < YLIM[0]).any():
+                    off.append(f"{v}: {y.min():.3g} to {y.max():.3g}")
+                if y.isna().any():   # a head whose output had NaN/Inf entries (summary's nonfinite)
+                    off.append(f"{v}: not drawn on {int(y.isna().sum())} head(s), non-finite output")
                 own = f" (its own F = {int(r[key].iloc[0])})" if fixed else ""
-                ax.plot(r["entropy_ratio"], y, marker=markers[v], color=colors[v], lw=0.8, ms=5,
+                ax.plot(r["entropy_ratio"], y, marker=markers[v], color=colors[v], lw=0.7, ms=5,
                         label=v + own, ls=":" if fixed else "-")
             ax.axhline(1.0, color="0.45", ls=(0, (5, 3)), lw=1.4, label="uniform attention (mean of V) = 1")
             ax.set_yscale("log")
+            ax.set_ylim(*YLIM)
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            if off:
+                ax.text(0.02, 0.97, "not in the panel:\n" + "\n".join(off), transform=ax.transAxes, va="top",
+                        fontsize=7, color="0.3")
             ax.set_title(f"{label}, F = {F} feature columns")
             ax.set_xlabel("head's mean row entropy / uniform entropy of its rows")
-            ax.grid(alpha=0.3)
+            ax.grid(alpha=0.3, which="both")
             if ci == 0:
                 ax.set_ylabel(f"{METRIC} (estimator, mean of {int(df['trials'].iloc[0])} trials)\n"
                               f"/ {METRIC} (uniform attention)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-    fig.suptitle("Estimators on the heads of the tiny byte-level LM (data/), L = 1024, d = 64:\n"
-                 "relative output error against uniform attention's, by how peaked the head is")
+    handles, labels = {}, {}
+    for row in axes:
+        for ax in row:
+            for h, l in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(l, h)
+    fig.legend(list(handles.values()), list(handles.keys()), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
+    fig.suptitle("Estimators on the heads of the tiny byte-level LM (data/), L = 1024, d = 64, one point per head:\n"
+                 "relative output error divided by uniform attention's on the same head (below 1: better than the mean of V)")
+    fig.tight_layout()
     path = os.path.join(out, "trained_heads_vs_entropy.png")
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     return path
+
+
+def ratio(g, v):
+    r = g[g["variant"] == v]
+    return float((r[f"{METRIC}_mean"] / r[f"baseline_{METRIC}"]).iloc[0]) if len(r) else float("nan")
 
 
 def table(studies, out):
     lines = ["# Trained heads: estimators against uniform attention", "",
-             f"Metric: {METRIC} (mean of the trials); ratio = the estimator's / uniform attention's on the same "
-             "head; 'below uniform': the variants whose error `favor compare` finds lower than uniform "
-             "attention's (one-sample sign-flip test, Holm-adjusted, alpha 0.05). Written by "
-             "scripts/trained_heads_report.py.", ""]
+             f"Metric: {METRIC}, mean of the trials, divided by uniform attention's on the same head (below 1: "
+             "better than the mean of the visible rows of V). 'best' is the softmax estimator (a random feature "
+             "map) with the lowest mean at that feature budget F; 'below uniform' lists every variant whose error "
+             "`favor compare` finds below uniform attention's (one-sample sign-flip test of its trials, "
+             "Holm-adjusted over the layer's comparisons, alpha 0.05; elu, dpfp and nystrom are deterministic: "
+             "their difference is exact). elu and dpfp run at their own F (d and 2d). Written by "
+             "scripts/trained_heads_report.py from results/trained_heads*/layer*/.", ""]
     for label, df in studies.items():
         key = budget_column(df)
-        lines += [f"## {label}", "", f"| layer.head | entropy ratio | F | uniform's error | best | best / uniform | below uniform |",
-                  "|---|---|---|---|---|---|---|"]
-        rnd = df[~df["features"].isin(["elu", "dpfp"])]
-        for (layer, head, F), g in rnd.groupby(["layer", "head", key]):
-            best = g.loc[g[f"{METRIC}_mean"].idxmin()]
-            below = [v for v, vd in zip(df[(df["layer"] == layer) & (df["head"] == head)]["variant"],
-                                        df[(df["layer"] == layer) & (df["head"] == head)]["beats_uniform"])
-                     if vd == "a<b" and v in set(g["variant"]) | set(df[df["features"].isin(["elu", "dpfp"])]["variant"])]
-            lines.append(f"| {layer}.{head} | {g['entropy_ratio'].iloc[0]:.3f} | {int(F)} | "
-                         f"{best[f'baseline_{METRIC}']:.4g} | {best['variant']} | "
-                         f"{best[f'{METRIC}_mean'] / best[f'baseline_{METRIC}']:.3g} | {', '.join(sorted(set(below))) or '-'} |")
+        budgets = sorted({int(b) for b in df.loc[~fixed_budget(df), key]})
+        fixed = list(dict.fromkeys(df.loc[fixed_budget(df), "variant"]))
+        det = [v for v in fixed + (["nystrom"] if "nystrom" in set(df["variant"]) else [])]
+        head = ["layer.head", "entropy ratio", "uniform's error"]
+        for F in budgets:
+            head += [f"best at F = {F}", "ratio"] + (["nystrom"] if "nystrom" in det else [])
+        head += [f"{v} (F = {int(df.loc[df['variant'] == v, key].iloc[0])})" for v in fixed] + ["below uniform"]
+        lines += [f"## {label}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for (layer, h), g in df.groupby(["layer", "head"]):
+            row = [f"{layer}.{h}", f"{g['entropy_ratio'].iloc[0]:.3f}", f"{g[f'baseline_{METRIC}'].iloc[0]:.4g}"]
+            below = []
+            for F in budgets:
+                gf = g[(g[key] == F) & ~fixed_budget(g)]
+                rnd = gf[~gf["variant"].isin(det)]
+                best = rnd.loc[rnd[f"{METRIC}_mean"].idxmin()]
+                row += [best["variant"], f"{ratio(gf, best['variant']):.3g}"]
+                if "nystrom" in det:
+                    row.append(f"{ratio(gf, 'nystrom'):.3g}")
+                below += [f"{v} ({F})" for v, vd in zip(gf["variant"], gf["beats_uniform"]) if vd == "a<b"]
+            row += [f"{ratio(g, v):.3g}" for v in fixed]
+            below += [v for v, vd in zip(g.loc[fixed_budget(g), "variant"], g.loc[fixed_budget(g), "beats_uniform"])
+                      if vd == "a<b"]
+            lines.append("| " + " | ".join(row + [", ".join(below) or "-"]) + " |")
         lines.append("")
     path = os.path.join(out, "trained_heads.md")
     with open(path, "w") as f:
