@@ -71,11 +71,11 @@ def verdicts(d, s):
         die(f"{path}: missing (run favor compare {d})")
     c = pd.read_csv(path, dtype=str, keep_default_na=False)
     c = c[(c["b"] == "uniform") & (c["metric"] == METRIC)]
-    key = budget_column(s)
-    ck = key if key in c.columns else "m"
-    got = {(r["a"], int(r["head"]), int(float(r[ck]))): r["verdict"] for _, r in c.iterrows()}
-    return [got.get((r["variant"], int(r["head"]), int(r[ck if ck in s.columns else key])), "")
-            for _, r in s.iterrows()]
+    key = budget_column(s)   # comparisons.csv keys its cells by the same column
+    if key not in c.columns:
+        die(f"{path}: no {key} column (rerun favor compare {d})")
+    got = {(r["a"], int(r["head"]), int(float(r[key]))): r["verdict"] for _, r in c.iterrows()}
+    return [got.get((r["variant"], int(r["head"]), int(r[key])), "") for _, r in s.iterrows()]
 
 
 YLIM = (0.3, 3.0)   # ratios to uniform attention's error drawn; beyond, named in the panel
