@@ -20,10 +20,14 @@
 namespace favor {
 
 namespace {
+// A (norm, angle) pair: x and y of length `norm` at angle `angle`.
+struct KernelPoint {
+    double norm, angle;
+};
 struct KernelCell {
     std::size_t first;                 // grid index of its first point (the journal's key)
     std::size_t variant, d, m;
-    std::vector<std::size_t> points;   // indices into the (norm, angle) list in this shard
+    std::vector<KernelPoint> points;   // the (norm, angle) pairs of it in this shard
 };
 }  // namespace
 
@@ -31,7 +35,6 @@ struct KernelCell {
 // closed forms `th` at the trials' pairs.
 Table kernel_summary(const Config& cfg, const std::vector<KernelCell>& cells, const std::vector<std::vector<double>>& sq,
                      const std::vector<std::vector<double>>& th) {
-    const KernelSpec& k = cfg.kernel;
     const std::size_t T = cfg.trials;
     RunResult res;
     res.summary.columns = {"variant", "features", "projection", "d", "m", "norm", "angle", "trials",
@@ -41,8 +44,7 @@ Table kernel_summary(const Config& cfg, const std::vector<KernelCell>& cells, co
         const Variant& var = cfg.variants[c.variant];
         const std::size_t n = c.points.size();
         for (std::size_t r = 0; r < n; ++r) {
-            const double l = k.norm[c.points[r] / k.angle.size()];
-            const double a = k.angle[c.points[r] % k.angle.size()];
+            const double l = c.points[r].norm, a = c.points[r].angle;
             const double x2 = l * l, y2 = l * l, xy = l * l * std::cos(a);
             std::vector<double> errs(T);
             double theory_sum = 0.0;
@@ -69,14 +71,12 @@ Table kernel_summary(const Config& cfg, const std::vector<KernelCell>& cells, co
 // (hadamard, givens, and qmc, whose Sobol points are axis-aligned) it reports the MSE averaged
 // over pair orientations, not that of one axis-aligned pair, which is their worst case.
 void kernel_trial(const Config& cfg, const KernelCell& c, std::size_t trial, double* sq, double* th) {
-    const KernelSpec& k = cfg.kernel;
     const std::size_t n = c.points.size();
     const Variant& var = cfg.variants[c.variant];
     const Mat<double> frame = orthogonal_block(stream_key({cfg.seed, tag("kernel-pair-frame"), c.d, trial}), c.d, true);
     const Estimator<double> est = make_estimator<double>(var, c.m, c.d, cfg.seed, trial);
     for (std::size_t r = 0; r < n; ++r) {
-        const double l = k.norm[c.points[r] / k.angle.size()];
-        const double a = k.angle[c.points[r] % k.angle.size()];
+        const double l = c.points[r].norm, a = c.points[r].angle;
         Mat<double> x = Mat<double>::from_shape({1, c.d}), y = Mat<double>::from_shape({1, c.d});
         for (std::size_t c2 = 0; c2 < c.d; ++c2) {
             x(0, c2) = l * frame(0, c2);
@@ -101,7 +101,7 @@ std::vector<KernelCell> owned_cells(const Config& cfg, const KernelCells& grid, 
         const std::size_t d = cfg.kernel.d[at.d], m = cfg.m[at.m];
         if (cells.empty() || cells.back().variant != at.variant || cells.back().d != d || cells.back().m != m)
             cells.push_back({cell, at.variant, d, m, {}});
-        cells.back().points.push_back(grid.pair(cell));
+        cells.back().points.push_back({cfg.kernel.norm[at.norm], cfg.kernel.angle[at.angle]});
     }
     return cells;
 }
