@@ -11,7 +11,7 @@
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
 #include "favor/inputs.hpp"
-#include "favor/limits.hpp"
+#include "favor/cost_model.hpp"
 #include "favor/merge.hpp"
 #include "favor/rng.hpp"
 

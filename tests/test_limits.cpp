@@ -14,7 +14,9 @@
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
-#include "favor/limits.hpp"
+#include "favor/byte_sizes.hpp"
+#include "favor/cost_model.hpp"
+#include "favor/resources.hpp"
 #include "favor/parallel.hpp"
 
 using namespace favor;
