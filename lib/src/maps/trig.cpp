@@ -3,6 +3,7 @@
 // denominators D can cross zero (negative_fraction reports it).
 #include <cmath>
 
+#include "favor/feature_grad.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/theory.hpp"
 #include "favor/vmath.hpp"
@@ -39,6 +40,31 @@ public:
         for (std::size_t i = 0; i < rows; ++i) {
             T* e = out + i * F;
             sincos_scale(e, e, e + m, m, T(epsilon()), T(std::exp(row_log[i] - shift) * norm));
+        }
+    }
+    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
+    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
+    // u = W x, phi~ = [sin u + eps, cos u + eps] / sqrt m and ls = |x|^2/2 (FeatureGrad):
+    // dx = W^T (g_sin o cos u - g_cos o sin u) / sqrt m + (g . phi~) x, dq = xs dx.
+    template <class T>
+    void vjp_impl(const FeatureGrad<T>& g) const {
+        const std::size_t m = g.W.shape(0), d = g.d;
+        const double norm = 1.0 / std::sqrt(double(m));
+        std::vector<double> dx(d);
+        for (std::size_t i = 0; i < g.rows; ++i) {
+            const T* q = g.X + i * d;
+            const T* G = g.G + i * g.F;
+            double gp = 0.0;
+            for (std::size_t f = 0; f < 2 * m; ++f) gp += double(G[f]) * double(g.phi[i * g.F + f]);
+            for (std::size_t c = 0; c < d; ++c) dx[c] = gp * g.xs * double(q[c]);
+            for (std::size_t j = 0; j < m; ++j) {
+                double u = 0.0;
+                for (std::size_t c = 0; c < d; ++c) u += double(g.W(j, c)) * double(q[c]);
+                u *= g.xs;
+                const double coef = (double(G[j]) * std::cos(u) - double(G[m + j]) * std::sin(u)) * norm;
+                for (std::size_t c = 0; c < d; ++c) dx[c] += coef * double(g.W(j, c));
+            }
+            for (std::size_t c = 0; c < d; ++c) g.dX[i * d + c] = T(g.xs * dx[c]);
         }
     }
 };

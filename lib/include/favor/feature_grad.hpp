@@ -1,0 +1,46 @@
+#pragma once
+// The Jacobians of the feature maps, for the backward pass of linear attention
+// (docs/design.md section 2.7): FeatureMap::vjp's block contract and the whole-matrix call.
+#include <string>
+
+#include "favor/feature_maps.hpp"
+#include "favor/tensor.hpp"
+
+namespace favor {
+
+// One block of rows for a map's vector-Jacobian product. X (rows x d) are the unscaled rows,
+// x = xs * X row; phi (rows x F) their stabilised features as compute_features makes them
+// (each row with its own shift); G (rows x F) a gradient with respect to phi. vjp writes
+// dX (rows x d):
+//   dX_i = exp(-ls_i) J_i^T G_i,  J_i = d phi(x_i) / d X_i  (the factor xs included),
+// phi(x) = exp(ls(x)) phi~(x) the unstabilised features, ls_i their log scale. For the
+// exp-type maps ls is the shift S_i, held fixed: exp(e(x) - S) with S a constant has the
+// derivative of exp(e(x)) up to the factor exp(-S), so holding it is exact (with epsilon > 0
+// the features are not exp(S) times anything fixed, and those maps refuse). For trig
+// ls = |x|^2/2 is part of the features and its term (G_i . phi_i) x_i is included. Fitted
+// parameters (oprf's A*, gerf's A and t, sderf's A, saderf's Psi) are held fixed, as in a
+// training step where they are refitted between steps, not differentiated.
+template <class T>
+struct FeatureGrad {
+    const T* X;
+    std::size_t rows, d;
+    double xs;
+    const Mat<T>& W;   // (m, d)
+    Side side;
+    const T* phi;
+    const T* G;
+    std::size_t F;
+    T* dX;
+};
+
+// dX (L, d) = the map's vjp of G (L, F) at the rows X (L, d) with features phi (L, F), in
+// blocks of feature_block_rows() rows on up to `threads` threads (each row's result is made
+// by one block: the numbers do not depend on `threads`).
+template <class T>
+Mat<T> feature_vjp(const FeatureMap& f, const Mat<T>& X, double xs, const Mat<T>& W, Side side, const Mat<T>& phi,
+                   const Mat<T>& G, int threads = 1);
+
+// Throws Error "backward: features 'NAME' have no gradient (WHY)".
+[[noreturn]] void no_gradient(const FeatureMap& f, const std::string& why);
+
+}  // namespace favor
