@@ -1,7 +1,9 @@
 #pragma once
 // The Jacobians of the feature maps, for the backward pass of linear attention
 // (docs/design.md section 2.7): FeatureMap::vjp's block contract and the whole-matrix call.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "favor/feature_maps.hpp"
 #include "favor/tensor.hpp"
@@ -39,6 +41,29 @@ struct FeatureGrad {
 template <class T>
 Mat<T> feature_vjp(const FeatureMap& f, const Mat<T>& X, double xs, const Mat<T>& W, Side side, const Mat<T>& phi,
                    const Mat<T>& G, int threads = 1);
+
+// The vjp of a map whose features are functions of the projections u = xs W q of a row (and
+// of the row itself): for each row i, rule(i, u, coef, dx) sets coef (m) = dLoss/du and dx
+// (d) = the gradient through any other path (with respect to x = xs q); then
+// dX_i = xs (dx + W^T coef).
+template <class T, class Rule>
+void projection_vjp(const FeatureGrad<T>& g, Rule rule) {
+    const std::size_t m = g.W.shape(0), d = g.d;
+    std::vector<double> u(m), coef(m), dx(d);
+    for (std::size_t i = 0; i < g.rows; ++i) {
+        const T* q = g.X + i * d;
+        for (std::size_t j = 0; j < m; ++j) {
+            double s = 0.0;
+            for (std::size_t c = 0; c < d; ++c) s += double(g.W(j, c)) * double(q[c]);
+            u[j] = g.xs * s;
+        }
+        std::fill(dx.begin(), dx.end(), 0.0);
+        rule(i, u, coef, dx);
+        for (std::size_t j = 0; j < m; ++j)
+            for (std::size_t c = 0; c < d; ++c) dx[c] += coef[j] * double(g.W(j, c));
+        for (std::size_t c = 0; c < d; ++c) g.dX[i * d + c] = T(g.xs * dx[c]);
+    }
+}
 
 // Throws Error "backward: features 'NAME' have no gradient (WHY)".
 [[noreturn]] void no_gradient(const FeatureMap& f, const std::string& why);

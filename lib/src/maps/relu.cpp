@@ -34,21 +34,11 @@ public:
     // phi = (relu(W x) + eps) / sqrt m: dq = xs W^T (g o 1[W x > 0]) / sqrt m.
     template <class T>
     void vjp_impl(const FeatureGrad<T>& g) const {
-        const std::size_t m = g.W.shape(0), d = g.d;
-        const double norm = 1.0 / std::sqrt(double(m));
-        std::vector<double> dx(d);
-        for (std::size_t i = 0; i < g.rows; ++i) {
-            const T* q = g.X + i * d;
-            std::fill(dx.begin(), dx.end(), 0.0);
-            for (std::size_t j = 0; j < m; ++j) {
-                double u = 0.0;
-                for (std::size_t c = 0; c < d; ++c) u += double(g.W(j, c)) * double(q[c]);
-                if (!(u > 0.0)) continue;
-                const double coef = double(g.G[i * g.F + j]) * norm;
-                for (std::size_t c = 0; c < d; ++c) dx[c] += coef * double(g.W(j, c));
-            }
-            for (std::size_t c = 0; c < d; ++c) g.dX[i * d + c] = T(g.xs * dx[c]);
-        }
+        const double norm = 1.0 / std::sqrt(double(g.W.shape(0)));
+        projection_vjp(g, [&](std::size_t i, const std::vector<double>& u, std::vector<double>& coef,
+                              std::vector<double>&) {
+            for (std::size_t j = 0; j < u.size(); ++j) coef[j] = u[j] > 0.0 ? double(g.G[i * g.F + j]) * norm : 0.0;
+        });
     }
 };
 }  // namespace

@@ -48,24 +48,17 @@ public:
     // dx = W^T (g_sin o cos u - g_cos o sin u) / sqrt m + (g . phi~) x, dq = xs dx.
     template <class T>
     void vjp_impl(const FeatureGrad<T>& g) const {
-        const std::size_t m = g.W.shape(0), d = g.d;
+        const std::size_t m = g.W.shape(0);
         const double norm = 1.0 / std::sqrt(double(m));
-        std::vector<double> dx(d);
-        for (std::size_t i = 0; i < g.rows; ++i) {
-            const T* q = g.X + i * d;
+        projection_vjp(g, [&](std::size_t i, const std::vector<double>& u, std::vector<double>& coef,
+                              std::vector<double>& dx) {
             const T* G = g.G + i * g.F;
             double gp = 0.0;
             for (std::size_t f = 0; f < 2 * m; ++f) gp += double(G[f]) * double(g.phi[i * g.F + f]);
-            for (std::size_t c = 0; c < d; ++c) dx[c] = gp * g.xs * double(q[c]);
-            for (std::size_t j = 0; j < m; ++j) {
-                double u = 0.0;
-                for (std::size_t c = 0; c < d; ++c) u += double(g.W(j, c)) * double(q[c]);
-                u *= g.xs;
-                const double coef = (double(G[j]) * std::cos(u) - double(G[m + j]) * std::sin(u)) * norm;
-                for (std::size_t c = 0; c < d; ++c) dx[c] += coef * double(g.W(j, c));
-            }
-            for (std::size_t c = 0; c < d; ++c) g.dX[i * d + c] = T(g.xs * dx[c]);
-        }
+            for (std::size_t c = 0; c < g.d; ++c) dx[c] = gp * g.xs * double(g.X[i * g.d + c]);
+            for (std::size_t j = 0; j < m; ++j)
+                coef[j] = (double(G[j]) * std::cos(u[j]) - double(G[m + j]) * std::sin(u[j])) * norm;
+        });
     }
 };
 }  // namespace
