@@ -45,7 +45,10 @@ FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& 
 // est's W and (fitted, then fixed) map, the feature gradients above, then each side through
 // the map's Jacobian (FeatureMap::vjp). est must be fitted (Estimator::for_inputs).
 // Throws Error for maps without a gradient (nystrom; epsilon > 0 after a shifted exp) and for
-// the emulated half dtypes. Q: (L, d), K: (Lk, d), V: (Lk, dv), G: (L, dv).
+// the emulated half dtypes. The features are made with their shifts whatever est.shift says
+// (the gradient is the same: docs/design.md section 2.7). For a metric: fit est once
+// (for_inputs), then favor_backward(est, Q, K, V, G) beside exact_attention_backward(Q, K, V, G).
+// Q: (L, d), K: (Lk, d), V: (Lk, dv), G: (L, dv).
 template <class T>
 Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                             const Mat<T>& G, bool causal = false, int threads = 1);
