@@ -62,7 +62,9 @@ double lemma2(const std::string& kind, double A, const Pair& p, std::size_t m) {
 
 }  // namespace
 
-TEST_CASE("every feature map is unbiased and its iid MSE matches the closed form", "[estimators][stats]") {
+// Unbiasedness and the closed-form MSE by Monte Carlo of every map at its defaults:
+// test_feature_map_contract.cpp. Here the closed forms against theory.hpp, and oprf at fixed A.
+TEST_CASE("the maps' closed forms are Lemma 2's; oprf at fixed A is unbiased with that MSE", "[estimators][stats]") {
     const std::size_t N = 20000, m = 8;
     const auto [kind, A] = GENERATE(std::make_pair(std::string("trig"), 0.0), std::make_pair(std::string("positive"), 0.0),
                                     std::make_pair(std::string("hyperbolic"), 0.0), std::make_pair(std::string("oprf"), -0.2),
@@ -73,6 +75,7 @@ TEST_CASE("every feature map is unbiased and its iid MSE matches the closed form
         const Pair& p = pts[i];
         const double theory = lemma2(kind, A, p, m);
         REQUIRE(*f->pair_mse(p.x2, p.y2, p.xy, m, p.x.shape(1)) == Approx(theory).epsilon(1e-14));
+        if (kind != "oprf") continue;
         const Sample s = sample(*f, Projection::iid, m, p, N, 1000 + i);
         CAPTURE(kind, A, i, std::exp(p.xy), s.mean_est, s.mse, s.mse_se, theory);
         // Unbiased: the mean of N estimates is within 4 standard errors sqrt(MSE / N) of SM.
