@@ -6,11 +6,13 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
 #include "favor/experiment.hpp"
 #include "favor/merge.hpp"
+#include "favor/projections.hpp"
 #include "favor/tensor.hpp"
 #include "favor/variant.hpp"
 
@@ -86,6 +88,12 @@ inline Sample describe(const std::vector<double>& est, double target) {
     return s;
 }
 
+// Mean and standard error of a sample.
+inline std::pair<double, double> mean_se(const std::vector<double>& v) {
+    const Sample s = describe(v, 0.0);
+    return {s.mean, s.se};
+}
+
 // phi_q(x) . phi_k(y) with the map's parameters as they are (no refit to the pair, unlike
 // favor::kernel_estimate), the shifts undone. x, y: (1, d); W: (m, d).
 inline double estimate_as_is(const favor::FeatureMap& f, const Mat<double>& W, const Mat<double>& x,
@@ -95,6 +103,25 @@ inline double estimate_as_is(const favor::FeatureMap& f, const Mat<double>& W, c
     double dot = 0.0;
     for (std::size_t j = 0; j < fx.phi.shape(1); ++j) dot += fx.phi(0, j) * fy.phi(0, j);
     return dot * std::exp(fx.log_scale[0] + fy.log_scale[0]);
+}
+
+// N estimates of SM(x, y) by the map f, trial t with W = draw_projection(p, m, d, seed, t):
+// kernel_estimate (data-dependent parameters fitted to the pair) with `refit`, else
+// estimate_as_is (the parameters as they are).
+inline std::vector<double> kernel_estimates(const favor::FeatureMap& f, favor::Projection p, std::size_t m,
+                                            const Pair& pr, std::size_t N, std::uint64_t seed, bool refit = true) {
+    std::vector<double> est(N);
+    for (std::size_t t = 0; t < N; ++t) {
+        const Mat<double> W = favor::draw_projection(p, m, pr.x.shape(1), seed, t);
+        est[t] = refit ? favor::kernel_estimate(f, W, pr.x, pr.y) : estimate_as_is(f, W, pr.x, pr.y);
+    }
+    return est;
+}
+
+// kernel_estimates described about SM(x, y).
+inline Sample sample(const favor::FeatureMap& f, favor::Projection p, std::size_t m, const Pair& pr, std::size_t N,
+                     std::uint64_t seed, bool refit = true) {
+    return describe(kernel_estimates(f, p, m, pr, N, seed, refit), pr.sm());
 }
 
 // Three d = 4 pairs with small |x + y|^2 (0.63, 0.25, 0.5), where the sample MSE converges
