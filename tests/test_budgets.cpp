@@ -137,7 +137,7 @@ TEST_CASE("num_features and input_seeds: config errors name the field", "[budget
     }
 }
 
-TEST_CASE("input seed 0 draws today's inputs; other seeds draw from keys that add the seed", "[budgets]") {
+TEST_CASE("input seed 0 draws today's inputs, other seeds draw from keys that add the seed", "[budgets]") {
     const std::size_t L = 5, d = 3, dv = 2;
     auto stream = [&](std::initializer_list<std::uint64_t> key, std::size_t n) {
         std::vector<double> v(n);
@@ -155,7 +155,7 @@ TEST_CASE("input seed 0 draws today's inputs; other seeds draw from keys that ad
     REQUIRE(flat(one.q) != flat(zero.q));
 }
 
-TEST_CASE("input_seeds: N = 1 gives today's tables; N draws aggregate over (input seed, trial)", "[budgets]") {
+TEST_CASE("input_seeds: N = 1 gives today's tables, N draws aggregate over (input seed, trial)", "[budgets]") {
     json today = seeds_config();
     today.erase("input_seeds");
     const RunResult base = run_with(today);

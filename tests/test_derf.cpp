@@ -407,7 +407,7 @@ TEST_CASE("the features are the formulas: shifts undone, each side as written", 
     }
 }
 
-TEST_CASE("never worse than oprf in the sense the fits optimise; strictly better at large |x + y|", "[derf][stats]") {
+TEST_CASE("never worse than oprf in the sense the fits optimise, strictly better at large |x + y|", "[derf][stats]") {
     // (a) Fitted to one pair, each map minimises that pair's variance over a family that
     //     contains oprf (t = 1, Psi = I, A = a I): never above oprf's closed form.
     for (std::uint64_t s = 0; s < 200; ++s) {

@@ -36,7 +36,7 @@ double lemma2(const std::string& kind, double A, const Pair& p, std::size_t m) {
 
 // Unbiasedness and the closed-form MSE by Monte Carlo of every map at its defaults:
 // test_feature_map_contract.cpp. Here the closed forms against theory.hpp, and oprf at fixed A.
-TEST_CASE("the maps' closed forms are Lemma 2's; oprf at fixed A is unbiased with that MSE", "[estimators][stats]") {
+TEST_CASE("the maps' closed forms are Lemma 2's, and oprf at fixed A is unbiased with that MSE", "[estimators][stats]") {
     const std::size_t N = 20000, m = 8;
     const auto [kind, A] = GENERATE(std::make_pair(std::string("trig"), 0.0), std::make_pair(std::string("positive"), 0.0),
                                     std::make_pair(std::string("hyperbolic"), 0.0), std::make_pair(std::string("oprf"), -0.2),

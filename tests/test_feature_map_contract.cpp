@@ -134,7 +134,7 @@ TEST_CASE("contract: features and attention outputs do not depend on the thread 
     }
 }
 
-TEST_CASE("contract: float32 follows float64 within float32 rounding; causal row L-1 is the non-causal row",
+TEST_CASE("contract: float32 follows float64 within float32 rounding, causal row L-1 is the non-causal row",
           "[contract][precision]") {
     const std::string name = GENERATE(from_range(registry_names()));
     CAPTURE(name);
