@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "favor/attention.hpp"
@@ -60,8 +61,15 @@ const std::vector<std::string>& timing_columns() {
 namespace {
 
 // Size of the square gemm whose rate gemm_ratio divides by (large enough for the BLAS's
-// peak, small enough to take about a second: 17 GFLOP).
+// peak, small enough to take about a second: 17 GFLOP). Test hook (docs/design.md section 6):
+// FAVOR_TEST_GEMM_N=n measures at n^3 instead, so tests of the table's mechanics do not spend
+// seconds on the probe; the notes say which size was measured.
 constexpr std::size_t kGemmRateN = 2048;
+std::size_t gemm_probe_n() {
+    const char* v = std::getenv("FAVOR_TEST_GEMM_N");
+    const long n = v ? std::strtol(v, nullptr, 10) : 0;
+    return n > 0 ? std::size_t(n) : kGemmRateN;
+}
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -293,7 +301,7 @@ std::string timing_preamble(const Config& cfg, int threads, bool reset_ok, doubl
           << "unfused run after them (favor_attention's steps), to show where the time goes; normalise_s "
           << "includes the product phiQ (phiK^T [V, 1]). gemm_ratio = median_s / (gflops counted at the "
           << (float32 ? "sgemm" : "dgemm") << " rate measured at the start of this run: "
-          << format_number(gemm_gflops) << " GFLOP/s, " << kGemmRateN << "^3 on " << threads << " thread(s)).\n\n";
+          << format_number(gemm_gflops) << " GFLOP/s, " << gemm_probe_n() << "^3 on " << threads << " thread(s)).\n\n";
     return notes.str();
 }
 
@@ -305,7 +313,7 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
     const TimingCells grid(cfg);
     for (const TimingSeries& s : grid.series()) series.push_back({s.d, s.variant, s.m, {}});
     // The gemm rate of this machine and build, measured now: gemm_ratio's denominator.
-    const double gemm_gflops = gemm_rate<T>(kGemmRateN, threads, 3);
+    const double gemm_gflops = gemm_rate<T>(gemm_probe_n(), threads, 3);
     const bool reset_ok = reset_peak_rss();
     measure_cells<T>(cfg, opt, threads, series);
 
@@ -322,7 +330,7 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
     }
     r.notes_md = notes;
     info["timing"] = {{"threads", threads}, {"peak_rss_reset", reset_ok}, {"scale", cfg.inputs.scale.front()},
-                      {"gemm_gflops", gemm_gflops}, {"gemm_n", kGemmRateN}};
+                      {"gemm_gflops", gemm_gflops}, {"gemm_n", gemm_probe_n()}};
     r.info = std::move(info);
     return r;
 }
