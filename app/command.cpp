@@ -15,6 +15,10 @@ void bind(CLI::App& sub, Text& t, const std::string& name, const std::string& he
     t.opt = sub.add_option(name, t.value, help);
 }
 
+void bind(CLI::App& sub, std::initializer_list<FlagSpec> flags) {
+    for (const FlagSpec& f : flags) bind(sub, *f.text, f.name, f.help);
+}
+
 std::string joined(const std::vector<std::string>& items) {
     std::string s;
     for (const auto& x : items) s += (s.empty() ? "" : ", ") + x;

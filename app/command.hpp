@@ -5,6 +5,7 @@
 // run_commands.cpp (run, validate), tensor_commands.cpp (gen, projection, apply),
 // result_commands.cpp (merge, compare, list).
 #include <CLI/CLI.hpp>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,13 @@ struct Text {
     const std::string* operator->() const { return &value; }
 };
 void bind(CLI::App& sub, Text& t, const std::string& name, const std::string& help);
+// Several value flags in the order given (the order --help lists them).
+struct FlagSpec {
+    Text* text;
+    const char* name;
+    const char* help;
+};
+void bind(CLI::App& sub, std::initializer_list<FlagSpec> flags);
 
 // "a, b, c".
 std::string joined(const std::vector<std::string>& items);

@@ -143,15 +143,17 @@ void setup_run(CLI::App& run) {
     run.add_option("config", rf.config, "experiment config (JSON)")->required();
     bind(run, rf.out, "--out", "output directory (default: the config's output_dir)");
     run.add_option("--set", rf.sets, "override a config value: PATH=VALUE, e.g. inputs.scale=0.5 (repeatable)");
-    bind(run, rf.m, "--m", "numbers of random features, e.g. 16,32,64");
-    bind(run, rf.num_features, "--num-features", "feature columns per variant instead of m (equal budgets), e.g. 64,128");
-    bind(run, rf.L, "--L", "sequence lengths, e.g. 1024,4096");
-    bind(run, rf.trials, "--trials", "trials per cell");
-    bind(run, rf.seed, "--seed", "master seed");
-    bind(run, rf.dtype, "--dtype", "compute precision: float32, float64, float16 or bfloat16 (emulated)");
-    bind(run, rf.shard, "--shard", "run share K of N of the cells (0 <= K < N), e.g. 0/4");
-    bind(run, rf.threads, "--threads", "threads (default: all cores); results do not depend on it");
-    bind(run, rf.max_memory, "--max-memory", "memory the run may use, e.g. 8G (default: what the system has available)");
+    bind(run, {
+        {&rf.m, "--m", "numbers of random features, e.g. 16,32,64"},
+        {&rf.num_features, "--num-features", "feature columns per variant instead of m (equal budgets), e.g. 64,128"},
+        {&rf.L, "--L", "sequence lengths, e.g. 1024,4096"},
+        {&rf.trials, "--trials", "trials per cell"},
+        {&rf.seed, "--seed", "master seed"},
+        {&rf.dtype, "--dtype", "compute precision: float32, float64, float16 or bfloat16 (emulated)"},
+        {&rf.shard, "--shard", "run share K of N of the cells (0 <= K < N), e.g. 0/4"},
+        {&rf.threads, "--threads", "threads (default: all cores); results do not depend on it"},
+        {&rf.max_memory, "--max-memory", "memory the run may use, e.g. 8G (default: what the system has available)"},
+    });
     run.add_flag("--quiet", rf.quiet, "print nothing but errors (no progress)");
     run.add_flag("--resume", rf.resume, "continue an interrupted run from OUT/journal.jsonl (same config and shard)");
     run.add_option("--progress-every", rf.progress_every,
@@ -202,9 +204,11 @@ void setup_validate(CLI::App& validate) {
     ValidateFlags& vf = validate_flags();
     validate.add_option("config", vf.config, "experiment config (JSON)")->required();
     validate.add_option("--set", vf.sets, "override a config value: PATH=VALUE");
-    bind(validate, vf.threads, "--threads", "threads the estimate assumes (default: all cores)");
-    bind(validate, vf.max_memory, "--max-memory", "memory budget for the check, e.g. 8G");
-    bind(validate, vf.shard, "--shard", "estimate for share K of N of the cells");
+    bind(validate, {
+        {&vf.threads, "--threads", "threads the estimate assumes (default: all cores)"},
+        {&vf.max_memory, "--max-memory", "memory budget for the check, e.g. 8G"},
+        {&vf.shard, "--shard", "estimate for share K of N of the cells"},
+    });
 }
 
 int run_validate(const std::vector<std::string>&) {

@@ -52,10 +52,12 @@ void setup_gen(CLI::App& gen) {
     gf.L.opt->required();
     bind(gen, gf.d, "--d", "head dimension");
     gf.d.opt->required();
-    bind(gen, gf.dv, "--dv", "value dimension (default d)");
-    bind(gen, gf.scale, "--scale", "entries N(0, scale^2) (default 1)");
-    bind(gen, gf.seed, "--seed", "seed (default 0)");
-    bind(gen, gf.dtype, "--dtype", "float32, float64 (default), float16 or bfloat16 (float32 files, values rounded)");
+    bind(gen, {
+        {&gf.dv, "--dv", "value dimension (default d)"},
+        {&gf.scale, "--scale", "entries N(0, scale^2) (default 1)"},
+        {&gf.seed, "--seed", "seed (default 0)"},
+        {&gf.dtype, "--dtype", "float32, float64 (default), float16 or bfloat16 (float32 files, values rounded)"},
+    });
     gen.add_option("--family", gf.family,
                    "an input family key as in a random inputs object, KEY=VALUE (repeatable), e.g. decay_q=1.5, "
                    "rope_base=10000 (docs/input_families.md)");
@@ -102,13 +104,15 @@ int run_gen(const std::vector<std::string>&) {
 
 void setup_projection(CLI::App& proj) {
     ProjectionFlags& pf = projection_flags();
-    bind(proj, pf.projection, "--projection", "iid, orthogonal, ... (favor list)");
-    bind(proj, pf.m, "--m", "number of random vectors");
-    bind(proj, pf.d, "--d", "dimension");
-    bind(proj, pf.seed, "--seed", "seed");
-    bind(proj, pf.trial, "--trial", "trial (default 0)");
-    bind(proj, pf.out, "--out", "output .npy file");
-    bind(proj, pf.max_memory, "--max-memory", "memory budget, e.g. 8G");
+    bind(proj, {
+        {&pf.projection, "--projection", "iid, orthogonal, ... (favor list)"},
+        {&pf.m, "--m", "number of random vectors"},
+        {&pf.d, "--d", "dimension"},
+        {&pf.seed, "--seed", "seed"},
+        {&pf.trial, "--trial", "trial (default 0)"},
+        {&pf.out, "--out", "output .npy file"},
+        {&pf.max_memory, "--max-memory", "memory budget, e.g. 8G"},
+    });
     for (Text* t : {&pf.projection, &pf.m, &pf.d, &pf.seed, &pf.out}) t->opt->required();
 }
 
@@ -138,29 +142,34 @@ int run_projection(const std::vector<std::string>&) {
 
 void setup_apply(CLI::App& apply) {
     ApplyFlags& af = apply_flags();
-    bind(apply, af.q, "--q", "queries .npy: (L, d), (H, L, d) or (B, H, L, d)");
-    bind(apply, af.k, "--k", "keys .npy, same leading shape and d");
-    bind(apply, af.v, "--v", "values .npy, same leading shape and length as k");
+    bind(apply, {
+        {&af.q, "--q", "queries .npy: (L, d), (H, L, d) or (B, H, L, d)"},
+        {&af.k, "--k", "keys .npy, same leading shape and d"},
+        {&af.v, "--v", "values .npy, same leading shape and length as k"},
+    });
     apply.add_flag("--exact", af.exact, "exact softmax attention");
-    bind(apply, af.features, "--features", "feature map (favor list)");
-    bind(apply, af.projection, "--projection",
-         "projection (default orthogonal; not for maps without one: elu, dpfp, nystrom)");
-    bind(apply, af.m, "--m", "number of random vectors (nystrom: landmarks; not for elu, dpfp)");
-    bind(apply, af.seed, "--seed", "seed of W (default 0)");
-    bind(apply, af.trial, "--trial", "trial of W (default 0)");
-    bind(apply, af.epsilon, "--epsilon", "stabiliser added to each feature (default 0)");
-    bind(apply, af.epsilon_after, "--epsilon-after",
+    bind(apply, {
+        {&af.features, "--features", "feature map (favor list)"},
+        {&af.projection, "--projection", "projection (default orthogonal; not for maps without one: elu, dpfp, nystrom)"},
+        {&af.m, "--m", "number of random vectors (nystrom: landmarks; not for elu, dpfp)"},
+        {&af.seed, "--seed", "seed of W (default 0)"},
+        {&af.trial, "--trial", "trial of W (default 0)"},
+        {&af.epsilon, "--epsilon", "stabiliser added to each feature (default 0)"},
+        {&af.epsilon_after, "--epsilon-after",
          "where epsilon is added: max_exponent (after subtracting max(w.x - |x|^2/2), default) or max_wx "
-         "(after subtracting max(w.x), the official code's)");
-    bind(apply, af.A, "--A", "oprf/gerf parameter: a number < 1/8 or 'optimal' (default)");
+         "(after subtracting max(w.x), the official code's)"},
+        {&af.A, "--A", "oprf/gerf parameter: a number < 1/8 or 'optimal' (default)"},
+    });
     apply.add_option("--param", af.params,
                      "a parameter of the feature map as in a config variant, KEY=VALUE (repeatable), e.g. t=0.8 "
                      "(gerf), nu=2 (dpfp), pinv=exact (nystrom)");
     apply.add_flag("--causal", af.causal, "unidirectional (causal) attention");
-    bind(apply, af.dtype, "--dtype", "compute and output precision: float32, float64 (default), float16 or bfloat16 (emulated)");
-    bind(apply, af.threads, "--threads", "threads for exact attention (default all)");
-    bind(apply, af.out, "--out", "output .npy file");
-    bind(apply, af.max_memory, "--max-memory", "memory budget, e.g. 8G");
+    bind(apply, {
+        {&af.dtype, "--dtype", "compute and output precision: float32, float64 (default), float16 or bfloat16 (emulated)"},
+        {&af.threads, "--threads", "threads for exact attention (default all)"},
+        {&af.out, "--out", "output .npy file"},
+        {&af.max_memory, "--max-memory", "memory budget, e.g. 8G"},
+    });
     for (Text* t : {&af.q, &af.k, &af.v, &af.out}) t->opt->required();
     apply.footer("Exit code 3: the output was written but some entries are not finite (one line says how many, "
                  "the first row and the likely cause).");
