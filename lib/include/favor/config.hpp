@@ -1,7 +1,9 @@
 #pragma once
-// The JSON experiment config (docs/design.md section 5): parsing, strict validation with
-// one-line errors that name the file and the field, `--set PATH=VALUE` overrides, and the
-// resolved form written to run.json. Every check of a config happens here, before any work.
+// The JSON experiment config (docs/design.md section 5): the schema, strict validation with
+// one-line errors that name the file and the field, the command-line overrides (`--set
+// PATH=VALUE` and the run flags, typed), and the resolved form written to run.json. Every
+// check of a config happens here, before any work. The JSON text itself is read by
+// json_text.hpp, flag values by flag_values.hpp (both included for the callers).
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
