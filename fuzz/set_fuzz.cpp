@@ -1,4 +1,4 @@
-// libFuzzer target for the --set parser (config.cpp, apply_set): any bytes as a PATH=VALUE
+// libFuzzer target for the --set parser (json_text.cpp, apply_set): any bytes as a PATH=VALUE
 // assignment applied to a small valid config either give a config that parses and dumps, or
 // raise favor::Error (no '=', empty value, non-UTF-8 bytes, nesting deeper than
 // kMaxJsonDepth, a path into a scalar, a field out of range); anything else (a crash, a

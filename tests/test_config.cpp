@@ -101,3 +101,42 @@ TEST_CASE("set paths and list flags", "[config]") {
     REQUIRE(parse_list_flag("--m", "16,32") == json::array({16, 32}));
     REQUIRE_THROWS_AS(parse_list_flag("--m", "16,x"), Error);
 }
+
+// The run flags' typed overrides land where the equivalent --set text would: the same resolved
+// config, and a bad value fails on the same field with the same message.
+TEST_CASE("typed flag overrides equal their --set text", "[config]") {
+    const auto resolved_with = [](const ConfigOverrides& o) {
+        json j = json::parse(kGood);
+        apply_overrides(j, o);
+        return parse_config(j, "c.json").resolved();
+    };
+    ConfigOverrides typed;
+    typed.sets = {"num_features=[32]"};
+    typed.m = {{8, 16}};
+    typed.L = {{128}};
+    typed.trials = 3;
+    typed.seed = 18446744073709551615ull;
+    typed.dtype = DType::float32;
+    ConfigOverrides text;
+    text.sets = {"num_features=[32]", "m=[8,16]", "num_features=null", "inputs.L=128",
+                 "trials=3", "seed=18446744073709551615", "dtype=\"float32\""};
+    REQUIRE(resolved_with(typed) == resolved_with(text));
+    REQUIRE(resolved_with(typed)["m"] == json::array({8, 16}));
+    REQUIRE_FALSE(resolved_with(typed).contains("num_features"));
+
+    ConfigOverrides features;
+    features.num_features = {{64}};
+    REQUIRE(resolved_with(features)["num_features"] == json::array({64}));
+    REQUIRE_FALSE(resolved_with(features).contains("m"));
+
+    ConfigOverrides huge;
+    huge.L = {{kMaxL + 1}};
+    std::string message;
+    try {
+        resolved_with(huge);
+    } catch (const Error& e) {
+        message = e.what();
+    }
+    REQUIRE(!message.empty());
+    REQUIRE(message == error_of("inputs.L=" + std::to_string(kMaxL + 1)));
+}

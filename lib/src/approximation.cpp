@@ -12,7 +12,7 @@
 #include "favor/cells.hpp"
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
-#include "favor/experiment_parts.hpp"
+#include "experiment_parts.hpp"
 #include "favor/grid.hpp"
 #include "favor/inputs.hpp"
 #include "favor/metrics.hpp"

@@ -1,14 +1,13 @@
+// The config schema (config.hpp): the typed reads of every key with the checks that name the
+// file and the field, the resolved form for run.json, and the loading of a file with its
+// command-line overrides. JSON text and --set parsing: json_text.cpp; flag values: flag_values.cpp.
 #include "favor/config.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 
 #include "favor/cells.hpp"
 #include "favor/error.hpp"
@@ -372,200 +371,27 @@ json Config::resolved() const {
 }
 
 namespace {
-// Removes the key at the end of `parts` (a path set_path has just walked) from its object.
-void erase_path(json& j, const std::vector<std::string>& parts) {
-    json* cur = &j;
-    for (std::size_t i = 0; i + 1 < parts.size(); ++i)
-        cur = cur->is_array() ? &(*cur)[std::stoul(parts[i])] : &(*cur)[parts[i]];
-    if (cur->is_object()) cur->erase(parts.back());
-}
+// A grid flag's values as the config holds them: one number, or a list of several.
+json grid_value(const std::vector<std::uint64_t>& v) { return v.size() == 1 ? json(v[0]) : json(v); }
 }  // namespace
 
-void set_path(json& j, const std::string& path, const json& value) {
-    if (path.empty()) throw Error("--set: empty path");
-    json* cur = &j;
-    // Split on '.', keeping empty components ("m.", ".m", "a..b") so they are refused.
-    std::vector<std::string> parts(1);
-    for (const char c : path) {
-        if (c == '.') parts.emplace_back();
-        else parts.back() += c;
-    }
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-        const std::string& p = parts[i];
-        if (p.empty()) throw Error("--set " + path + ": empty path component (PATH is keys and list indices joined by '.')");
-        const bool last = i + 1 == parts.size();
-        if (cur->is_array()) {
-            std::size_t idx = 0;
-            try {
-                std::size_t used = 0;
-                if (p.find_first_not_of("0123456789") != std::string::npos) throw std::invalid_argument(p);
-                idx = std::stoul(p, &used);
-                if (used != p.size()) throw std::invalid_argument(p);
-            } catch (const std::exception&) {
-                throw Error("--set " + path + ": '" + p + "' is not a list index");
-            }
-            if (idx >= cur->size())
-                throw Error("--set " + path + ": index " + p + " is past the end of a list of " + std::to_string(cur->size()));
-            cur = &(*cur)[idx];
-        } else {
-            if (cur->is_null()) *cur = json::object();
-            if (!cur->is_object()) throw Error("--set " + path + ": '" + p + "' is inside a value that is not an object");
-            cur = &(*cur)[p];
-        }
-        if (last) *cur = value;
-    }
-    // null removes an object's key (its default applies): --m sets num_features=null.
-    if (value.is_null()) erase_path(j, parts);
-}
-
-void apply_set(json& j, const std::string& assignment) {
-    const auto eq = assignment.find('=');
-    if (eq == std::string::npos || eq == 0)
-        throw Error("--set " + assignment + ": expected PATH=VALUE (e.g. inputs.scale=0.5)");
-    // A bare word becomes a JSON string: it must be UTF-8, or run.json could not be written.
-    if (const std::string bad = utf8_problem(assignment); !bad.empty())
-        throw Error("--set " + assignment + ": not valid UTF-8 (" + bad + ")");
-    const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
-    if (text.empty()) throw Error("--set " + path + ": empty value (give a JSON value, e.g. " + path + "=1)");
-    json value;
-    try {
-        value = parse_json_text(text, "--set " + path);
-    } catch (const JsonSyntaxError&) {
-        value = text;   // a bare word: a string
-    }
-    set_path(j, path, value);
-}
-
-json parse_list_flag(const std::string& flag, const std::string& text) {
-    return parse_list_flag(flag, text, 1, std::numeric_limits<std::uint64_t>::max());
-}
-
-json parse_list_flag(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi) {
-    if (text.empty()) throw Error(flag + ": empty value (expected a list like 16,32,64)");
-    json out = json::array();
-    std::size_t start = 0;
-    while (true) {
-        const std::size_t comma = text.find(',', start);
-        const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        out.push_back(parse_uint_text(flag, item, lo, hi, "a list like 16,32,64"));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    return out.size() == 1 ? out[0] : out;
-}
-
-std::uint64_t parse_uint_text(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi,
-                              const std::string& expected) {
-    const std::string range = "an integer between " + std::to_string(lo) + " and " + std::to_string(hi);
-    if (text.empty())
-        throw Error(flag + ": empty value (expected " + (expected.empty() ? range : expected) + ")");
-    // Digits only: strtoull would take "-1" and wrap it to 2^64 - 1, and "1e3" or " 5" half.
-    if (text.find_first_not_of("0123456789") != std::string::npos)
-        throw Error(flag + ": '" + text + "' is not " + range);
-    errno = 0;
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-    if (errno == ERANGE || end != text.c_str() + text.size())
-        throw Error(flag + ": '" + text + "' does not fit in 64 bits (expected " + range + ")");
-    if (v < lo || v > hi) throw Error(flag + ": must be " + range + ", got " + text);
-    return v;
-}
-
-double parse_number_text(const std::string& flag, const std::string& text) {
-    if (text.empty()) throw Error(flag + ": empty value (expected a finite number)");
-    // Decimal notation only: strtod would also take "inf", "nan", hex and leading spaces.
-    if (text.find_first_not_of("0123456789+-.eE") != std::string::npos)
-        throw Error(flag + ": '" + text + "' is not a finite number");
-    errno = 0;
-    char* end = nullptr;
-    const double v = std::strtod(text.c_str(), &end);
-    if (end != text.c_str() + text.size()) throw Error(flag + ": '" + text + "' is not a finite number");
-    if (!std::isfinite(v) || errno == ERANGE)
-        throw Error(flag + ": '" + text + "' is out of range (expected a finite number)");
-    return v;
-}
-
-namespace {
-// A JSON value for parse_json_text: where it sits while keys are checked for repeats.
-struct JsonFrame {
-    bool array = false;
-    std::size_t index = 0;
-    std::set<std::string> keys;
-    std::string key;
-};
-std::string frame_path(const std::vector<JsonFrame>& st, const std::string& last) {
-    std::string p;
-    for (std::size_t k = 0; k + 1 < st.size(); ++k)
-        p += st[k].array ? "[" + std::to_string(st[k].index) + "]" : (p.empty() ? "" : ".") + st[k].key;
-    return p + (p.empty() ? "" : ".") + last;
-}
-}  // namespace
-
-namespace {
-// Error if arrays and objects in `text` nest deeper than kMaxJsonDepth; one pass, no recursion
-// (brackets in strings and comments do not count; a syntax error is left to the parser).
-void check_json_depth(const std::string& text, const std::string& name) {
-    std::size_t depth = 0;
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const char c = text[i];
-        if (c == '"') {   // skip the string, escapes included
-            for (++i; i < text.size() && text[i] != '"'; ++i) i += text[i] == '\\';
-        } else if (c == '/' && i + 1 < text.size() && (text[i + 1] == '/' || text[i + 1] == '*')) {
-            const std::size_t end = text.find(text[i + 1] == '/' ? "\n" : "*/", i + 2);
-            i = end == std::string::npos ? text.size() : end;
-        } else if (c == '[' || c == '{') {
-            if (++depth > kMaxJsonDepth)
-                throw Error(name + ": nested deeper than " + std::to_string(kMaxJsonDepth) +
-                            " levels at byte " + std::to_string(i) + " (favor's limit; no config or result nests so deep)");
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            --depth;
-        }
-    }
-}
-}  // namespace
-
-json parse_json_text(const std::string& text, const std::string& name) {
-    // A NUL ends the text for the JSON parser, which would silently ignore the rest.
-    if (const auto nul = text.find('\0'); nul != std::string::npos)
-        throw Error(name + ": byte " + std::to_string(nul) + " is NUL (expected JSON text)");
-    check_json_depth(text, name);
-    std::vector<JsonFrame> st;
-    const json::parser_callback_t check = [&](int, json::parse_event_t ev, json& parsed) {
-        switch (ev) {
-            case json::parse_event_t::object_start: st.emplace_back(); break;
-            case json::parse_event_t::array_start:
-                st.emplace_back();
-                st.back().array = true;
-                break;
-            case json::parse_event_t::key: {
-                const std::string k = parsed.get<std::string>();
-                if (!st.back().keys.insert(k).second)
-                    throw Error(name + ": " + frame_path(st, k) +
-                                ": duplicate key (JSON would keep only the last value; remove one)");
-                st.back().key = k;
-                break;
-            }
-            case json::parse_event_t::object_end:
-            case json::parse_event_t::array_end:
-                st.pop_back();
-                if (!st.empty() && st.back().array) ++st.back().index;
-                break;
-            case json::parse_event_t::value:
-                if (!st.empty() && st.back().array) ++st.back().index;
-                break;
-        }
-        return true;
-    };
-    try {
-        return json::parse(text, check, true, /*ignore_comments=*/true);
-    } catch (const json::parse_error& e) {
-        throw JsonSyntaxError(name + ": invalid JSON: " + e.what());
-    } catch (const json::exception& e) {   // numbers beyond double range
-        throw Error(name + ": invalid JSON: " + e.what());
-    }
+void apply_overrides(json& j, const ConfigOverrides& o) {
+    for (const std::string& s : o.sets) apply_set(j, s);
+    if (o.m) set_path(j, "m", grid_value(*o.m)), set_path(j, "num_features", nullptr);
+    if (o.num_features) set_path(j, "num_features", grid_value(*o.num_features)), set_path(j, "m", nullptr);
+    if (o.L) set_path(j, "inputs.L", grid_value(*o.L));
+    if (o.trials) set_path(j, "trials", *o.trials);
+    if (o.seed) set_path(j, "seed", *o.seed);
+    if (o.dtype) set_path(j, "dtype", dtype_name(*o.dtype));
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& sets) {
+    ConfigOverrides o;
+    o.sets = sets;
+    return load_config(path, o);
+}
+
+Config load_config(const std::string& path, const ConfigOverrides& overrides) {
     if (path.empty()) throw Error("config file: empty path");
     // A regular file of at most kMaxConfigBytes: no FIFO, device or endless file.
     json j = parse_json_text(read_regular_file(path, "config file", kMaxConfigBytes), path);
@@ -579,7 +405,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& sets
             else if (p.is_null()) j["inputs"].erase(key);
         }
     }
-    for (const std::string& s : sets) apply_set(j, s);
+    apply_overrides(j, overrides);
     return parse_config(j, path);
 }
 

@@ -10,7 +10,7 @@
 
 #include "favor/blas.hpp"
 #include "favor_git_commit.h"
-#include "favor/experiment_parts.hpp"
+#include "experiment_parts.hpp"
 #include "favor/parallel.hpp"
 
 namespace favor {

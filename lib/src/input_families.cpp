@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "favor/config.hpp"
+#include "favor/json_text.hpp"
 #include "favor/error.hpp"
 #include "favor/rng.hpp"
 #include "favor/structured.hpp"

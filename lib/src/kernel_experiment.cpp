@@ -9,7 +9,7 @@
 
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
-#include "favor/experiment_parts.hpp"
+#include "experiment_parts.hpp"
 #include "favor/cells.hpp"
 #include "favor/parallel.hpp"
 #include "favor/report.hpp"

@@ -13,7 +13,7 @@
 #include "favor/blas.hpp"
 #include "favor/cells.hpp"
 #include "favor/estimator.hpp"
-#include "favor/experiment_parts.hpp"
+#include "experiment_parts.hpp"
 #include "favor/inputs.hpp"
 #include "favor/memory.hpp"
 #include "favor/parallel.hpp"

@@ -1,7 +1,9 @@
 #pragma once
-// The JSON experiment config (docs/design.md section 5): parsing, strict validation with
-// one-line errors that name the file and the field, `--set PATH=VALUE` overrides, and the
-// resolved form written to run.json. Every check of a config happens here, before any work.
+// The JSON experiment config (docs/design.md section 5): the schema, strict validation with
+// one-line errors that name the file and the field, the command-line overrides (`--set
+// PATH=VALUE` and the run flags, typed), and the resolved form written to run.json. Every
+// check of a config happens here, before any work. The JSON text itself is read by
+// json_text.hpp, flag values by flag_values.hpp (both included for the callers).
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -9,8 +11,10 @@
 #include <vector>
 
 #include "favor/error.hpp"
+#include "favor/flag_values.hpp"
 #include "favor/half.hpp"
 #include "favor/input_families.hpp"
+#include "favor/json_text.hpp"
 #include "favor/variant.hpp"
 
 namespace favor {
@@ -87,13 +91,24 @@ struct Config {
     nlohmann::json resolved() const;   // the config with every default filled in
 };
 
-// `--set` and the flag overrides: a dotted path (`inputs.scale`, `variants.0.A`) and a JSON
-// value (a bare word that is not JSON is taken as a string). Throws Error naming the path.
-void apply_set(nlohmann::json& j, const std::string& assignment);
-void set_path(nlohmann::json& j, const std::string& path, const nlohmann::json& value);
+// What the command line changes in a config file before it is validated: the `--set`
+// assignments in order, then the run flags' values, typed (each already checked whole by its
+// flag, flag_values.hpp). They are set in the JSON document under the keys they stand for
+// (`m`, `num_features`, `inputs.L`, `trials`, `seed`, `dtype`), so the schema checks them
+// exactly as if the file held them and its errors name the same fields. `m` removes
+// `num_features` and the other way round (the grid is over one of the two).
+struct ConfigOverrides {
+    std::vector<std::string> sets;                          // PATH=VALUE (json_text.hpp)
+    std::optional<std::vector<std::uint64_t>> m, num_features, L;
+    std::optional<std::uint64_t> trials, seed;
+    std::optional<DType> dtype;
+};
+// Applies `o` to a config document (the sets first). Errors name the --set path.
+void apply_overrides(nlohmann::json& j, const ConfigOverrides& o);
 
 // Reads, overrides and validates. Relative npy paths in the file are taken relative to the
 // file's folder; those given with --set relative to the working directory.
+Config load_config(const std::string& path, const ConfigOverrides& overrides);
 Config load_config(const std::string& path, const std::vector<std::string>& sets = {});
 Config parse_config(const nlohmann::json& j, const std::string& file);
 
@@ -101,35 +116,6 @@ Config parse_config(const nlohmann::json& j, const std::string& file);
 // the grid in dimension d for L queries and Lk keys (FeatureMap::check_sizes; 0: not known).
 // The config checks random inputs; runs on .npy inputs call it once the shapes are known.
 void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t Lk);
-
-// Expands comma lists "16,32,64" for --m / --L: every item an integer in [lo, hi], digits
-// only (no sign, no exponent, no empty item); one item gives a number, several a list.
-nlohmann::json parse_list_flag(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi);
-nlohmann::json parse_list_flag(const std::string& flag, const std::string& text);
-
-// An unsigned integer flag value, parsed whole: digits only, in [lo, hi]. Errors name `flag`
-// ("--m: must be an integer between 1 and 65536, got 0"); `expected` replaces the range in
-// the message for an empty value.
-std::uint64_t parse_uint_text(const std::string& flag, const std::string& text, std::uint64_t lo, std::uint64_t hi,
-                              const std::string& expected = "");
-
-// A number flag value, parsed whole: decimal notation, finite. Errors name `flag`.
-double parse_number_text(const std::string& flag, const std::string& text);
-
-// Syntax errors of parse_json_text (an Error: exit 2).
-class JsonSyntaxError : public Error {
-public:
-    using Error::Error;
-};
-// JSON text (comments allowed) as a config is read: a NUL byte, a repeated key in an object
-// (JSON parsers keep one silently), nesting deeper than kMaxJsonDepth and syntax errors are
-// errors naming `name` and the place. Every JSON favor reads (configs, --set values, journals,
-// run.json in merge, apply's flag values) goes through here.
-nlohmann::json parse_json_text(const std::string& text, const std::string& name);
-// Deepest nesting of arrays and objects favor reads: real configs, run.json and journal
-// headers nest 5 levels; nlohmann's dump and comparison recurse once per level, so a 100 KB
-// text of '[' would overflow the stack. Checked by a scan without recursion first.
-inline constexpr std::size_t kMaxJsonDepth = 64;
 
 // Size limit of a config file: far above any real one (they are a few kB).
 inline constexpr std::size_t kMaxConfigBytes = std::size_t(1) << 20;

@@ -1,7 +1,7 @@
 #pragma once
 // The "timing" experiment's pieces that tests check directly: counted flops and the
 // crossover of two timing curves. The experiment itself is run_timing_experiment
-// (experiment_parts.hpp), reached through run_experiment.
+// (lib/src/experiment_parts.hpp), reached through run_experiment.
 #include <cstddef>
 #include <optional>
 #include <string>

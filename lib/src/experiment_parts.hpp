@@ -1,5 +1,5 @@
 #pragma once
-// The experiment kinds, each in its own source file; only
+// Internal to lib/src (not installed): the experiment kinds, each in its own source file; only
 // run_experiment (experiment.cpp) calls these.
 #include <nlohmann/json.hpp>
 

@@ -1,0 +1,84 @@
+// The progress reporter of `favor run` (progress.hpp).
+#include "progress.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace favor::cli {
+namespace {
+
+std::string duration(double s) {
+    char buf[32];
+    const long t = long(s + 0.5);
+    if (t < 60) std::snprintf(buf, sizeof buf, "%lds", t);
+    else if (t < 3600) std::snprintf(buf, sizeof buf, "%ldm%02lds", t / 60, t % 60);
+    else std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
+    return buf;
+}
+
+// The wait between lines, clamped to [10 ms, a year] before it becomes clock ticks: 1e10 s
+// (meant as "never") would overflow steady_clock's nanoseconds and the wait return at once,
+// spinning with the lock the workers need; 1e-300 s would flood the log.
+std::chrono::milliseconds wait_step(double seconds) {
+    return std::chrono::milliseconds(static_cast<long long>(std::clamp(seconds, 0.01, 3.16e7) * 1000.0));
+}
+
+}  // namespace
+
+Progress::Progress(bool quiet, double every) : every_(every) {
+    if (!quiet) mode_ = ::isatty(STDERR_FILENO) ? Mode::bar : Mode::lines;
+}
+
+void Progress::update(std::size_t done, std::size_t total) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!seen_) base_ = done, seen_ = true;
+    done_ = std::max(done_, done), total_ = total;
+}
+
+void Progress::start() {
+    if (mode_ == Mode::off) return;
+    thread_ = std::thread([this] { loop(); });
+}
+
+void Progress::finish() {
+    if (!thread_.joinable()) return;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+    if (printed_ && mode_ == Mode::bar) std::fputc('\n', stderr);
+}
+
+void Progress::loop() {
+    const auto step = mode_ == Mode::bar ? std::chrono::milliseconds(250) : wait_step(every_);
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!wake_.wait_for(lock, step, [this] { return stop_; })) {
+        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        if ((mode_ == Mode::bar && el < 1.0) || !seen_) continue;   // nothing to say yet
+        print(el);
+    }
+}
+
+// One bar redraw or one line, under the lock.
+void Progress::print(double el) {
+    const std::size_t fresh = done_ - base_, left = total_ - done_;
+    const std::string eta = fresh ? "~" + duration(el * double(left) / double(fresh)) + " left" : "time left unknown";
+    const double frac = total_ ? double(done_) / double(total_) : 0.0;
+    if (mode_ == Mode::bar) {
+        const int width = 24, fill = int(frac * width);
+        std::fprintf(stderr, "\r[favor] [%s%s] %zu/%zu cell trials  %s elapsed  %s\033[K",
+                     std::string(std::size_t(fill), '#').c_str(), std::string(std::size_t(width - fill), '.').c_str(),
+                     done_, total_, duration(el).c_str(), eta.c_str());
+    } else {
+        std::fprintf(stderr, "[favor] %zu/%zu cell trials done (%.0f%%), %s elapsed, %s\n", done_, total_,
+                     100.0 * frac, duration(el).c_str(), eta.c_str());
+    }
+    std::fflush(stderr);
+    printed_ = true;
+}
+
+}  // namespace favor::cli

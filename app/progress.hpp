@@ -1,0 +1,42 @@
+#pragma once
+// Progress of a run on stderr, from a thread of its own, so a log shows it even while long
+// cells run. On a terminal: a live bar, redrawn a few times a second once the run takes over a
+// second. Otherwise (a log file, Slurm, nohup): one line every `every` seconds. Off with
+// --quiet. The time left is estimated from the items finished by this process (not those
+// resumed). CLI presentation only: the library reports (done, total) through
+// RunOptions::progress.
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace favor::cli {
+
+class Progress {
+public:
+    Progress(bool quiet, double every);
+    ~Progress() { finish(); }
+    // Called by the workers: `done` of `total` items finished (the first call sets the base
+    // the time left is estimated from).
+    void update(std::size_t done, std::size_t total);
+    void start();    // starts the reporting thread (nothing when off)
+    void finish();   // stops it; ends a bar's line
+
+private:
+    enum class Mode { off, bar, lines };
+    Mode mode_ = Mode::off;
+    double every_;
+    std::size_t done_ = 0, total_ = 0, base_ = 0;
+    bool seen_ = false, stop_ = false, printed_ = false;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    std::thread thread_;
+    const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+
+    void loop();
+    void print(double elapsed);
+};
+
+}  // namespace favor::cli

@@ -1,0 +1,164 @@
+// `favor merge`, `favor compare` and `favor list`: result directories combined and compared,
+// and the registries printed.
+#include <iostream>
+#include <sstream>
+
+#include "command.hpp"
+#include "favor/compare.hpp"
+#include "favor/error.hpp"
+#include "favor/experiment.hpp"
+#include "favor/feature_maps.hpp"
+#include "favor/merge.hpp"
+#include "favor/metrics.hpp"
+#include "favor/projections.hpp"
+#include "favor/ranking.hpp"
+#include "favor/report.hpp"
+#include "favor/result_dir.hpp"
+
+namespace favor::cli {
+namespace {
+
+struct MergeFlags {
+    std::string out;
+    std::vector<std::string> dirs;
+    bool quiet = false;
+    MergeOptions opt;
+};
+MergeFlags& merge_flags() {
+    static MergeFlags f;
+    return f;
+}
+
+struct CompareFlags {
+    std::string dir;
+    Text alpha, pairs;
+    bool summary = false;
+    CompareOptions opt;
+    CLI::Option *against = nullptr, *match = nullptr;
+};
+CompareFlags& compare_flags() {
+    static CompareFlags f;
+    return f;
+}
+
+// "a:b,c:d" -> {(a, b), (c, d)}.
+std::vector<std::pair<std::string, std::string>> parse_pairs(const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) {
+        const std::size_t colon = item.find(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == item.size() || item.find(':', colon + 1) != std::string::npos)
+            throw Error("compare: --pairs: '" + item + "' is not A:B (two variant names, e.g. trig-iid:positive-iid)");
+        out.emplace_back(item.substr(0, colon), item.substr(colon + 1));
+    }
+    if (out.empty()) throw Error("compare: --pairs: empty value");
+    return out;
+}
+
+// Writes DIR/comparisons.csv and DIR/ranking.csv; prints them as Markdown after a line
+// naming the tests (--summary: one line per cell and metric instead).
+int compare_and_print(const std::string& dir, const CompareOptions& opt, bool summary) {
+    const OutputLock lock(dir);   // not while a run replaces this result set
+    const CompareResult r = compare_results(dir, opt);
+    write_comparisons(dir, r);
+    for (const auto& w : r.warnings) warn(w);
+    if (summary) {
+        for (const auto& line : r.summary) std::cout << line << "\n";
+        return 0;
+    }
+    std::cout << compare_description(opt) << "\n\n" << to_markdown(r.comparisons) << "\n## Rankings\n"
+              << ranking_markdown(r.ranking, r.cell_columns);
+    return 0;
+}
+
+}  // namespace
+
+void setup_merge(CLI::App& merge) {
+    MergeFlags& f = merge_flags();
+    merge.add_option("out_dir", f.out, "output directory")->required();
+    merge.add_option("dirs", f.dirs, "result directories to combine")->required();
+    merge.add_flag("--quiet", f.quiet, "print nothing but errors");
+    merge.add_flag("--allow-partial", f.opt.allow_partial,
+                   "merge an incomplete shard set anyway (run.json then says partial)");
+}
+
+int run_merge(const std::vector<std::string>&) {
+    const MergeFlags& f = merge_flags();
+    const std::string& out = f.out;
+    const std::vector<std::string>& dirs = f.dirs;
+    const MergeOptions& opt = f.opt;
+    const bool quiet = f.quiet;
+    if (out.empty()) throw Error("merge: OUT_DIR: empty path");
+    for (const auto& d : dirs)
+        if (d.empty()) throw Error("merge: DIR: empty path");
+    OutputDir dir(out);
+    const RunResult r = merge_results(dirs, opt);
+    write_results(r, dir);
+    if (!quiet)
+        std::cout << "merged " << dirs.size() << " result directories into " << out << "/ ("
+                  << (r.errors.rows.empty() ? r.summary.rows.size() : r.errors.rows.size()) << " rows"
+                  << (r.info.value("partial", false) ? "; PARTIAL: shards missing, see run.json" : "") << ")\n";
+    if (r.info.value("partial", false))
+        std::cerr << "favor: merge: partial result (missing " << r.info["missing_shards"].dump() << ")\n";
+    return 0;
+}
+
+void setup_compare(CLI::App& compare) {
+    CompareFlags& f = compare_flags();
+    CompareOptions& cf = f.opt;
+    compare.add_option("dir", f.dir, "result directory with errors.csv")->required();
+    compare.add_option("--metric", cf.metrics,
+                       "metric column (default output_mse; repeatable; 'all': every metric present "
+                       "except nonfinite, seconds, kernel_mse_theory)");
+    bind(compare, f.alpha, "--alpha", "level for the verdict, in (0, 1) (default 0.05)");
+    f.against = compare.add_option("--against", cf.against,
+                                   "only every variant against NAME (a variant, or uniform); Holm over those rows");
+    bind(compare, f.pairs, "--pairs", "only these pairs, A:B,C:D,...; Holm over those rows");
+    f.match = compare.add_option("--match", cf.match,
+                                 "num_features: cells of equal feature columns F (each variant at its own m)");
+    compare.add_flag("--summary", f.summary,
+                     "print one line per cell and metric (best, tied, beat uniform) instead of the tables");
+    compare.footer(
+        "Tests (two-sided, valid for heavy-tailed samples with unequal variances): when both variants\n"
+        "have the same projection, seed and trials (trial t used the same W on the same inputs), a\n"
+        "sign-flip permutation test of the paired t statistic of d_t = a_t - b_t; otherwise a\n"
+        "permutation test of the Welch t statistic (exact under exchangeability, asymptotically valid\n"
+        "for unequal variances, Janssen 1997). Exact enumeration up to 65536 sign patterns / splits,\n"
+        "else 65536 random ones, p = (1 + #{|t*| >= |t|}) / (1 + 65536). With baseline_<metric> in\n"
+        "summary.csv, every variant is also tested against it (b = uniform, one-sample sign-flip).\n"
+        "Deterministic maps (no projection, every trial the same value: elu, dpfp, nystrom): two are not tested\n"
+        "(paired = exact, the difference is exact); against a random map, a one-sample sign-flip test.\n"
+        "p_holm: Holm-Bonferroni over each metric's rows (or the --against / --pairs family); verdict\n"
+        "a<b / a>b when p_holm < alpha; underpowered when p_holm_min (the smallest p_holm these trials\n"
+        "can give) >= alpha; non-finite when a trial is NaN / Inf (column nonfinite: k of n; not tested).\n"
+        "ratio = mean_a / mean_b, bootstrap percentile intervals ci95 (95%) and ci_bonf (1 - alpha / k\n"
+        "over a family of k tests). ranking.csv: per cell, estimators by mean, tied_with_best and letter\n"
+        "groups (estimators sharing a letter do not differ), from Holm over every row of the metric.");
+
+}
+
+int run_compare(const std::vector<std::string>&) {
+    CompareFlags& f = compare_flags();
+    CompareOptions& cf = f.opt;
+    if (f.dir.empty()) throw Error("compare: DIR: empty path");
+    for (const auto& m : cf.metrics)
+        if (m.empty()) throw Error("compare: --metric: empty value");
+    if (f.alpha) cf.alpha = parse_number_text("compare: --alpha", *f.alpha);
+    if (f.pairs) cf.pairs = parse_pairs(*f.pairs);
+    if (f.against->count() && cf.against.empty()) throw Error("compare: --against: empty value");
+    if (f.match->count() && cf.match.empty()) throw Error("compare: --match: empty value");
+    return compare_and_print(f.dir, cf, f.summary);
+}
+
+void setup_list(CLI::App&) {}
+
+int run_list(const std::vector<std::string>&) {
+    std::cout << "feature maps (exact: timing experiments only):\n  exact  exact softmax attention\n";
+    for (const auto& e : feature_map_registry()) std::cout << "  " << e.name << "  " << e.summary << "\n";
+    std::cout << "projections:\n  " << joined(projection_names()) << "\nmetrics:\n";
+    for (const auto& m : metric_table()) std::cout << "  " << m.name << "  " << m.description << "\n";
+    std::cout << "experiment kinds:\n  approximation, kernel, timing\n";
+    return 0;
+}
+
+}  // namespace favor::cli

@@ -1,0 +1,14 @@
+#pragma once
+// SIGINT / SIGTERM during a run: the first signal sets a flag that run_experiment polls
+// (RunOptions::stop): no new item starts, those in flight finish and the journal keeps them.
+// A second signal kills at once (SA_RESETHAND); the journal stays consistent (journal.hpp).
+#include <atomic>
+
+namespace favor {
+
+// Installs the handlers for SIGINT and SIGTERM and returns the flag they set.
+const std::atomic<bool>& install_stop_handlers();
+// The signal that set the flag (SIGINT or SIGTERM), 0 while none came.
+int stop_signal();
+
+}  // namespace favor

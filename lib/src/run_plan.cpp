@@ -1,0 +1,27 @@
+// The plan of a run (run_plan.hpp): npy shapes, then threads lowered step by step.
+#include "favor/run_plan.hpp"
+
+namespace favor {
+
+std::optional<QkvShapes> npy_shapes(const Config& cfg) {
+    if (cfg.experiment != ExperimentKind::approximation || !cfg.inputs.npy()) return std::nullopt;
+    return read_qkv_shapes(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+}
+
+RunPlan plan_run(const Config& cfg, int requested, const Shard& shard, const QkvShapes* npy,
+                 const MemoryBudget& budget) {
+    RunPlan plan;
+    const ThreadPlan clamp = plan_threads(requested, 0.0);
+    if (!clamp.warning.empty()) plan.warnings.push_back(clamp.warning);
+    const ThreadPlan fit = fit_threads(cfg, clamp.threads, shard, npy, budget, plan.cost);
+    if (!fit.warning.empty()) plan.warnings.push_back(fit.warning);
+    const ThreadPlan room = plan_threads(fit.threads, plan.cost.peak);
+    if (room.threads < fit.threads) {
+        plan.warnings.push_back(room.warning);
+        plan.cost = estimate_run(cfg, room.threads, shard, npy);
+    }
+    plan.threads = room.threads;
+    return plan;
+}
+
+}  // namespace favor
