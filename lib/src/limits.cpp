@@ -20,7 +20,7 @@
 #include <sstream>
 #include <thread>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
 #include "favor/cells.hpp"
 #include "favor/error.hpp"
 #include "favor/metrics.hpp"
@@ -130,17 +130,17 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, std::size_t m, 
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
     const double out = double(s) * Lq * double(dv);
     if (output_fused(cols, *v.map, dtype_rounding(cfg.dtype), v.shift, cfg.causal)) {
-        // favor_forward_into (attention.cpp) on the item's thread: W^T (FusedFeatures), the
-        // output (the runner's thread_local), and causal: a chunk of 1024 rows' key and query
-        // features with their log scales (thread_local), the running sum F x dv (causal_chunk,
-        // thread_local), an own and a starting sum F x (dv + 1) per chunk at most
+        // favor_forward_into (favor_forward.cpp) on the item's thread: W^T (FusedFeatures), the
+        // output (the runner's thread_local), and causal: a chunk of kLinearBlockRows rows' key
+        // and query features with their log scales (thread_local), the running sum F x dv
+        // (ChunkRun, thread_local), an own and a starting sum F x (dv + 1) per chunk at most
         // (ChunkStarts); non-causal: one block of fused_rows rows' features and log scales
         // (thread_local, shared by the key and query passes) and its scaled copy of V, the key
         // partials nk x F x (dv + 1) (fused_kv1, thread_local), KV1 and its column z.
         const double Wt = double(s) * double(m) * double(d), sF = double(s) * F;
         double passing;
         if (cfg.causal) {
-            const double rows = std::min(Lq, 1024.0), chunks = std::ceil(Lq / 1024.0);
+            const double chunk = double(kLinearBlockRows), rows = std::min(Lq, chunk), chunks = std::ceil(Lq / chunk);
             c.kept = {rows * (2.0 * sF + 16.0), sF * double(dv), out};
             passing = 2.0 * chunks * sF * e;
         } else {
@@ -152,10 +152,11 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, std::size_t m, 
         c.features = W + Wt + passing + c.held();
     } else {
         // favor_attention: both (L, F) feature matrices and their log scales, the linear
-        // attention's partial sums (one F x (dv + 1) per 1024 keys; causal: an own and a start).
+        // attention's partial sums (one F x (dv + 1) per kLinearBlockRows keys; causal: an own and a start).
         const double feats = double(s) * (Lq + Lkd) * F + 16.0 * (Lq + Lkd);
-        const double blocks = std::ceil(Lkd / 1024.0) + 3;
-        const double linear = double(s) * F * e * (cfg.causal ? 2 * blocks : blocks) + double(s) * 1024.0 * double(dv);
+        const double blocks = std::ceil(Lkd / double(kLinearBlockRows)) + 3;
+        const double linear =
+            double(s) * F * e * (cfg.causal ? 2 * blocks : blocks) + double(s) * double(kLinearBlockRows) * double(dv);
         c.features = W + feats + out + linear;
     }
     auto wants = [&](const char* k) { return std::find(cols.begin(), cols.end(), k) != cols.end(); };
@@ -232,8 +233,8 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
                 const double draw = is_npy ? 8.0 * double(H) * (Lq * d + Lkd * d + Lkd * dv) * 1.5
                                            : 8.0 * (2 * Lq * d + Lq * dv);
                 // The exact pass: K^T laid out once (ExactOperands), each thread's tiles.
-                load_extra = std::max(load_extra, draw + 8.0 * Lkd * double(d) +
-                                                      double(threads) * (256.0 * 256.0 + 512.0 * dv) * 8.0);
+                const double tile = double(kExactQueryRows) * (double(exact_tile_keys(sizeof(double))) + 2.0 * dv);
+                load_extra = std::max(load_extra, draw + 8.0 * Lkd * double(d) + double(threads) * tile * 8.0);
                 const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
                 seconds += draws * double(H) * (gemm_seconds(2.0 * pairs * double(d + dv), 8) + pairs / kVexpRate) / threads;
                 // The uniform-attention baseline of the pairwise metrics: one more pass.
@@ -338,14 +339,15 @@ Cost estimate_timing(const Config& cfg, int threads) {
                     const std::string key = v.name + "/" + std::to_string(d) + "/" + std::to_string(m);
                     double bytes, secs;
                     if (v.exact) {
-                        const double kt = double((std::size_t(1) << 19) / (256 * s));
-                        bytes = double(threads) * (256.0 * kt + 512.0 * dv) * double(s) + Ld * dv * double(s);
+                        const double tile = double(kExactQueryRows) * (double(exact_tile_keys(s)) + 2.0 * dv);
+                        bytes = double(threads) * tile * double(s) + Ld * dv * double(s);
                         const double pairs = cfg.causal ? Ld * Ld / 2 : Ld * Ld;
                         secs = (gemm_seconds(2.0 * pairs * double(d + dv), s) + pairs / kVexpRate) / threads;
                     } else {
                         const double F = double(v.map->num_features(m, d));
                         bytes = w_bytes(m, d, s, v.projection) + double(s) * 2 * Ld * F + 32.0 * Ld +
-                                double(s) * F * double(dv + 1) * (std::ceil(Ld / 1024.0) + 3) + Ld * dv * double(s);
+                                double(s) * F * double(dv + 1) * (std::ceil(Ld / double(kLinearBlockRows)) + 3) +
+                                Ld * dv * double(s);
                         secs = (gemm_seconds(2.0 * 2 * Ld * double(m) * d + 4.0 * 2 * Ld * F * double(dv + 1), s) +
                                 2 * Ld * F / kVexpRate) / threads;
                     }
@@ -588,8 +590,7 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads) {
     double head = double(s) * (L * d + Lk * d + Lk * dv) + 8.0 * L * dv + double(s) * L * dv;
     double seconds;
     if (!o.variant) {
-        const double kt = double((std::size_t(1) << 19) / (256 * s));
-        head += double(threads) * (256.0 * kt + 512.0 * dv) * double(s);
+        head += double(threads) * double(kExactQueryRows) * (double(exact_tile_keys(s)) + 2.0 * dv) * double(s);
         const double pairs = o.causal ? L * Lk / 2 : L * Lk;
         seconds = H * (gemm_seconds(2.0 * pairs * (d + dv), s) + pairs / kVexpRate) / threads;
     } else {
@@ -598,7 +599,8 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads) {
         const double fit = v.map->data_dependent() ? 16.0 * (L + Lk) * d : 0;
         head += w_bytes(o.m, sh.d, s, v.projection) +
                 std::max(fit, double(s) * (L + Lk) * F + 32.0 * (L + Lk) +
-                                  double(s) * F * (dv + 1) * (std::ceil(Lk / 1024.0) + 3) * (o.causal ? 2 : 1));
+                                  double(s) * F * (dv + 1) * (std::ceil(Lk / double(kLinearBlockRows)) + 3) *
+                                      (o.causal ? 2 : 1));
         seconds = H * (gemm_seconds(2.0 * (L + Lk) * double(o.m) * d + 4.0 * (L + Lk) * F * (dv + 1), s) +
                        (L + Lk) * F / kVexpRate);
     }
