@@ -4,7 +4,7 @@
 // matrices, favor_forward fuses the features into the linear-attention passes.
 // Block sizes: attention_blocks.hpp.
 #include "favor/attention_blocks.hpp"
-#include "favor/feature_maps.hpp"
+#include "favor/features.hpp"
 #include "favor/tensor.hpp"
 
 namespace favor {
