@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
         std::printf("\nexact attention, float32, L=%zu d=%zu:\n", L, d);
         // Its two products as BLAS calls (what exact_attention did before its tile kernels):
         // S = Q K^T / sqrt d and S V over the same row blocks, no softmax.
-        const std::size_t rb = 256;
+        const std::size_t rb = kExactQueryRows;
         const double t_gemm = median_time(repeats, [&] {
             parallel_for((L + rb - 1) / rb, threads, [&](std::size_t b) {
                 std::vector<float> S(rb * L), O(rb * dv);

@@ -38,5 +38,6 @@ refused() {   # refused EXPECTED_TEXT FLAGS...: exit 2, one line naming it, noth
 }
 refused "'nystrom' has no gradient" --features nystrom --m 4 --grad "$tmp/g.npy"
 refused "no gradient with --dtype float16" --exact --dtype float16 --grad "$tmp/g.npy"
+refused "epsilon > 0 is added after a shift" --features positive --m 4 --epsilon 1e-6 --grad "$tmp/g.npy"
 refused "has shape (2, 12, 4), expected (2, 12, 3)" --exact --grad "$tmp/bad.npy"
 echo "cli_grad: ok"

@@ -43,28 +43,20 @@ std::vector<std::string> add_params(nlohmann::json& v, const std::vector<std::st
     }
     return keys;
 }
-}  // namespace
 
-ApplyOptions resolve_apply(const ApplyRequest& r) {
-    const Field flags{"apply", "", "--"};
-    ApplyOptions o;
-    o.causal = r.causal;
-    if (r.seed) o.seed = parse_uint_text("apply: --seed", *r.seed, 0, std::numeric_limits<std::uint64_t>::max());
-    if (r.trial) o.trial = parse_uint_text("apply: --trial", *r.trial, 0, std::numeric_limits<std::uint64_t>::max());
-    if (r.threads) o.threads = int(parse_uint_text("apply: --threads", *r.threads, 0, 1000000));
-    if (r.dtype) o.dtype = parse_dtype(*r.dtype, flags.at("dtype"));
-    const bool any_variant_flag = r.projection || r.m || r.epsilon || r.epsilon_after || r.A;
-    if (r.exact) {
-        if (r.features) throw Error("apply: give either --exact or --features, not both");
-        if (any_variant_flag)
-            throw Error(std::string("apply: --") +
-                        (r.m ? "m" : r.projection ? "projection" : r.epsilon ? "epsilon" : r.epsilon_after ? "epsilon-after" : "A") +
-                        ": applies to --features only, not to --exact");
-        if (!r.params.empty()) throw Error("apply: --param: applies only with --features");
-        return o;
-    }
-    if (!r.features) throw Error("apply: give --exact or --features F (with --m M)");
-    // The flags as a config variant, so they are checked exactly as a config's are.
+// --exact with a flag of --features: which one, as an error.
+void check_exact_flags(const ApplyRequest& r) {
+    if (r.features) throw Error("apply: give either --exact or --features, not both");
+    if (r.projection || r.m || r.epsilon || r.epsilon_after || r.A)
+        throw Error(std::string("apply: --") +
+                    (r.m ? "m" : r.projection ? "projection" : r.epsilon ? "epsilon" : r.epsilon_after ? "epsilon-after" : "A") +
+                    ": applies to --features only, not to --exact");
+    if (!r.params.empty()) throw Error("apply: --param: applies only with --features");
+}
+
+// The flags of --features as a config variant (without --param), so they are checked exactly
+// as a config's are; words a number parser would take ("inf", "nan") refused for epsilon and A.
+nlohmann::json variant_of_flags(const ApplyRequest& r, const Field& flags) {
     nlohmann::json v{{"features", *r.features}};
     auto value = [](const std::string& flag, const std::string& text) {
         if (text.empty()) throw Error("apply: --" + flag + ": empty value");
@@ -77,7 +69,6 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
     if (r.epsilon) v["epsilon"] = value("epsilon", *r.epsilon);
     if (r.epsilon_after) v["epsilon_after"] = value("epsilon-after", *r.epsilon_after);
     if (r.A) v["A"] = value("A", *r.A);
-    // Words a number parser would take: say they must be finite numbers.
     for (const char* key : {"epsilon", "A"})
         if (v.contains(key) && v[key].is_string()) {
             const std::string t = v[key].get<std::string>();
@@ -89,13 +80,21 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
             for (const char* w : {"inf", "+inf", "-inf", "infinity", "+infinity", "-infinity", "nan", "-nan", "+nan"})
                 if (low == w) flags.at(key).fail("must be a finite number, got \"" + t + "\"");
         }
-    const std::vector<std::string> param_keys = add_params(v, r.params);
+    return v;
+}
+
+// The variant v parsed as a config's (with apply's default projection when the map uses one
+// and --projection is not given); its errors name the flags as typed (--param KEY,
+// --epsilon-after).
+Variant parse_apply_variant(nlohmann::json v, const Field& flags, const std::vector<std::string>& param_keys,
+                            bool projection_given) {
     try {
-        o.variant = parse_variant(v, flags, false, "use --exact for exact attention");
-        if (o.variant->map->uses_projection() && !r.projection) {   // apply's default
+        Variant variant = parse_variant(v, flags, false, "use --exact for exact attention");
+        if (variant.map->uses_projection() && !projection_given) {   // apply's default
             v["projection"] = "orthogonal";
-            o.variant = parse_variant(v, flags, false, "use --exact for exact attention");
+            variant = parse_variant(v, flags, false, "use --exact for exact attention");
         }
+        return variant;
     } catch (const Error& e) {
         std::string msg = e.what();
         // Errors of --param keys name the flag as typed: "apply: --param nu: ...".
@@ -106,14 +105,38 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
         if (const auto at = msg.find(key); at != std::string::npos) msg.replace(at, key.size(), "--epsilon-after");
         throw Error(msg);
     }
-    const FeatureMap& map = *o.variant->map;
+}
+
+// --m for `map`: required where the map uses m, refused where it does not (then 1, the size
+// of the unused W placeholder).
+std::size_t m_of_flags(const ApplyRequest& r, const FeatureMap& map) {
     if (map.uses_m()) {
         if (!r.m) throw Error("apply: --m: missing (number of random features, 1 to " + std::to_string(kMaxM) + ")");
-        o.m = parse_uint_text("apply: --m", *r.m, 1, kMaxM);
-    } else {
-        if (r.m) throw Error("apply: --m: does not apply to '" + map.name() + "' (its features do not depend on m)");
-        o.m = 1;   // the size of the unused W placeholder
+        return parse_uint_text("apply: --m", *r.m, 1, kMaxM);
     }
+    if (r.m) throw Error("apply: --m: does not apply to '" + map.name() + "' (its features do not depend on m)");
+    return 1;
+}
+}  // namespace
+
+ApplyOptions resolve_apply(const ApplyRequest& r) {
+    const Field flags{"apply", "", "--"};
+    ApplyOptions o;
+    o.causal = r.causal;
+    if (r.seed) o.seed = parse_uint_text("apply: --seed", *r.seed, 0, std::numeric_limits<std::uint64_t>::max());
+    if (r.trial) o.trial = parse_uint_text("apply: --trial", *r.trial, 0, std::numeric_limits<std::uint64_t>::max());
+    if (r.threads) o.threads = int(parse_uint_text("apply: --threads", *r.threads, 0, 1000000));
+    if (r.dtype) o.dtype = parse_dtype(*r.dtype, flags.at("dtype"));
+    if (r.exact) {
+        check_exact_flags(r);
+        return o;
+    }
+    if (!r.features) throw Error("apply: give --exact or --features F (with --m M)");
+    nlohmann::json v = variant_of_flags(r, flags);
+    const std::vector<std::string> param_keys = add_params(v, r.params);
+    o.variant = parse_apply_variant(std::move(v), flags, param_keys, bool(r.projection));
+    const FeatureMap& map = *o.variant->map;
+    o.m = m_of_flags(r, map);
     if (o.causal && !map.supports_causal())
         throw Error("apply: --causal: '" + map.name() + "' has no causal form (its landmarks average over the whole sequence)");
     return o;

@@ -35,9 +35,9 @@ void check_apply_grad(const ApplyOptions& opt, const std::string& grad_path, con
     if (opt.dtype != DType::float64 && opt.dtype != DType::float32)
         throw Error("apply: --grad: no gradient with --dtype " + dtype_name(opt.dtype) +
                     " (the half dtypes are emulated; use float32 or float64)");
-    if (opt.variant && !opt.variant->map->row_normalised())
-        throw Error("apply: --grad: '" + opt.variant->map->name() + "' has no gradient (not row-normalised: its " +
-                    "weights depend on all of Q and K at once)");
+    if (opt.variant)
+        if (const std::string why = opt.variant->map->gradient_refusal(); !why.empty())
+            throw Error("apply: --grad: '" + opt.variant->map->name() + "' has no gradient (" + why + ")");
     if (grad_path.empty() || !shapes) return;
     std::vector<std::size_t> want = shapes->lead;
     want.insert(want.end(), {shapes->L, shapes->dv});

@@ -143,8 +143,7 @@ Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<
                             const Mat<T>& G, bool causal, int threads) {
     const FeatureMap& f = est.ready_map();
     check_backward_shapes(Q, K, V, G, causal);
-    if (!f.row_normalised())
-        no_gradient(f, "not row-normalised: its weights (landmarks, pseudo-inverse) depend on all of Q and K at once");
+    if (const std::string why = f.gradient_refusal(); !why.empty()) no_gradient(f, why);
     if (est.rounding != Rounding::none) throw Error("backward: no gradient for the emulated half dtypes");
     const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
     const Features<T> q = compute_features(f, Q, xs, est.W, Side::query, threads);

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
 #include "favor/byte_sizes.hpp"
 #include "favor/cells.hpp"
 #include "favor/error.hpp"
@@ -33,19 +34,17 @@ constexpr double kGemmRate = 8e9, kVexpRate = 1e9;
 // (allocations dominate), each trial a draw of W (a normal costs ~40 ns).
 constexpr double kPairSeconds = 12e-6, kNormalSeconds = 40e-9;
 
-// Block sizes of attention.cpp, copied here (keep them in step): the exact pass's query rows
-// per tile and its tile of 2^19 bytes of keys (exact_tile_keys), and the rows of one block of
-// the linear attention's partial sums and of one causal chunk of the fused forward.
-constexpr std::size_t kExactRows = 256, kExactTileBytes = std::size_t(1) << 19;
-constexpr double kLinearRows = 1024.0;
+// The rows of one block of the linear attention's partial sums and of one causal chunk of the
+// fused forward (attention_blocks.hpp, the passes' own value).
+constexpr double kLinearRows = double(kLinearBlockRows);
 
 double gemm_seconds(double flops, std::size_t s) { return flops / (s == 4 ? 2 * kGemmRate : kGemmRate); }
 
-// The exact pass's per-thread tiles (a tile of keys per kExactRows query rows, and two rows
-// of dv), in elements of s bytes, on `threads` threads.
+// The exact pass's per-thread tiles (a tile of keys per kExactQueryRows query rows, and two
+// rows of dv; attention_blocks.hpp), in elements of s bytes, on `threads` threads.
 double exact_tiles(int threads, double dv, std::size_t s) {
-    const double kt = double(kExactTileBytes / (kExactRows * s));
-    return double(threads) * (double(kExactRows) * kt + 2.0 * double(kExactRows) * dv) * double(s);
+    const double kt = double(exact_tile_keys(s)), rows = double(kExactQueryRows);
+    return double(threads) * (rows * kt + 2.0 * rows * dv) * double(s);
 }
 
 std::size_t pow2_at_least(std::size_t d) {
@@ -133,7 +132,7 @@ struct ItemShape {
     double F;
 };
 
-// favor_forward_into (attention.cpp) on the item's thread: W^T (FusedFeatures), the output
+// favor_forward_into (favor_forward.cpp) on the item's thread: W^T (FusedFeatures), the output
 // `out` (the runner's thread_local), and causal: a chunk of kLinearRows rows' key and query
 // features with their log scales (thread_local), the running sum F x dv (causal_chunk,
 // thread_local), an own and a starting sum F x (dv + 1) per chunk at most (ChunkStarts);

@@ -12,12 +12,8 @@ namespace favor {
     throw Error("backward: features '" + f.name() + "' have no gradient (" + why + ")");
 }
 
-void FeatureMap::vjp(const FeatureGrad<float>&) const {
-    no_gradient(*this, "favor implements none for this map");
-}
-void FeatureMap::vjp(const FeatureGrad<double>&) const {
-    no_gradient(*this, "favor implements none for this map");
-}
+void FeatureMap::vjp(const FeatureGrad<float>&) const { no_gradient(*this, gradient_refusal()); }
+void FeatureMap::vjp(const FeatureGrad<double>&) const { no_gradient(*this, gradient_refusal()); }
 
 template <class T>
 Mat<T> feature_vjp(const FeatureMap& f, const Mat<T>& X, double xs, const Mat<T>& W, Side side, const Mat<T>& phi,

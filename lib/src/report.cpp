@@ -167,6 +167,44 @@ Stats describe(const std::vector<double>& xs) {
     return s;
 }
 
+namespace {
+using RowGroup = std::vector<const std::vector<std::string>*>;
+
+// The rows of `t` grouped by their values in the columns key_idx, groups in order of first
+// appearance; keys[g]: group g's key values.
+std::vector<RowGroup> group_rows(const Table& t, const std::vector<std::size_t>& key_idx,
+                                 std::vector<std::vector<std::string>>& keys) {
+    std::map<std::vector<std::string>, std::size_t> index;
+    std::vector<RowGroup> groups;
+    for (const auto& r : t.rows) {
+        std::vector<std::string> k;
+        for (std::size_t i : key_idx) k.push_back(r[i]);
+        auto [it, fresh] = index.emplace(k, groups.size());
+        if (fresh) {
+            groups.emplace_back();
+            keys.push_back(k);
+        }
+        groups[it->second].push_back(&r);
+    }
+    return groups;
+}
+
+// A group's values of column i; `all` is false if any row's cell is blank (not applicable,
+// or attention_kl's infinite divergence), and then the statistics are blank too.
+std::vector<double> column_values(const RowGroup& g, std::size_t i, bool& all) {
+    std::vector<double> xs;
+    all = !g.empty();
+    for (const auto* r : g) {
+        if ((*r)[i].empty()) {
+            all = false;
+            continue;
+        }
+        xs.push_back(std::strtod((*r)[i].c_str(), nullptr));
+    }
+    return xs;
+}
+}  // namespace
+
 Table summarize(const Table& errors, const std::vector<std::string>& key_columns,
                 const std::vector<std::string>& metric_columns,
                 const std::vector<std::string>& plain_columns) {
@@ -182,35 +220,8 @@ Table summarize(const Table& errors, const std::vector<std::string>& key_columns
         for (const char* s : {"_mean", "_std", "_sem", "_median", "_p10", "_p90"}) out.columns.push_back(c + s);
     for (const auto& c : plain_columns) out.columns.push_back(c);
 
-    // Groups in order of first appearance.
-    std::map<std::vector<std::string>, std::size_t> index;
-    std::vector<std::vector<const std::vector<std::string>*>> groups;
     std::vector<std::vector<std::string>> keys;
-    for (const auto& r : errors.rows) {
-        std::vector<std::string> k;
-        for (std::size_t i : key_idx) k.push_back(r[i]);
-        auto [it, fresh] = index.emplace(k, groups.size());
-        if (fresh) {
-            groups.emplace_back();
-            keys.push_back(k);
-        }
-        groups[it->second].push_back(&r);
-    }
-    // A group's values of column i; `all` is false if any row's cell is blank (not applicable,
-    // or attention_kl's infinite divergence), and then the statistics are blank too.
-    auto column_values = [](const std::vector<const std::vector<std::string>*>& g, std::size_t i,
-                            bool& all) {
-        std::vector<double> xs;
-        all = !g.empty();
-        for (const auto* r : g) {
-            if ((*r)[i].empty()) {
-                all = false;
-                continue;
-            }
-            xs.push_back(std::strtod((*r)[i].c_str(), nullptr));
-        }
-        return xs;
-    };
+    const std::vector<RowGroup> groups = group_rows(errors, key_idx, keys);
     for (std::size_t g = 0; g < groups.size(); ++g) {
         std::vector<std::string> row = keys[g];
         row.push_back(std::to_string(groups[g].size()));

@@ -274,11 +274,18 @@ void OutputDir::clean_leftovers() {
         }
 }
 
-void OutputDir::replace(const ResultFiles& files) {
-    const std::string id = std::to_string(::getpid()) + "-" + nonce();
-    const std::string tmp = parent_ + "/." + name_ + ".favor-tmp-" + id;
-    if (::mkdir(tmp.c_str(), 0755) != 0) throw Error(given_ + ": cannot create " + tmp + " (" + why() + ")");
-    test_pause();
+namespace {
+// Removes the unfinished new set `tmp` and throws "<given>: cannot <what> (<reason>)".
+[[noreturn]] void abandon(const std::string& tmp, const std::string& given, const std::string& what,
+                          const std::string& reason) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw Error(given + ": cannot " + what + " (" + reason + ")");
+}
+
+// Writes `files` into the fresh directory tmp, each file and then tmp fsynced; on failure tmp
+// is removed and the error names the file (given: OUT as the user gave it).
+void write_set(const std::string& tmp, const ResultFiles& files, const std::string& given) {
     std::error_code ec;
     const long fail_at = env_number("FAVOR_TEST_FAIL_WRITE");
     try {
@@ -286,7 +293,7 @@ void OutputDir::replace(const ResultFiles& files) {
         for (const auto& [name, content] : files) {
             const std::string failed = write_new_file(tmp + "/" + name, content, ++k == fail_at);
             if (!failed.empty())
-                throw Error(given_ + ": cannot write the new result set (" + name + ": " + failed +
+                throw Error(given + ": cannot write the new result set (" + name + ": " + failed +
                             "); the previous one is untouched");
             test_pause();
         }
@@ -295,45 +302,48 @@ void OutputDir::replace(const ResultFiles& files) {
         fs::remove_all(tmp, ec);
         throw;
     }
-    std::string previous;   // where the previous set ends up
+}
+
+// Puts the complete set tmp in place of out and returns where the previous set now is ("" if
+// out did not exist): tmp itself after an atomic exchange, else `aside`, where it is moved
+// first (no RENAME_EXCHANGE here, e.g. NFS: out is missing between the two renames).
+std::string swap_in(const std::string& tmp, const std::string& out, const std::string& aside,
+                    const std::string& given) {
     struct stat st {};
-    if (::lstat(out_.c_str(), &st) == 0) {
-        bool swapped = false;
-#ifdef RENAME_EXCHANGE
-        if (env_number("FAVOR_TEST_NO_EXCHANGE") == 0) {
-            if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out_.c_str(), RENAME_EXCHANGE) == 0) {
-                swapped = true;
-                previous = tmp;
-            } else if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
-                const std::string reason = why();
-                fs::remove_all(tmp, ec);
-                throw Error(given_ + ": cannot swap in the new result set (" + reason + ")");
-            }
-        }
-#endif
-        if (!swapped) {   // no RENAME_EXCHANGE here (e.g. NFS): OUT is missing between the renames
-            previous = parent_ + "/." + name_ + ".favor-old-" + id;
-            if (::rename(out_.c_str(), previous.c_str()) != 0) {
-                const std::string reason = why();
-                fs::remove_all(tmp, ec);
-                throw Error(given_ + ": cannot move the previous result set aside (" + reason + ")");
-            }
-            test_pause();
-            if (::rename(tmp.c_str(), out_.c_str()) != 0) {
-                const std::string reason = why();
-                (void)::rename(previous.c_str(), out_.c_str());
-                fs::remove_all(tmp, ec);
-                throw Error(given_ + ": cannot move the new result set in place (" + reason + ")");
-            }
-        }
-    } else if (::rename(tmp.c_str(), out_.c_str()) != 0) {
-        const std::string reason = why();
-        fs::remove_all(tmp, ec);
-        throw Error(given_ + ": cannot move the new result set in place (" + reason + ")");
+    if (::lstat(out.c_str(), &st) != 0) {
+        if (::rename(tmp.c_str(), out.c_str()) != 0) abandon(tmp, given, "move the new result set in place", why());
+        return "";
     }
+#ifdef RENAME_EXCHANGE
+    if (env_number("FAVOR_TEST_NO_EXCHANGE") == 0) {
+        if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) return tmp;
+        if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+            abandon(tmp, given, "swap in the new result set", why());
+    }
+#endif
+    if (::rename(out.c_str(), aside.c_str()) != 0) abandon(tmp, given, "move the previous result set aside", why());
+    test_pause();
+    if (::rename(tmp.c_str(), out.c_str()) != 0) {
+        const std::string reason = why();
+        (void)::rename(aside.c_str(), out.c_str());
+        abandon(tmp, given, "move the new result set in place", reason);
+    }
+    return aside;
+}
+}  // namespace
+
+void OutputDir::replace(const ResultFiles& files) {
+    const std::string id = std::to_string(::getpid()) + "-" + nonce();
+    const std::string tmp = parent_ + "/." + name_ + ".favor-tmp-" + id;
+    if (::mkdir(tmp.c_str(), 0755) != 0) throw Error(given_ + ": cannot create " + tmp + " (" + why() + ")");
+    test_pause();
+    write_set(tmp, files, given_);
+    // where the previous set ends up
+    const std::string previous = swap_in(tmp, out_, parent_ + "/." + name_ + ".favor-old-" + id, given_);
     committed_ = true;
     test_pause();
     fsync_dir(parent_);
+    std::error_code ec;
     if (!previous.empty()) fs::remove_all(previous, ec);   // a leftover is cleaned by the next run
 }
 

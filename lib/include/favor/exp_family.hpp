@@ -58,6 +58,7 @@ public:
     // J^T G with the shift and the fitted parameters held fixed (exp_family_grad.cpp).
     void vjp(const FeatureGrad<float>& g) const override;
     void vjp(const FeatureGrad<double>& g) const override;
+    std::string gradient_refusal() const override;
 
 protected:
     double A() const { return shape_.A; }

@@ -56,7 +56,7 @@ struct Job {
 
 // Threads kept for the whole process (never destroyed: they wait on a condition variable
 // when idle, and exit with the process). Persistent workers keep their thread_local scratch
-// (attention.cpp) across calls, and a call does not pay for starting threads.
+// (favor_forward.cpp, causal_linear.cpp) across calls, and a call does not pay for starting threads.
 class ThreadPool {
 public:
     static ThreadPool& get() {

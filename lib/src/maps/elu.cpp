@@ -37,6 +37,7 @@ public:
     void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
     void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
     void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
+    std::string gradient_refusal() const override { return ""; }
     // d(elu(v) + 1)/dv = 1 for v > 0, exp(v) otherwise (v = xs q_c): dq_c = xs g_c times that.
     template <class T>
     void vjp_impl(const FeatureGrad<T>& g) const {

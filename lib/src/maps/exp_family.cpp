@@ -47,6 +47,65 @@ ExpFamilyMap::ExpFamilyMap(double epsilon, ExpShape shape, EpsilonAfter after)
     }
 }
 
+namespace {
+// The rows a block multiplies by W^T: u_i = us * U_i, the input rows with G_s = scale_s diag_s
+// applied (the scalar us folded into the products where it can be), and P = B u_i for a
+// matrix A (else P = U).
+template <class T>
+struct ExpRows {
+    const T* U;
+    const T* P;
+    double us;
+    std::vector<T> ubuf, vbuf;
+    ExpRows(const FeatureBlock<T>& b, const std::vector<double>& diag, double scale, const std::vector<double>& B)
+        : U(b.X), us(b.xs * scale) {
+        const std::size_t rows = b.rows, d = b.d;
+        if (!diag.empty()) {
+            ubuf.resize(rows * d);
+            for (std::size_t i = 0; i < rows; ++i)
+                for (std::size_t c = 0; c < d; ++c) ubuf[i * d + c] = T(us * diag[c] * double(b.X[i * d + c]));
+            U = ubuf.data();
+            us = 1.0;
+        }
+        P = U;
+        if (!B.empty()) {
+            std::vector<T> Bt(B.begin(), B.end());
+            vbuf.resize(rows * d);
+            gemm<T>(false, true, rows, d, d, T(us), U, d, Bt.data(), d, T(0), vbuf.data(), d);   // B symmetric
+            P = vbuf.data();
+        }
+    }
+    ExpRows(const ExpRows&) = delete;
+    ExpRows& operator=(const ExpRows&) = delete;
+};
+
+// w_j^T A w_j for the m rows of W (m x d): for a matrix A (A_mat, d x d, non-empty) row j of
+// (W A) . row j of W in double; for a scalar A != 0, A |w_j|^2; empty for A = 0 (no term).
+template <class T>
+std::vector<T> w_terms(const Mat<T>& W, std::size_t d, const std::vector<double>& A_mat, double A) {
+    const std::size_t m = W.shape(0);
+    std::vector<T> wterm;
+    if (!A_mat.empty()) {
+        wterm.assign(m, T(0));
+        std::vector<double> Wd(W.begin(), W.end()), WA(m * d);
+        gemm<double>(false, false, m, d, d, 1.0, Wd.data(), d, A_mat.data(), d, 0.0, WA.data(), d);
+        for (std::size_t j = 0; j < m; ++j) {
+            double q = 0.0;
+            for (std::size_t c = 0; c < d; ++c) q += WA[j * d + c] * Wd[j * d + c];
+            wterm[j] = T(q);
+        }
+    } else if (A != 0.0) {
+        wterm.assign(m, T(0));
+        for (std::size_t j = 0; j < m; ++j) {
+            double w2 = 0.0;
+            for (std::size_t c = 0; c < d; ++c) w2 += double(W(j, c)) * double(W(j, c));
+            wterm[j] = T(A * w2);
+        }
+    }
+    return wterm;
+}
+}  // namespace
+
 template <class T>
 void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
     const std::size_t m = b.W.shape(0), d = b.d, F = b.F, rows = b.rows;
@@ -65,47 +124,13 @@ void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
     // "max_wx": the shift leaves out the -|u|^2/2 term, so epsilon lands where the official
     // code puts it; with epsilon = 0 it would only lose range, so then it is not used.
     const bool wx = after_ == EpsilonAfter::max_wx && epsilon() != 0.0;
-    // u_i = us * U_i: the input row with G_s = scale_s diag_s applied (the scalar folded into
-    // the products), then B u_i for a matrix A.
-    double us = b.xs * shape_.scale[s];
-    const T* U = b.X;
-    std::vector<T> ubuf, vbuf;
-    if (!diag.empty()) {
-        ubuf.resize(rows * d);
-        for (std::size_t i = 0; i < rows; ++i)
-            for (std::size_t c = 0; c < d; ++c) ubuf[i * d + c] = T(us * diag[c] * double(b.X[i * d + c]));
-        U = ubuf.data();
-        us = 1.0;
-    }
-    const double us2 = us * us;
-    const T* P = U;   // the rows multiplied by W^T
-    if (dense) {
-        std::vector<T> Bt(B_.begin(), B_.end());
-        vbuf.resize(rows * d);
-        gemm<T>(false, true, rows, d, d, T(us), U, d, Bt.data(), d, T(0), vbuf.data(), d);   // B symmetric
-        P = vbuf.data();
-    }
+    const ExpRows<T> in(b, diag, shape_.scale[s], B_);
+    const T* U = in.U;
+    const double us = in.us, us2 = us * us;
     // P W^T straight into the feature rows, then the exponents and their row maxima;
     // queries (per-row shift) finish here, while the block is in cache.
-    project_block(FeatureBlock<T>{P, rows, d, dense ? 1.0 : us, b.W, b.side, b.out, F, b.row_log, b.per_row, b.rounding, b.Wt});
-    std::vector<T> wterm;
-    if (dense) {   // w_j^T A w_j = row j of (W A) . row j of W, in double
-        wterm.assign(m, T(0));
-        std::vector<double> Wd(b.W.begin(), b.W.end()), WA(m * d);
-        gemm<double>(false, false, m, d, d, 1.0, Wd.data(), d, A_mat_.data(), d, 0.0, WA.data(), d);
-        for (std::size_t j = 0; j < m; ++j) {
-            double q = 0.0;
-            for (std::size_t c = 0; c < d; ++c) q += WA[j * d + c] * Wd[j * d + c];
-            wterm[j] = T(q);
-        }
-    } else if (A != 0.0) {
-        wterm.assign(m, T(0));
-        for (std::size_t j = 0; j < m; ++j) {
-            double w2 = 0.0;
-            for (std::size_t c = 0; c < d; ++c) w2 += double(b.W(j, c)) * double(b.W(j, c));
-            wterm[j] = T(A * w2);
-        }
-    }
+    project_block(FeatureBlock<T>{in.P, rows, d, dense ? 1.0 : us, b.W, b.side, b.out, F, b.row_log, b.per_row, b.rounding, b.Wt});
+    const std::vector<T> wterm = w_terms(b.W, d, A_mat_, A);   // A_mat_ is empty unless A is a matrix
     for (std::size_t i = 0; i < rows; ++i) {
         const double u2 = sum_squares(U + i * d, d) * us2;
         T* e = b.out + i * F;

@@ -14,8 +14,7 @@ namespace favor {
 
 template <class T>
 void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
-    if (epsilon() != 0.0)
-        no_gradient(*this, "epsilon > 0 is added after a shift that is a maximum of the exponents; use epsilon 0");
+    if (const std::string why = gradient_refusal(); !why.empty()) no_gradient(*this, why);
     const std::size_t m = g.W.shape(0), d = g.d, F = g.F;
     const int s = g.side == Side::query ? 0 : 1;
     std::vector<double> gs(d, g.xs * shape_.scale[s]);   // xs G_s, diagonal
@@ -50,6 +49,11 @@ void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
         }
         for (std::size_t c = 0; c < d; ++c) g.dX[i * d + c] = T(gs[c] * du[c]);
     }
+}
+
+std::string ExpFamilyMap::gradient_refusal() const {
+    return epsilon() != 0.0 ? "epsilon > 0 is added after a shift that is a maximum of the exponents; use epsilon 0"
+                            : "";
 }
 
 void ExpFamilyMap::vjp(const FeatureGrad<float>& g) const { vjp_impl(g); }

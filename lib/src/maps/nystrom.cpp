@@ -111,6 +111,9 @@ public:
     std::string name() const override { return "nystrom"; }
     bool uses_projection() const override { return false; }
     bool row_normalised() const override { return false; }
+    std::string gradient_refusal() const override {
+        return "not row-normalised: its weights (landmarks, pseudo-inverse) depend on all of Q and K at once";
+    }
     bool estimates_softmax() const override { return false; }
     bool is_kernel() const override { return false; }
     bool supports_causal() const override { return false; }

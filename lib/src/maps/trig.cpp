@@ -44,6 +44,7 @@ public:
     }
     void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
     void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
+    std::string gradient_refusal() const override { return ""; }
     // u = W x, phi~ = [sin u + eps, cos u + eps] / sqrt m and ls = |x|^2/2 (FeatureGrad):
     // dx = W^T (g_sin o cos u - g_cos o sin u) / sqrt m + (g . phi~) x, dq = xs dx.
     template <class T>

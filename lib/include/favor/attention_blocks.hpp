@@ -1,0 +1,65 @@
+#pragma once
+// The block sizes of the attention passes (docs/design.md section 2), in one place: the passes
+// (exact_attention.cpp, linear_attention.cpp, causal_linear.cpp, favor_forward.cpp,
+// half_attention.cpp) split their rows by these, and the cost model (limits.cpp) charges the
+// buffers they hold from the same values, so an estimate cannot drift from the code.
+// Every size is a function of the problem's sizes only, never of the thread count: the blocks
+// are added up in block order, so results do not depend on how they are spread over threads.
+#include <algorithm>
+#include <cstddef>
+
+namespace favor {
+
+// --- exact attention (exact_attention.cpp) ------------------------------------------------
+
+// Query rows per block of exact_attention.
+constexpr std::size_t kExactQueryRows = 256;
+// Bytes of one tile of scores (kExactQueryRows x keys): it stays in the per-core L2 cache
+// (512 KB), so the max / exp / sum pass never goes to memory.
+constexpr std::size_t kExactTileBytes = std::size_t(1) << 19;
+// Keys per tile of exact_attention for elements of `elem` bytes (512 in float32, 256 in float64).
+constexpr std::size_t exact_tile_keys(std::size_t elem) { return kExactTileBytes / (kExactQueryRows * elem); }
+
+// Entries of one row block of exact_attention_rounded (half_attention.cpp), which holds its
+// block's scores against all Lk keys at once.
+constexpr std::size_t kRoundedBlockEntries = std::size_t(1) << 21;
+// Rows per block of exact_attention_rounded for Lk keys: about kRoundedBlockEntries entries,
+// between 16 and 512 rows.
+constexpr std::size_t block_rows(std::size_t Lk) {
+    return std::clamp<std::size_t>(kRoundedBlockEntries / std::max<std::size_t>(Lk, 1), 16, 512);
+}
+
+// --- linear attention (linear_attention.cpp, causal_linear.cpp) ---------------------------
+
+// Key rows per block of the sums phiK^T [V, 1], and rows per chunk of the causal prefix sums
+// (each chunk's own sum is one such block).
+constexpr std::size_t kLinearBlockRows = 1024;
+// Query rows per block of linear_attention_apply.
+constexpr std::size_t kLinearQueryRows = 256;
+// Rows per step of the causal prefix sums inside a chunk: the lower triangle of each step costs
+// 2 c (F + dv) flops per row on top of the non-causal work, so small steps; 16 measured fastest
+// (at L = 16384, d = 64, m = 256 float32: 12 the same, 8: 1.04x, 24: 1.02x, 32: 1.05x the time;
+// with BLAS before the tile kernels 32: 1.16x, 64: 1.35x; docs/speed.md).
+constexpr std::size_t kCausalStepRows = 16;
+
+// --- the fused forward (favor_forward.cpp) ------------------------------------------------
+
+// Bytes of features per block of the fused forward at d <= 31, times clamp(d / 16, 1, 4) above.
+constexpr std::size_t kFusedBlockBytes = std::size_t(1) << 18;
+// Rows per block of favor_forward's non-causal key and query passes, for L rows of F features
+// of `elem` bytes from d inputs. Two pulls: a block's features should stay in the per-core L2
+// cache through the passes over them (product, exponent, exp, the product with V), which
+// matters most when d is small and those passes dominate; and every block has a fixed cost
+// (laying out and reading W^T, the partials), which matters most when d is large and the
+// products dominate. Budget 256 KB x clamp(d / 16, 1, 4): measured best for the float64
+// Fig. 4 sweep at d = 16 (1 MB: 1.12x its time) and for float32 at d = 64, F = 256 (256 KB:
+// 1.04x the time of 1 MB; 2 MB within noise of 1 MB); docs/speed.md. Between 16 and 1024
+// rows, and at most L / 8 rows (rounded up to 16, at least 64), so that short sequences still
+// give every core blocks (L = 1024 in one 1024-row block ran on one thread: results/timing_vs_L).
+constexpr std::size_t fused_rows(std::size_t L, std::size_t F, std::size_t d, std::size_t elem) {
+    const std::size_t bytes = kFusedBlockBytes * std::clamp<std::size_t>(d / 16, 1, 4);
+    const std::size_t budget = std::clamp<std::size_t>(bytes / std::max<std::size_t>(F * elem, 1), 16, 1024);
+    return std::min(budget, std::max<std::size_t>(64, (L / 8 + 15) / 16 * 16));
+}
+
+}  // namespace favor

@@ -1,0 +1,28 @@
+#pragma once
+// Exact softmax attention, in working precision and as a half-precision model computes it
+// (docs/design.md sections 2.1 and 2.6). Block sizes: attention_blocks.hpp.
+#include "favor/attention_blocks.hpp"
+#include "favor/half.hpp"
+#include "favor/tensor.hpp"
+
+namespace favor {
+
+// Out = rownormalize(exp(Q K^T / sqrt d)) V, row max subtracted before exp, computed in row
+// blocks: memory O(block x L). Causal: row i attends to keys j <= i.
+// Row blocks of fixed size, each over key tiles with a running row max (the
+// rescaling is exact up to rounding); the numbers do not depend on `threads`.
+// Q: (L, d), K: (Lk, d), V: (Lk, dv); returns (L, dv).
+template <class T>
+Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal = false,
+                       int threads = 1);
+
+// Exact attention as a half-precision model computes it (docs/design.md section 2.6): scores
+// Q K^T / sqrt(d) accumulated in float32 and stored rounded, softmax in float32 (row max
+// subtracted), probabilities rounded before P V (float32 accumulation), output rounded.
+// Q, K, V as given (already rounded). Rows in blocks of block_rows(Lk), each over all its
+// keys (memory O(block x Lk)); the numbers do not depend on `threads`.
+// Q: (L, d), K: (Lk, d), V: (Lk, dv); returns (L, dv).
+Mat<float> exact_attention_rounded(const Mat<float>& Q, const Mat<float>& K, const Mat<float>& V, Rounding rounding,
+                                   bool causal = false, int threads = 1);
+
+}  // namespace favor

@@ -1,0 +1,205 @@
+// The whole FAVOR estimator from Q, K, V (docs/design.md section 2.2): favor_attention makes
+// both (L, F) feature matrices and runs linear attention on them; favor_forward makes the
+// features block by block inside the linear-attention passes (keys and queries in blocks of
+// fused_rows rows, causal chunks of kLinearBlockRows rows), where the map allows it.
+#include "favor/favor_forward.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "favor/error.hpp"
+#include "favor/estimator.hpp"
+#include "favor/linear_attention.hpp"
+#include "favor/memory.hpp"
+#include "favor/parallel.hpp"
+#include "favor/vmath.hpp"
+#include "linear_sums.hpp"
+#include "tile_kernels.hpp"
+
+namespace favor {
+
+namespace {
+// What favor_forward's passes share: the map, W and W^T (laid out once for every block's
+// product), the input scale x = q / d^{1/4}, d and F. Every row is finished with its own
+// shift, keys as queries (FeatureBlock::per_row; favor_forward uses it only for maps with a
+// blockwise key shift), so a row's features do not depend on the block it is made in.
+template <class T>
+struct FusedFeatures {
+    const FeatureMap& map;
+    const Mat<T>& W;
+    std::vector<T> Wt;
+    double xs;
+    std::size_t d, F;
+    FusedFeatures(const FeatureMap& m, const Mat<T>& w, std::size_t dim)
+        : map(m), W(w), Wt(transposed(w)), xs(1.0 / std::pow(double(dim), 0.25)), d(dim),
+          F(m.num_features(w.shape(0), dim)) {}
+    // The features of rows [r0, r0 + rows) of X into phi (rows x F) and their log scales.
+    void into(const Mat<T>& X, std::size_t r0, std::size_t rows, Side side, T* phi, double* rlog) const {
+        map.block(FeatureBlock<T>{X.data() + r0 * d, rows, d, xs, W, side, phi, F, rlog, /*per_row=*/true,
+                                  Rounding::none, Wt.data()});
+    }
+    // The same into a buffer this thread keeps: a thread that runs many blocks or cells (pool
+    // workers, the approximation runner's workers) reuses the same pages instead of mapping
+    // and zeroing fresh ones (docs/speed.md, page faults). Valid until the thread's next call.
+    std::pair<T*, double*> block(const Mat<T>& X, std::size_t r0, std::size_t rows, Side side) const {
+        thread_local std::vector<T> buf;
+        thread_local std::vector<double> rlog;
+        T* phi = grown(buf, rows * F);
+        double* rl = grown(rlog, rows);
+        into(X, r0, rows, side, phi, rl);
+        return {phi, rl};
+    }
+};
+
+}  // namespace
+
+template <class T>
+Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                                 bool causal, int threads) {
+    // x = q / d^{1/4}: the scaling is folded into the feature maps' product (no copies).
+    const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
+    const FeatureMap& map = est.ready_map();
+    if (causal && !map.supports_causal()) throw Error("'" + map.name() + "' has no causal form");
+    Features<T> fq = compute_features(map, Q, xs, est.W, Side::query, threads, est.rounding, est.shift);
+    Features<T> fk = compute_features(map, K, xs, est.W, Side::key, threads, est.rounding, est.shift);
+    std::size_t overflow = fq.overflow + fk.overflow, entries = fq.phi.size() + fk.phi.size();
+    Mat<T> out;
+    if (causal) {
+        out = linear_attention(fq.phi, fk.phi, fk.log_scale, V, causal, threads, map.row_normalised());
+    } else {   // linear_attention's two halves, with the stored phiK^T [V, 1] rounded and counted
+        Mat<T> KV1 = linear_attention_kv(fk.phi, fk.log_scale, V, threads);
+        overflow += round_to(est.rounding, KV1.data(), KV1.size());
+        entries += KV1.size();
+        out = linear_attention_apply(fq.phi, KV1, threads, map.row_normalised());
+    }
+    // Without D^{-1} the shifts do not cancel: undo them. The keys were summed relative to the
+    // largest key log scale (causal is refused above for such maps, so it is one constant).
+    if (!map.row_normalised() && K.shape(0) > 0) {
+        const double lk = fk.log_scale.empty() ? 0.0 : max_of(fk.log_scale.data(), fk.log_scale.size());
+        for (std::size_t i = 0; i < out.shape(0); ++i) {
+            const double ls = fq.log_scale[i] + lk;
+            if (ls != 0.0) scale_in_place(out.data() + i * out.shape(1), out.shape(1), T(std::exp(ls)));
+        }
+    }
+    round_to(est.rounding, out.data(), out.size());
+    return {std::move(out), std::move(fq), std::move(fk), overflow, entries};
+}
+
+template <class T>
+Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal,
+                     int threads) {
+    Mat<T> out;
+    favor_forward_into(est, Q, K, V, out, causal, threads);
+    return out;
+}
+
+namespace {
+// favor_forward, causal: each chunk's key and query features into buffers the thread that
+// runs the chunk keeps (the same per-row shifts as favor_attention): no (L, F) matrix.
+template <class T>
+void fused_causal(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
+                  int threads) {
+    const std::size_t L = Q.shape(0), F = f.F;
+    if (K.shape(0) != L)
+        throw Error("causal attention needs as many keys as queries, got " + std::to_string(K.shape(0)) +
+                    " keys for " + std::to_string(L) + " queries");
+    ChunkFeatures<T> features;
+    features.keys = [&](std::size_t r0, std::size_t rows) {
+        thread_local std::vector<T> keys;   // apart from f.block's, which holds the queries
+        thread_local std::vector<double> key_log;
+        T* const phi = grown(keys, rows * F);
+        double* const lk = grown(key_log, rows);
+        f.into(K, r0, rows, Side::key, phi, lk);
+        return std::make_pair(static_cast<const T*>(phi), static_cast<const double*>(lk));
+    };
+    features.queries = [&](std::size_t r0, std::size_t rows) {
+        return static_cast<const T*>(f.block(Q, r0, rows, Side::query).first);
+    };
+    causal_linear(V.data(), L, F, V.shape(1), out.data(), threads, true, features);
+}
+
+// favor_forward, non-causal keys: KV1 = phiK^T [V, 1] (F x (dv + 1)) per block of fused_rows
+// rows: features into a cache-resident buffer, each row finished with its own shift lk_j
+// while it is in L1 (as compute_features does), then part_b = phiK_b^T diag(exp(lk_j - M_b))
+// [V_b, 1] at once, M_b the block's largest lk_j (the factors <= 1 go into a scaled copy of
+// V_b, as in linear_attention_kv); KV1 = sum_b exp(M_b - M) part_b, M = max_b M_b, in block
+// order (the common factor exp(M) cancels in the normalisation).
+template <class T>
+std::vector<T> fused_kv1(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T>& V, int threads) {
+    const std::size_t Lk = K.shape(0), F = f.F, dv = V.shape(1), e = dv + 1;
+    const std::size_t kb = fused_rows(Lk, F, f.d, sizeof(T)), nk = (Lk + kb - 1) / kb;
+    // The partials, one F x (dv + 1) slot per block, in storage the calling thread keeps
+    // (a fresh multi-MB buffer per call costs a page fault per 4 kB).
+    thread_local std::vector<T> kept;
+    T* const parts = grown(kept, nk * F * e);   // the workers use the caller's storage, not their own
+    std::vector<double> shift(nk, 0.0);
+    parallel_for(nk, threads, [&](std::size_t blk) {
+        const std::size_t r0 = blk * kb, rows = std::min(kb, Lk - r0);
+        const auto [phi, lk] = f.block(K, r0, rows, Side::key);
+        shift[blk] = own_kv(phi, lk, V.data() + r0 * dv, rows, F, dv, parts + blk * F * e);
+    });
+    const double smax = max_of(shift.data(), nk);
+    std::vector<T> KV1(F * e, T(0));
+    for (std::size_t b = 0; b < nk; ++b) {
+        const T c = T(std::exp(shift[b] - smax));
+        const T* p = parts + b * F * e;
+        for (std::size_t k = 0; k < F * e; ++k) KV1[k] += c * p[k];
+    }
+    return KV1;
+}
+
+// favor_forward, non-causal queries, per block: features (per-row shift) -> times KV1 ->
+// normalise, the numerators straight into the output rows, then each row's denominator
+// phiQ_i . z (z: KV1's last column) while the features are in cache.
+template <class T>
+void fused_queries(const FusedFeatures<T>& f, const Mat<T>& Q, const std::vector<T>& KV1, std::size_t dv, Mat<T>& out,
+                   int threads) {
+    const std::size_t L = Q.shape(0), F = f.F, e = dv + 1;
+    std::vector<T> z(F);
+    for (std::size_t k = 0; k < F; ++k) z[k] = KV1[k * e + dv];
+    const std::size_t rb = fused_rows(L, F, f.d, sizeof(T)), nq = (L + rb - 1) / rb;
+    parallel_for(nq, threads, [&](std::size_t blk) {
+        const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
+        const T* phi = f.block(Q, r0, rows, Side::query).first;
+        T* o = out.data() + r0 * dv;
+        tiles::times(phi, rows, F, 1, F, KV1.data(), e, dv, o, dv, false);
+        for (std::size_t i = 0; i < rows; ++i) scale_in_place(o + i * dv, dv, T(1) / dot_lanes(phi + i * F, z.data(), F));
+    });
+}
+}  // namespace
+
+// Half emulation and unshifted features: the unfused path only (docs/design.md 2.6).
+bool forward_fused(const FeatureMap& map, Rounding rounding, bool shift, bool causal) {
+    return rounding == Rounding::none && shift && map.blockwise_key_shift() && map.row_normalised() &&
+           (!causal || map.supports_causal());
+}
+
+template <class T>
+void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
+                        bool causal, int threads) {
+    const FeatureMap& map = est.ready_map();
+    const std::size_t L = Q.shape(0), dv = V.shape(1);
+    if (K.shape(0) == 0 || !forward_fused(map, est.rounding, est.shift, causal)) {
+        out = favor_attention(est, Q, K, V, causal, threads).out;
+        return;
+    }
+    const FusedFeatures<T> f(map, est.W, Q.shape(1));
+    if (out.shape(0) != L || out.shape(1) != dv) out = Mat<T>::from_shape({L, dv});   // else reused as it is
+    if (causal) fused_causal(f, Q, K, V, out, threads);
+    else fused_queries(f, Q, fused_kv1(f, K, V, threads), dv, out, threads);
+}
+
+#define FAVOR_INSTANTIATE(T)                                                                        \
+    template Approximation<T> favor_attention<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&,  \
+                                                 const Mat<T>&, bool, int);                          \
+    template Mat<T> favor_forward<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int); \
+    template void favor_forward_into<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, Mat<T>&, \
+                                        bool, int);
+FAVOR_INSTANTIATE(float)
+FAVOR_INSTANTIATE(double)
+#undef FAVOR_INSTANTIATE
+
+}  // namespace favor

@@ -1,0 +1,55 @@
+#pragma once
+// The key sums of linear attention that its non-causal pass (linear_attention.cpp), its causal
+// prefix sums (causal_linear.cpp) and the fused forward (favor_forward.cpp) share
+// (docs/design.md section 2.2): a block's own sum phiK_b^T [V_b, 1] relative to its largest
+// key log scale, and the blocked causal pass over chunks of kLinearBlockRows rows.
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "favor/attention_blocks.hpp"
+
+namespace favor {
+
+// The factors exp(lk[r0 + j] - shift), j < rows, into c, or false (c unused) when every one
+// is 1 (no key log scales, or all equal to the shift).
+template <class T>
+bool row_factors(const double* lk, std::size_t r0, std::size_t rows, double shift, std::vector<T>& c) {
+    if (!lk) return false;
+    bool any = false;
+    for (std::size_t j = 0; j < rows; ++j) any |= lk[r0 + j] != shift;
+    if (!any) return false;
+    c.resize(rows);
+    for (std::size_t j = 0; j < rows; ++j) c[j] = T(std::exp(lk[r0 + j] - shift));
+    return true;
+}
+
+// acc (F x (dv+1)) = phiK_b^T diag(exp(lk_j - M_b)) [V_b, 1] for `rows` rows of keys phiK
+// (rows x F) with log scales lk (row 0 first; null: all 0) and values V (rows x dv), relative
+// to their largest log scale M_b, which it returns (0 without log scales): a block's own sum,
+// every factor <= 1.
+template <class T>
+double own_kv(const T* phiK, const double* lk, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T* acc);
+
+// Where causal_linear reads the features of a chunk of rows [r0, r0 + rows): the caller can
+// keep them all (linear_attention) or make them per chunk (favor_forward). A chunk's pointers
+// are used until the same thread asks for the next chunk's.
+template <class T>
+struct ChunkFeatures {
+    // The key features (rows x F, row-major) and their log scales (rows, or null for all 0).
+    std::function<std::pair<const T*, const double*>(std::size_t r0, std::size_t rows)> keys;
+    // The query features (rows x F, row-major).
+    std::function<const T*(std::size_t r0, std::size_t rows)> queries;
+};
+
+// Causal linear attention: out (L x dv) from V (L x dv) and the features of chunks of
+// kLinearBlockRows rows, normalised by the last column of the prefix sums or not
+// (`normalise`); details at its definition (causal_linear.cpp). The numbers do not depend on
+// `threads`.
+template <class T>
+void causal_linear(const T* V, std::size_t L, std::size_t F, std::size_t dv, T* out, int threads, bool normalise,
+                   const ChunkFeatures<T>& features);
+
+}  // namespace favor
