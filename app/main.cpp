@@ -31,7 +31,7 @@
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
 #include "favor/feature_maps.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
 #include "favor/inputs.hpp"
 #include "favor/limits.hpp"
 #include "favor/names.hpp"
