@@ -9,7 +9,8 @@
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/inputs.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
+#include "favor/output_metrics.hpp"
 #include "favor/nystrom.hpp"
 #include "favor/timing.hpp"
 

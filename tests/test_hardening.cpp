@@ -14,7 +14,8 @@
 #include "favor/files.hpp"
 #include "favor/inputs.hpp"
 #include "favor/journal.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
+#include "favor/output_metrics.hpp"
 #include "favor/names.hpp"
 
 using namespace favor;

@@ -13,7 +13,7 @@
 
 #include "favor/attention.hpp"
 #include "favor/inputs.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
 
 #include "helpers.hpp"
 

@@ -23,7 +23,7 @@
 #include "favor/attention.hpp"
 #include "favor/cells.hpp"
 #include "favor/error.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
 #include "favor/parallel.hpp"
 
 namespace favor {
