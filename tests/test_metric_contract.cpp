@@ -9,11 +9,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "favor/attention.hpp"
+#include "favor/config.hpp"
+#include "favor/experiment.hpp"
 #include "favor/inputs.hpp"
 #include "favor/metric_table.hpp"
+#include "favor/npy.hpp"
 
 #include "helpers.hpp"
 
@@ -133,18 +137,45 @@ TEST_CASE("every metric of the table: finite, float32 agrees with float64, threa
     }
 }
 
+// The approximation runner on two heads (a (2, L, d) .npy input), with one row per head and
+// with one row for both: the row for both is each metric's declared reduction of the two.
 TEST_CASE("every metric of the table combines two heads by its declared rule", "[metric_contract]") {
-    const MetricValues h0 = estimator_values<double>(problem(4), 1), h1 = estimator_values<double>(problem(5), 1);
-    const MetricValues both = combine_heads({h0, h1}, metric_names());
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "favor_metric_contract";
+    std::filesystem::create_directories(dir);
+    const Problem h0 = problem(4), h1 = problem(5);
+    auto write = [&](const char* name, const Mat<double>& a, const Mat<double>& b) {
+        std::vector<double> both(a.begin(), a.end());
+        both.insert(both.end(), b.begin(), b.end());
+        write_npy((dir / name).string(), {2, a.shape(0), a.shape(1)}, both.data(), false);
+    };
+    write("q.npy", h0.in.q, h1.in.q), write("k.npy", h0.in.k, h1.in.k), write("v.npy", h0.in.v, h1.in.v);
+    auto run = [&](bool per_head) {
+        nlohmann::json j = {{"experiment", "approximation"}, {"variants", {{{"features", "positive"}}}},
+                            {"m", kM}, {"trials", 1}, {"metrics", metric_names()}};
+        j["inputs"] = {{"source", "npy"}, {"per_head", per_head}, {"q", (dir / "q.npy").string()},
+                       {"k", (dir / "k.npy").string()}, {"v", (dir / "v.npy").string()}};
+        return run_experiment(parse_config(j, (dir / "c.json").string())).errors;
+    };
+    const Table heads = run(true), all = run(false);
+    std::filesystem::remove_all(dir);
+    REQUIRE(heads.rows.size() == 2);
+    REQUIRE(all.rows.size() == 1);
     for (const MetricInfo& m : metric_table()) {
         CAPTURE(m.name);
-        const double sum = value(h0, m) + value(h1, m);
-        REQUIRE(value(both, m) == (m.heads == MetricInfo::Reduce::sum ? sum : sum / 2.0));
+        if (m.source == MetricInfo::Source::clock) continue;   // not deterministic
+        const std::size_t c = heads.column(m.name);
+        const double sum = std::stod(heads.rows[0][c]) + std::stod(heads.rows[1][c]);
+        const double want = m.heads == MetricInfo::Reduce::sum ? sum : sum / 2.0;
+        REQUIRE(all.rows[0][all.column(m.name)] == metric_cell({{m.name, want}}, m.name));
     }
-    // A blank head makes the combination blank.
-    MetricValues blank = h1;
-    for (auto& entry : blank) entry.second.reset();
-    REQUIRE(combine_heads({h0, blank}, metric_names()).empty());
+    // The summed metrics are 0 on both heads here (nonfinite) or skipped (seconds): the rule
+    // itself on values of every entry, and a blank head makes the combination blank.
+    for (const MetricInfo& m : metric_table()) {
+        CAPTURE(m.name);
+        const MetricValues v0{{m.name, 1.5}}, v1{{m.name, 4.0}}, blank{{m.name, std::nullopt}};
+        REQUIRE(*combine_heads({v0, v1}, {m.name}).at(m.name) == (m.heads == MetricInfo::Reduce::sum ? 5.5 : 2.75));
+        REQUIRE(combine_heads({v0, blank}, {m.name}).empty());
+    }
 }
 
 TEST_CASE("favor list names every metric of the table with its summary", "[metric_contract][cli]") {
