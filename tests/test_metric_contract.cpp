@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <unistd.h>
 
 #include "favor/attention.hpp"
 #include "favor/config.hpp"
@@ -140,7 +141,8 @@ TEST_CASE("every metric of the table: finite, float32 agrees with float64, threa
 // The approximation runner on two heads (a (2, L, d) .npy input), with one row per head and
 // with one row for both: the row for both is each metric's declared reduction of the two.
 TEST_CASE("every metric of the table combines two heads by its declared rule", "[metric_contract]") {
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() / "favor_metric_contract";
+    const std::filesystem::path dir =
+        std::filesystem::temp_directory_path() / ("favor_metric_contract_" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     const Problem h0 = problem(4), h1 = problem(5);
     auto write = [&](const char* name, const Mat<double>& a, const Mat<double>& b) {

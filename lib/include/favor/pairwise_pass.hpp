@@ -21,6 +21,7 @@ namespace favor {
 FeatureMap::PairMse kernel_theory(const FeatureMapPtr& f, const Mat<double>& X, const Mat<double>& Y,
                                   std::size_t m);
 
+// What the pass computes (metric_table.hpp's pairwise_request makes one from metric columns).
 struct PairwiseRequest {
     bool attention_mse = false;      // mean (A - A_hat)^2
     bool attention_tv = false;       // mean over rows of (1/2) sum_j |A_ij - A_hat_ij|
@@ -35,6 +36,7 @@ struct PairwiseRequest {
     }
 };
 
+// Its results, NaN where not asked (attention_kl: also where undefined, some A_hat <= 0).
 struct PairwiseResult {
     static constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     double attention_mse = nan, attention_tv = nan, attention_kl = nan, kernel_mse = nan, kernel_mse_theory = nan,
