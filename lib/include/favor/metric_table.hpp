@@ -82,7 +82,7 @@ std::vector<std::string> baseline_columns(const std::vector<std::string>& column
 bool any_pairwise(const std::vector<std::string>& columns);
 // Whether the approximation runner makes an estimator's output with the fused forward
 // (forward_fused: no (L, F) feature matrices) for these metric columns: not when some column
-// comes from the unfused forward's counts. The memory estimate (limits.cpp) asks the same.
+// comes from the unfused forward's counts. The memory estimate (cost_model.cpp) asks the same.
 bool output_fused(const std::vector<std::string>& columns, const FeatureMap& map, Rounding rounding, bool shift,
                   bool causal);
 
