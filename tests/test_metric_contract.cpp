@@ -181,12 +181,8 @@ TEST_CASE("every metric of the table combines two heads by its declared rule", "
 }
 
 TEST_CASE("favor list names every metric of the table with its summary", "[metric_contract][cli]") {
-    FILE* f = popen((std::string(FAVOR_BINARY) + " list").c_str(), "r");
-    REQUIRE(f);
-    std::string out;
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-    REQUIRE(pclose(f) == 0);
+    const std::string out = favor_test::favor_list_output();
+    REQUIRE(!out.empty());
     for (const MetricInfo& m : metric_table()) {
         CAPTURE(m.name);
         REQUIRE(out.find("  " + std::string(m.name) + "  " + m.description + "\n") != std::string::npos);
