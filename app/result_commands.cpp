@@ -9,7 +9,7 @@
 #include "favor/experiment.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/merge.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
 #include "favor/projections.hpp"
 #include "favor/ranking.hpp"
 #include "favor/report.hpp"

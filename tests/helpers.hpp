@@ -2,6 +2,7 @@
 // Small shared pieces of the Catch2 tests: result sets as merge reads them, pairs (x, y) and
 // the kernel estimate at them, sample statistics, error messages, maps by name.
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -151,5 +152,17 @@ template <class T>
 favor::Estimator<T> fitted(const favor::FeatureMapPtr& f, const Mat<T>& W, const Mat<T>& Q, const Mat<T>& K) {
     return favor::Estimator<T>{f, W, false}.for_inputs(Q, K);
 }
+
+#ifdef FAVOR_BINARY
+// What `favor list` prints (the built binary, FAVOR_BINARY); "" if it fails.
+inline std::string favor_list_output() {
+    FILE* p = popen((std::string(FAVOR_BINARY) + " list").c_str(), "r");
+    if (!p) return "";
+    std::string out;
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    return pclose(p) == 0 ? out : "";
+}
+#endif
 
 }  // namespace favor_test

@@ -11,7 +11,8 @@
 #include "favor/estimator.hpp"
 #include "favor/half.hpp"
 #include "favor/inputs.hpp"
-#include "favor/metrics.hpp"
+#include "favor/output_metrics.hpp"
+#include "favor/pairwise_pass.hpp"
 #include "favor/projections.hpp"
 #include "favor/theory.hpp"
 

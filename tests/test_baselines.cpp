@@ -9,7 +9,8 @@
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/inputs.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
+#include "favor/output_metrics.hpp"
 #include "favor/nystrom.hpp"
 #include "favor/timing.hpp"
 
@@ -182,7 +183,7 @@ TEST_CASE("nystrom features give A_hat = softmax(X K~^T) pinv(softmax(Q~ K~^T)) 
             neg += A_hat.data()[k] < 0 ? 1 : 0;
         }
         const std::vector<std::string> cols = {"attention_mse", "kernel_mse", "negative_fraction"};
-        const PairwiseRequest req = PairwiseRequest::of(cols, false, est.map, m, X, Y);
+        const PairwiseRequest req = pairwise_request(cols, false, est.map, m, X, Y);
         REQUIRE(!req.kernel_mse);   // not a kernel: no kernel_mse
         const PairwiseResult p = pairwise_metrics(X, Y, a.q, a.k, req);
         REQUIRE(p.attention_mse == Approx(mse / double(A.size())).epsilon(1e-10));

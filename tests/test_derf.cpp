@@ -13,7 +13,7 @@
 #include "favor/config.hpp"
 #include "favor/experiment.hpp"
 #include "favor/inputs.hpp"
-#include "favor/metrics.hpp"
+#include "favor/output_metrics.hpp"
 #include "favor/projections.hpp"
 #include "favor/rng.hpp"
 #include "favor/theory.hpp"

@@ -160,12 +160,8 @@ TEST_CASE("contract: float32 follows float64 within float32 rounding, causal row
 }
 
 TEST_CASE("contract: `favor list` names every map with its summary", "[contract][cli]") {
-    FILE* p = popen((std::string(FAVOR_BINARY) + " list").c_str(), "r");
-    REQUIRE(p);
-    std::string out;
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-    REQUIRE(pclose(p) == 0);
+    const std::string out = favor_test::favor_list_output();
+    REQUIRE(!out.empty());
     for (const FeatureMapEntry& e : feature_map_registry()) {
         CAPTURE(e.name);
         REQUIRE(out.find("\n  " + std::string(e.name) + "  " + e.summary + "\n") != std::string::npos);

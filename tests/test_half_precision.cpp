@@ -7,7 +7,7 @@
 #include "favor/attention.hpp"
 #include "favor/estimator.hpp"
 #include "favor/inputs.hpp"
-#include "favor/metrics.hpp"
+#include "favor/output_metrics.hpp"
 #include "favor/projections.hpp"
 
 #include "helpers.hpp"

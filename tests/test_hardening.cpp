@@ -14,7 +14,8 @@
 #include "favor/files.hpp"
 #include "favor/inputs.hpp"
 #include "favor/journal.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
+#include "favor/output_metrics.hpp"
 #include "favor/names.hpp"
 
 using namespace favor;
@@ -57,7 +58,7 @@ TEST_CASE("attention_kl is NaN, not finite, when float64 scores overflow", "[har
     for (const double s : {1.0, 1e155}) {
         CAPTURE(s);
         const Mat<double> X = scaled(in.q, s), Y = scaled(in.k, s);   // scores ~ s^2: 1e310 overflows
-        const PairwiseRequest req = PairwiseRequest::of({"attention_kl"}, false, nullptr, 0, X, Y);
+        const PairwiseRequest req = pairwise_request({"attention_kl"}, false, nullptr, 0, X, Y);
         const double kl = pairwise_metrics(X, Y, fq, fk, req).attention_kl;
         if (s == 1.0) CHECK((std::isfinite(kl) && kl > 0));
         else CHECK(std::isnan(kl));

@@ -5,7 +5,8 @@
 
 #include "favor/attention.hpp"
 #include "favor/inputs.hpp"
-#include "favor/metrics.hpp"
+#include "favor/output_metrics.hpp"
+#include "favor/pairwise_pass.hpp"
 #include "favor/projections.hpp"
 
 #include "helpers.hpp"

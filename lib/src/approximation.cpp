@@ -15,7 +15,7 @@
 #include "experiment_parts.hpp"
 #include "favor/grid.hpp"
 #include "favor/inputs.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
 #include "favor/parallel.hpp"
 #include "favor/report.hpp"
 #include "favor/tensor_io.hpp"
@@ -24,7 +24,7 @@ namespace favor {
 
 namespace {
 
-using Values = std::map<std::string, std::optional<double>>;   // metric -> value
+using Values = MetricValues;   // metric -> value
 
 // One attention problem: a (batch, head) slice of the inputs, with its exact reference.
 template <class T>
@@ -79,11 +79,8 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     }
     const std::size_t S = cfg.input_seeds.size();
     std::vector<Instance<T>> out(grid.points() * S);
-    bool pairwise = false;   // some metric (or baseline) of the streamed pairwise pass
-    for (const auto& c : metric_columns(cfg.approximation.metrics)) {
-        const MetricInfo::Source src = find_metric(c)->source;
-        pairwise = pairwise || src == MetricInfo::Source::pairwise || src == MetricInfo::Source::theory;
-    }
+    // Some metric (or baseline) of the streamed pairwise pass.
+    const bool pairwise = any_pairwise(metric_columns(cfg.approximation.metrics));
     std::vector<bool> needed(grid.points(), false);
     for (std::size_t c : cells) needed[grid.point(c)] = true;
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -109,27 +106,11 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     return out;
 }
 
-// The metrics computed from the output alone.
+// The metrics of the streamed pass over all pairs (i, j) the request asks for.
 template <class T>
-void output_values(const Mat<double>& reference, const Mat<T>& out, Values& v) {
-    v["output_mse"] = output_mse(reference, out);
-    v["output_rel_error"] = output_rel_error(reference, out);
-    v["nonfinite"] = double(count_nonfinite(out));
-}
-
-// The metrics of the streamed pass over all pairs (i, j); attention_kl stays blank where it
-// is undefined (some A_hat entry <= 0).
-template <class T>
-void pairwise_values(const Head<T>& h, const FeatureRows& fq, const FeatureRows& fk, const PairwiseRequest& req,
-                     int threads, Values& v) {
-    if (!req.any()) return;
-    const PairwiseResult p = pairwise_metrics(h.x, h.y, h.softmax, fq, fk, req, threads);
-    if (req.attention_mse) v["attention_mse"] = p.attention_mse;
-    if (req.attention_tv) v["attention_tv"] = p.attention_tv;
-    if (req.attention_kl && !std::isnan(p.attention_kl)) v["attention_kl"] = p.attention_kl;
-    if (req.kernel_mse) v["kernel_mse"] = p.kernel_mse;
-    if (req.negative_fraction) v["negative_fraction"] = p.negative_fraction;
-    if (req.theory) v["kernel_mse_theory"] = p.kernel_mse_theory;
+void pass_values(const Head<T>& h, const FeatureRows& fq, const FeatureRows& fk, const std::vector<std::string>& cols,
+                 const PairwiseRequest& req, int threads, Values& v) {
+    if (req.any()) pairwise_values(cols, req, pairwise_metrics(h.x, h.y, h.softmax, fq, fk, req, threads), v);
 }
 
 // The metric columns of one head for one estimator.
@@ -137,27 +118,27 @@ template <class T>
 Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std::string>& cols, bool causal,
                int inner_threads) {
     Values v;
-    const PairwiseRequest req = PairwiseRequest::of(cols, causal, est.map, est.W.shape(0), h.x, h.y);
+    const PairwiseRequest req = pairwise_request(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     const auto t0 = std::chrono::steady_clock::now();
-    // The output: the fused forward, no (L, F) feature matrices, unless overflow_fraction is
-    // asked (favor_attention counts it) or the estimator cannot take it (half-precision
-    // emulation, unshifted maps: docs/design.md 2.6; forward_fused).
+    // The output: the fused forward, no (L, F) feature matrices, unless a metric of the
+    // unfused forward's counts is asked (overflow_fraction) or the estimator cannot take it
+    // (half-precision emulation, unshifted maps: docs/design.md 2.6; forward_fused).
     if (output_fused(cols, est.ready_map(), est.rounding, est.shift, causal)) {
         thread_local Mat<T> out;   // reused across the cells this worker runs (no page faults)
         favor_forward_into(est, h.q, h.k, h.v, out, causal);
-        v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        output_values(h.reference, out, v);
+        clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
+        output_values(cols, h.reference, out, v);
     } else {
         const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
-        v["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        output_values(h.reference, a.out, v);
-        v["overflow_fraction"] = a.entries ? double(a.overflow) / double(a.entries) : 0.0;
+        clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
+        output_values(cols, h.reference, a.out, v);
+        forward_values(cols, {a.overflow, a.entries}, v);
     }
     // The pairwise metrics stream over the pairs, each tile's features made again from the
     // estimator (bitwise favor_attention's): never the (L, F) matrices (docs/design.md 3).
     if (req.any())
-        pairwise_values(h, EstimatorRows<T>(est, h.q, Side::query, inner_threads),
-                        EstimatorRows<T>(est, h.k, Side::key, inner_threads), req, inner_threads, v);
+        pass_values(h, EstimatorRows<T>(est, h.q, Side::query, inner_threads),
+                    EstimatorRows<T>(est, h.k, Side::key, inner_threads), cols, req, inner_threads, v);
     return v;
 }
 
@@ -165,45 +146,19 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
 // are the constant 1 (A_hat_ij = 1/n_i, Out_hat = the mean of the visible rows of V).
 template <class T>
 Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, bool causal, int threads) {
-    std::vector<std::string> wanted;
-    for (const auto& c : cols)
-        if (find_metric(c)->has_baseline) wanted.push_back(c);
+    const std::vector<std::string> wanted = baseline_columns(cols);
     Values v;
     if (wanted.empty()) return v;
     Features<double> fq{Mat<double>::from_shape({h.x.shape(0), 1}), std::vector<double>(h.x.shape(0), 0.0)};
     Features<double> fk{Mat<double>::from_shape({h.y.shape(0), 1}), std::vector<double>(h.y.shape(0), 0.0)};
     fq.phi.fill(1.0);
     fk.phi.fill(1.0);
-    output_values(h.reference, linear_attention(fq.phi, fk.phi, cast_mat<double>(h.v), causal, threads), v);
-    pairwise_values(h, MatrixRows<double>(fq), MatrixRows<double>(fk),
-                    PairwiseRequest::of(wanted, causal, nullptr, 0, h.x, h.y), threads, v);
+    output_values(wanted, h.reference, linear_attention(fq.phi, fk.phi, cast_mat<double>(h.v), causal, threads), v);
+    pass_values(h, MatrixRows<double>(fq), MatrixRows<double>(fk), wanted,
+                pairwise_request(wanted, causal, nullptr, 0, h.x, h.y), threads, v);
     Values out;
     for (const auto& c : wanted) out[c] = v[c];
     return out;
-}
-
-// One row of values for all heads: averaged over batch x heads, or summed where the metric
-// table says so (nonfinite, seconds). Blank if any head's value is blank (attention_kl: a
-// blank is an infinite divergence, so the average is infinite too).
-Values combine_heads(const std::vector<Values>& heads, const std::vector<std::string>& cols) {
-    Values out;
-    for (const std::string& col : cols) {
-        double total = 0;
-        bool all = !heads.empty();
-        for (const auto& v : heads) {
-            const auto it = v.find(col);
-            if (it != v.end() && it->second) total += *it->second;
-            else all = false;
-        }
-        if (all) out[col] = find_metric(col)->summed_over_heads ? total : total / double(heads.size());
-    }
-    return out;
-}
-
-std::string cell_text(const Values& v, const std::string& col) {
-    const auto it = v.find(col);
-    if (it == v.end() || !it->second) return "";
-    return col == "nonfinite" ? format_count(std::size_t(*it->second)) : format_number(it->second);
 }
 
 // The metric cells of one (cell, trial): one row for all heads, or one per head with
@@ -213,7 +168,7 @@ JournalRows item_rows(const std::vector<Values>& heads, const std::vector<std::s
     JournalRows out;
     for (const Values& v : rows) {
         std::vector<std::string> row;
-        for (const auto& col : cols) row.push_back(cell_text(v, col));
+        for (const auto& col : cols) row.push_back(metric_cell(v, col));
         out.push_back(std::move(row));
     }
     return out;
@@ -261,9 +216,8 @@ Table baseline_rows(const Config& cfg, const std::vector<Instance<T>>& instances
     Table t;
     t.columns = baseline_key_columns(per_head);
     if (seeds) t.columns.push_back("input_seed");
-    std::vector<std::string> names;
-    for (const auto& c : cols)
-        if (find_metric(c)->has_baseline) names.push_back(c), t.columns.push_back("baseline_" + c);
+    const std::vector<std::string> names = baseline_columns(cols);
+    for (const auto& c : names) t.columns.push_back("baseline_" + c);
     if (names.empty()) return t;
     for (const Instance<T>& in : instances) {
         if (in.heads.empty()) continue;
@@ -274,7 +228,7 @@ Table baseline_rows(const Config& cfg, const std::vector<Instance<T>>& instances
             std::vector<std::string> row = {format_count(in.L), format_count(in.d), format_number(in.scale)};
             if (per_head) row.push_back(format_count(h));
             if (seeds) row.push_back(std::to_string(in.input_seed));
-            for (const auto& c : names) row.push_back(cell_text(rows[h], c));
+            for (const auto& c : names) row.push_back(metric_cell(rows[h], c));
             t.rows.push_back(std::move(row));
         }
     }

@@ -11,7 +11,7 @@
 #include <optional>
 #include <sstream>
 
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
 #include "favor/error.hpp"
 #include "favor/names.hpp"
 #include "favor/rng.hpp"

@@ -17,6 +17,7 @@
 #include "favor/compare.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
+#include "favor/metric_table.hpp"
 #include "favor/names.hpp"
 #include "favor/ranking.hpp"
 #include "favor/rng.hpp"
@@ -566,8 +567,8 @@ void check_names(const CompareOptions& opt, const std::vector<Cell>& cells, cons
     for (const auto& [a, b] : opt.pairs) check("--pairs", a), check("--pairs", b);
 }
 
-// The metric columns to compare, in the order asked ("all": the file's known metrics except
-// nonfinite, overflow_fraction, seconds and kernel_mse_theory).
+// The metric columns to compare, in the order asked ("all": the file's known metrics the
+// metric table marks as compared).
 std::vector<std::string> resolve_metrics(const std::vector<std::string>& asked, const CsvFile& f) {
     std::vector<std::string> out;
     auto add = [&out](const std::string& m) {
@@ -580,9 +581,7 @@ std::vector<std::string> resolve_metrics(const std::vector<std::string>& asked, 
             continue;
         }
         for (const auto& k : compare_metric_names())
-            if (f.table.has_column(k) && k != "nonfinite" && k != "overflow_fraction" && k != "seconds" &&
-                k != "kernel_mse_theory")
-                add(k);
+            if (f.table.has_column(k) && find_metric(k)->compared) add(k);
     }
     if (out.empty()) throw Error(f.path + ": no metric columns to compare");
     return out;

@@ -12,7 +12,7 @@
 #include "favor/cells.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
 #include "favor/names.hpp"
 
 namespace favor {
@@ -167,7 +167,7 @@ void check_causal(const Config& c, const Field& root) {
 }
 
 std::vector<std::string> parse_metrics(const json& j, const Field& root) {
-    if (!j.contains("metrics")) return {"output_mse", "attention_mse", "kernel_mse", "negative_fraction"};
+    if (!j.contains("metrics")) return default_metrics();
     const json& ms = j["metrics"];
     const Field w = root.at("metrics");
     if (!ms.is_array()) w.fail("must be a list, got " + json_type_name(ms));
@@ -269,8 +269,9 @@ void parse_kind(const json& j, const Field& root, Config& c) {
         parse_input_seeds(j, root, c);
         c.approximation.metrics = parse_metrics(j, root);
         // Half dtypes always report where values overflowed (docs/design.md section 2.6).
-        if (dtype_rounding(c.dtype) != Rounding::none && !c.approximation.wants("overflow_fraction"))
-            c.approximation.metrics.push_back("overflow_fraction");
+        if (dtype_rounding(c.dtype) != Rounding::none)
+            for (const MetricInfo& m : metric_table())
+                if (m.with_half && !c.approximation.wants(m.name)) c.approximation.metrics.push_back(m.name);
         return;
     }
     if (dtype_rounding(c.dtype) != Rounding::none)

@@ -16,7 +16,7 @@
 #include "favor/byte_sizes.hpp"
 #include "favor/cells.hpp"
 #include "favor/error.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
 
 namespace favor {
 

@@ -13,6 +13,7 @@
 #include "favor/error.hpp"
 #include "favor/files.hpp"
 #include "favor/json_diff.hpp"
+#include "favor/metric_table.hpp"
 #include "favor/report.hpp"
 #include "favor/rng.hpp"
 

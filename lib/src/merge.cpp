@@ -17,7 +17,7 @@
 #include "favor/error.hpp"
 #include "favor/files.hpp"
 #include "favor/json_diff.hpp"
-#include "favor/metrics.hpp"
+#include "favor/metric_table.hpp"
 #include "favor/report.hpp"
 #include "favor/result_dir.hpp"
 

@@ -52,16 +52,6 @@ bool parse_real(const std::string& s, double& v, bool nonfinite) {
     return r.ec == std::errc() && r.ptr == s.data() + s.size() && std::isfinite(v);
 }
 
-std::string metric_cell_problem(const std::string& column, const std::string& cell) {
-    if (cell.empty()) return "";
-    double v = 0;
-    std::size_t n = 0;
-    if (column == "nonfinite") return parse_count(cell, n) ? "" : "is not a count";
-    if (column == "seconds" || column == "trials")
-        return parse_real(cell, v, false) && v >= 0 ? "" : "is not a finite number >= 0";
-    return parse_real(cell, v, true) ? "" : "is not a number";
-}
-
 std::string to_csv(const Table& t) {
     std::string out;
     auto line = [&out](const std::vector<std::string>& cells) {

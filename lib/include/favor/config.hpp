@@ -51,7 +51,7 @@ struct InputSpec {
 
 // "experiment": "approximation": attention errors against exact attention.
 struct ApproximationSpec {
-    std::vector<std::string> metrics;  // requested (metrics.hpp's table)
+    std::vector<std::string> metrics;  // requested (metric_table.hpp)
     bool wants(const std::string& metric) const;
 };
 // "experiment": "kernel": pairs (x, y) of common length `norm` at angle `angle`.

@@ -63,7 +63,7 @@ private:
 };
 
 // A journal is not trusted: an entry is used only if it is what a fresh item writes, each
-// cell checked as merge checks a table's (report.hpp, metric_cell_problem).
+// cell checked as merge checks a table's (metric_table.hpp, metric_cell_problem).
 // Approximation runs: `heads` rows of the metric columns `cols`; Error naming the entry,
 // the column and the cell otherwise ("... output_mse: 'abc' is not a number ...").
 void check_journal_entry(const Journal& j, const JournalRows& rows, std::size_t heads,

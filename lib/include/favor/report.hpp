@@ -25,10 +25,6 @@ std::string format_count(std::size_t v);
 // or also nan / inf / -inf when `nonfinite`. False for anything else ("1,2", "abc", " 1").
 bool parse_count(const std::string& s, std::size_t& v);
 bool parse_real(const std::string& s, double& v, bool nonfinite);
-// Why a cell of metric column `column` is not one favor writes, "" when it is: empty (the
-// metric does not apply), nonfinite a count, seconds and trials finite numbers >= 0, any
-// other metric a number (nan / inf where the runner can produce them). "is not a number"...
-std::string metric_cell_problem(const std::string& column, const std::string& cell);
 
 std::string to_csv(const Table& t);
 // A number cell shown to `digits` significant digits (integers and non-numbers as they are).

@@ -1,11 +1,14 @@
-#include "favor/metrics.hpp"
+// The streamed pairwise pass (docs/design.md section 3): the metrics over all pairs (i, j) of
+// exact attention A against the estimator's A_hat (attention_mse, attention_tv, attention_kl,
+// negative_fraction) and of SM against phi(x).phi(y) (kernel_mse, kernel_mse_theory), made
+// over query blocks and key tiles whose features are made when needed.
+#include "favor/pairwise_pass.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include <xsimd/xsimd.hpp>
@@ -18,110 +21,11 @@
 
 namespace favor {
 
-template <class T>
-double output_mse(const Mat<double>& exact, const Mat<T>& approx) {
-    const double* a = exact.data();
-    const T* b = approx.data();
-    double s = 0.0;
-    for (std::size_t k = 0, n = exact.size(); k < n; ++k) {
-        const double e = a[k] - double(b[k]);
-        s += e * e;
-    }
-    return s / double(exact.size());
-}
-
-template <class T>
-std::size_t count_nonfinite(const Mat<T>& a) {
-    std::size_t n = 0;
-    for (const T& v : a) n += std::isfinite(v) ? 0 : 1;
-    return n;
-}
-
 FeatureMap::PairMse kernel_theory(const FeatureMapPtr& f, const Mat<double>& X, const Mat<double>& Y,
                                   std::size_t m) {
     return f->pair_mse_rows(X, Y, m);
 }
 
-PairwiseRequest PairwiseRequest::of(const std::vector<std::string>& columns, bool causal, const FeatureMapPtr& map,
-                                    std::size_t m, const Mat<double>& X, const Mat<double>& Y) {
-    auto has = [&](const char* c) { return std::find(columns.begin(), columns.end(), c) != columns.end(); };
-    PairwiseRequest req;
-    req.attention_mse = has("attention_mse");
-    req.attention_tv = has("attention_tv");
-    req.attention_kl = has("attention_kl");
-    req.kernel_mse = has("kernel_mse") && (!map || map->is_kernel());
-    req.negative_fraction = has("negative_fraction");
-    req.causal = causal;
-    req.row_normalised = !map || map->row_normalised();
-    if (map && has("kernel_mse_theory")) req.theory = kernel_theory(map, X, Y, m);
-    return req;
-}
-
-const std::vector<MetricInfo>& metric_table() {
-    using S = MetricInfo::Source;
-    using Sum = MetricInfo::Summary;
-    static const std::vector<MetricInfo> t = {
-        {"output_mse", "", "mean over i, c of (Out - Out_hat)^2 (Performer Fig. 4)", S::output, false, Sum::stats, false, "", true},
-        {"output_rel_error", "", "||Out - Out_hat||_F / ||Out||_F", S::output, false, Sum::stats, false, "", true},
-        {"attention_mse", "", "mean over i, j of (A - A_hat)^2", S::pairwise, false, Sum::stats, false, "", true},
-        {"attention_tv", "", "mean over rows of the total variation (1/2) sum_j |A_ij - A_hat_ij|", S::pairwise, false, Sum::stats, false, "", true},
-        {"attention_kl", "nats", "mean over rows of KL(A_i || A_hat_i); blank where some A_hat_ij <= 0", S::pairwise, false, Sum::stats, false, "", true},
-        {"kernel_mse", "", "mean over i, j of (SM(x_i, y_j) - phi(x_i).phi(y_j))^2", S::pairwise, false, Sum::stats, false, "", false},
-        {"kernel_mse_theory", "", "mean over i, j of the map's closed-form MSE with iid W", S::theory, false, Sum::value, false, "kernel_mse", false},
-        {"negative_fraction", "", "share of A_hat entries < 0 (or NaN)", S::pairwise, false, Sum::stats, false, "", false},
-        {"nonfinite", "count", "NaN or Inf entries of Out_hat (summed over heads)", S::output, true, Sum::stats, true, "", false},
-        {"overflow_fraction", "", "share of the entries of phi(Q), phi(K) and the stored phi(K)^T [V, 1] (non-causal) that are +-Inf "
-         "(after rounding with float16/bfloat16, where it is always present)", S::output, false, Sum::stats, false, "", false},
-        {"seconds", "s", "wall time of the estimator (not deterministic; summed over heads)", S::clock, true, Sum::stats, false, "", false},
-    };
-    return t;
-}
-
-const MetricInfo* find_metric(const std::string& name) {
-    for (const auto& m : metric_table())
-        if (name == m.name) return &m;
-    return nullptr;
-}
-
-std::vector<std::string> metric_names() {
-    std::vector<std::string> n;
-    for (const auto& m : metric_table()) n.push_back(m.name);
-    return n;
-}
-
-std::vector<std::string> metric_columns(const std::vector<std::string>& requested) {
-    auto asked = [&](const std::string& c) { return std::find(requested.begin(), requested.end(), c) != requested.end(); };
-    std::vector<std::string> cols;
-    for (const auto& m : metric_table())
-        if (m.always || asked(m.name) || (*m.implied_by && asked(m.implied_by))) cols.push_back(m.name);
-    return cols;
-}
-
-namespace {
-std::vector<std::string> columns_summarised_as(const std::vector<std::string>& columns, MetricInfo::Summary s) {
-    std::vector<std::string> out;
-    for (const auto& c : columns) {
-        const MetricInfo* m = find_metric(c);
-        if (m && m->summary == s) out.push_back(c);
-    }
-    return out;
-}
-}  // namespace
-
-std::vector<std::string> stat_columns(const std::vector<std::string>& columns) {
-    return columns_summarised_as(columns, MetricInfo::Summary::stats);
-}
-std::vector<std::string> value_columns(const std::vector<std::string>& columns) {
-    return columns_summarised_as(columns, MetricInfo::Summary::value);
-}
-
-bool output_fused(const std::vector<std::string>& columns, const FeatureMap& map, Rounding rounding, bool shift,
-                  bool causal) {
-    return std::find(columns.begin(), columns.end(), "overflow_fraction") == columns.end() &&
-           forward_fused(map, rounding, shift, causal);
-}
-
-// --- the streamed pairwise pass (docs/design.md section 3) -------------------------------
 namespace {
 using B = xsimd::batch<double>;
 using BB = xsimd::batch_bool<double>;
@@ -474,48 +378,5 @@ template class MatrixRows<float>;
 template class MatrixRows<double>;
 template class EstimatorRows<float>;
 template class EstimatorRows<double>;
-
-namespace {
-// sum (a_k - b_k)^2 and sum a_k^2 of the entries a = exact, b = approx times 2^-e.
-template <class T>
-std::pair<double, double> squared_norms(const Mat<double>& exact, const Mat<T>& approx, int e) {
-    double num = 0.0, den = 0.0;
-    for (std::size_t k = 0, n = exact.size(); k < n; ++k) {
-        const double x = std::ldexp(exact.data()[k], -e), d = x - std::ldexp(double(approx.data()[k]), -e);
-        num += d * d;
-        den += x * x;
-    }
-    return {num, den};
-}
-}  // namespace
-
-// The plain sums where both stay normal and finite (the bits as always); otherwise (V x 1e300:
-// squares overflow; a subnormal V: they underflow to 0, NaN either way) both norms of the
-// entries times 2^-e, max |Out| = f 2^e: a power of two, so the ratio is the one wanted.
-template <class T>
-double output_rel_error(const Mat<double>& exact, const Mat<T>& approx) {
-    double num = 0.0, den = 0.0;
-    for (std::size_t k = 0, n = exact.size(); k < n; ++k) {
-        const double e = exact.data()[k] - double(approx.data()[k]);
-        num += e * e;
-        den += exact.data()[k] * exact.data()[k];
-    }
-    const double tiny = std::numeric_limits<double>::min();
-    if (std::isfinite(num) && std::isfinite(den) && den >= tiny && (num == 0.0 || num >= tiny))
-        return std::sqrt(num / den);
-    double top = 0.0;
-    for (std::size_t k = 0, n = exact.size(); k < n; ++k) top = std::max(top, std::fabs(exact.data()[k]));
-    int e = 0;
-    if (std::isfinite(top)) std::frexp(top, &e);
-    const auto [snum, sden] = squared_norms(exact, approx, e);
-    return std::sqrt(snum / sden);
-}
-
-template double output_rel_error<float>(const Mat<double>&, const Mat<float>&);
-template double output_rel_error<double>(const Mat<double>&, const Mat<double>&);
-template double output_mse<float>(const Mat<double>&, const Mat<float>&);
-template double output_mse<double>(const Mat<double>&, const Mat<double>&);
-template std::size_t count_nonfinite<float>(const Mat<float>&);
-template std::size_t count_nonfinite<double>(const Mat<double>&);
 
 }  // namespace favor

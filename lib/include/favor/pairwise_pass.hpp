@@ -1,10 +1,12 @@
 #pragma once
-// The error metrics of docs/design.md section 3. Pairwise ones stream over query blocks and key
-// tiles, making features as they need them: never an (L, F) nor an L x L matrix.
+// The streamed pairwise pass (docs/design.md section 3): the metrics over all pairs (i, j)
+// (attention_mse, attention_tv, attention_kl, negative_fraction, kernel_mse and
+// kernel_mse_theory), streamed over query blocks and key tiles, making features as they are
+// needed: never an (L, F) nor an L x L matrix. The metric table (metric_table.hpp) names
+// which request flag and result field each metric is.
 #include <cstddef>
 #include <functional>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "favor/estimator.hpp"
@@ -13,58 +15,13 @@
 
 namespace favor {
 
-// --- the metric table ---------------------------------------------------------------------
-// Every metric of the approximation experiment's tables (docs/design.md section 3): what it
-// is, where it comes from, how it combines over heads and how it is summarised. Config
-// validation, the runner, the summary, merge and `favor list` read this table.
-struct MetricInfo {
-    enum class Source { output, pairwise, theory, clock };
-    enum class Summary { stats, value };   // stats: _mean/_std/_sem...; value: one number per cell
-    const char* name;
-    const char* unit;
-    const char* description;
-    Source source;          // output: from Out and the exact output; pairwise: a streamed pass
-                            // over all (i, j); theory: a closed form over (i, j); clock: timed
-    bool summed_over_heads; // otherwise averaged over batch x heads
-    Summary summary;
-    bool always;            // in every approximation table, asked for or not
-    const char* implied_by; // also present whenever this metric is asked for ("" if none)
-    bool has_baseline;      // summary.csv also gives baseline_<name>: its value for uniform
-                            // attention (every A_hat row 1/n: Out_hat = mean of V) on the inputs
-};
-const std::vector<MetricInfo>& metric_table();
-const MetricInfo* find_metric(const std::string& name);   // nullptr if unknown
-std::vector<std::string> metric_names();
-// The metric columns of a table for these requested metrics, in table order.
-std::vector<std::string> metric_columns(const std::vector<std::string>& requested);
-// Those of `columns` summarised as statistics / as one value per cell.
-std::vector<std::string> stat_columns(const std::vector<std::string>& columns);
-std::vector<std::string> value_columns(const std::vector<std::string>& columns);
-// Whether the approximation runner makes an estimator's output with the fused forward
-// (forward_fused: no (L, F) feature matrices) for these metric columns: not when
-// overflow_fraction is among them, which only favor_attention counts. The memory estimate
-// (cost_model.cpp) asks the same.
-bool output_fused(const std::vector<std::string>& columns, const FeatureMap& map, Rounding rounding, bool shift,
-                  bool causal);
-
-// output_mse: mean over i, c of (Out - Out_hat)^2. exact: (L, dv) float64.
-template <class T>
-double output_mse(const Mat<double>& exact, const Mat<T>& approx);
-
-// output_rel_error: ||Out - Out_hat||_F / ||Out||_F.
-template <class T>
-double output_rel_error(const Mat<double>& exact, const Mat<T>& approx);
-
-// nonfinite: number of NaN / Inf entries.
-template <class T>
-std::size_t count_nonfinite(const Mat<T>& a);
-
 // The closed-form MSE of pair (i, j) of the scaled rows X, Y for this (resolved) map with m
 // iid random vectors (FeatureMap::pair_mse_rows), or an empty function where the map has
 // none (relu).
 FeatureMap::PairMse kernel_theory(const FeatureMapPtr& f, const Mat<double>& X, const Mat<double>& Y,
                                   std::size_t m);
 
+// What the pass computes (metric_table.hpp's pairwise_request makes one from metric columns).
 struct PairwiseRequest {
     bool attention_mse = false;      // mean (A - A_hat)^2
     bool attention_tv = false;       // mean over rows of (1/2) sum_j |A_ij - A_hat_ij|
@@ -77,20 +34,14 @@ struct PairwiseRequest {
     bool any() const {
         return attention_mse || attention_tv || attention_kl || kernel_mse || negative_fraction || bool(theory);
     }
-    // The request for these metric columns; the theory comes from `map` (resolved) with m
-    // random vectors for the scaled rows X, Y, where it has one; kernel_mse only for maps
-    // that are kernels (FeatureMap::is_kernel); row_normalised as the map is.
-    static PairwiseRequest of(const std::vector<std::string>& columns, bool causal, const FeatureMapPtr& map,
-                              std::size_t m, const Mat<double>& X, const Mat<double>& Y);
 };
 
+// Its results, NaN where not asked (attention_kl: also where undefined, some A_hat <= 0).
 struct PairwiseResult {
     static constexpr double nan = std::numeric_limits<double>::quiet_NaN();
     double attention_mse = nan, attention_tv = nan, attention_kl = nan, kernel_mse = nan, kernel_mse_theory = nan,
            negative_fraction = nan;
 };
-
-// --- the streamed pairwise pass (docs/design.md section 3) -------------------------------
 
 // The exact side of the pairwise metrics for the scaled rows X (L, d), Y (Lk, d): per query
 // row i the largest visible score max_j x_i.y_j and sum_j exp(x_i.y_j - max). O(L); made

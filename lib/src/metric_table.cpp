@@ -1,0 +1,240 @@
+// The metric table (docs/design.md section 3) and what its consumers ask of it: which
+// columns a run has, how each is computed, combined over heads, written and checked.
+#include "favor/metric_table.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "favor/attention.hpp"
+#include "favor/output_metrics.hpp"
+#include "favor/report.hpp"
+
+namespace favor {
+
+namespace {
+using S = MetricInfo::Source;
+
+// An entry as the table writes it: the name, source and summary, then what differs from
+// MetricInfo's defaults, each by name.
+struct Entry {
+    MetricInfo m;
+    Entry(const char* name, S source, const char* description) {
+        m.name = name, m.source = source, m.description = description;
+    }
+    // A function of (Out, Out_hat), generic over Out_hat's dtype (a captureless generic lambda).
+    template <class Fn>
+    Entry& output(Fn fn) { return m.output = {fn, fn}, *this; }
+    Entry& forward(double (*fn)(const ForwardCounts&)) { return m.forward = fn, *this; }
+    Entry& pass(bool PairwiseRequest::*asks, double PairwiseResult::*result) {
+        return m.asks = asks, m.result = result, *this;
+    }
+    Entry& unit(const char* u) { return m.unit = u, *this; }
+    Entry& summed() { return m.heads = MetricInfo::Reduce::sum, *this; }
+    Entry& one_value() { return m.summary = MetricInfo::Summary::value, *this; }
+    Entry& counted() { return m.format = MetricInfo::Format::count, m.check = MetricInfo::Check::count, *this; }
+    Entry& nonnegative() { return m.check = MetricInfo::Check::nonnegative, *this; }
+    Entry& blank_if_nan() { return m.blank_if_nan = true, *this; }
+    Entry& kernels_only() { return m.kernels_only = true, *this; }
+    Entry& by_default() { return m.by_default = true, *this; }
+    Entry& always() { return m.always = true, *this; }
+    Entry& with_half() { return m.with_half = true, *this; }
+    Entry& implied_by(const char* other) { return m.implied_by = other, *this; }
+    Entry& baseline() { return m.has_baseline = true, *this; }
+    Entry& not_compared() { return m.compared = false, *this; }
+    Entry& perfect(double v) { return m.perfect = v, *this; }
+};
+
+using Rq = PairwiseRequest;
+using Rs = PairwiseResult;
+
+std::vector<MetricInfo> make_table() {
+    const auto mse = [](const Mat<double>& e, const auto& a) { return output_mse(e, a); };
+    const auto rel = [](const Mat<double>& e, const auto& a) { return output_rel_error(e, a); };
+    const auto bad = [](const Mat<double>&, const auto& a) { return double(count_nonfinite(a)); };
+    const auto overflow = [](const ForwardCounts& c) { return c.entries ? double(c.overflow) / double(c.entries) : 0.0; };
+    const Entry rows[] = {
+        Entry("output_mse", S::output, "mean over i, c of (Out - Out_hat)^2 (Performer Fig. 4)")
+            .output(mse).by_default().baseline().perfect(0),
+        Entry("output_rel_error", S::output, "||Out - Out_hat||_F / ||Out||_F").output(rel).baseline().perfect(0),
+        Entry("attention_mse", S::pairwise, "mean over i, j of (A - A_hat)^2")
+            .pass(&Rq::attention_mse, &Rs::attention_mse).by_default().baseline().perfect(0),
+        Entry("attention_tv", S::pairwise, "mean over rows of the total variation (1/2) sum_j |A_ij - A_hat_ij|")
+            .pass(&Rq::attention_tv, &Rs::attention_tv).baseline().perfect(0),
+        Entry("attention_kl", S::pairwise, "mean over rows of KL(A_i || A_hat_i); blank where some A_hat_ij <= 0")
+            .unit("nats").pass(&Rq::attention_kl, &Rs::attention_kl).blank_if_nan().baseline().perfect(0),
+        Entry("kernel_mse", S::pairwise, "mean over i, j of (SM(x_i, y_j) - phi(x_i).phi(y_j))^2")
+            .pass(&Rq::kernel_mse, &Rs::kernel_mse).kernels_only().by_default().perfect(0),
+        Entry("kernel_mse_theory", S::theory, "mean over i, j of the map's closed-form MSE with iid W")
+            .pass(nullptr, &Rs::kernel_mse_theory).one_value().implied_by("kernel_mse").not_compared(),
+        Entry("negative_fraction", S::pairwise, "share of A_hat entries < 0 (or NaN)")
+            .pass(&Rq::negative_fraction, &Rs::negative_fraction).by_default().perfect(0),
+        Entry("nonfinite", S::output, "NaN or Inf entries of Out_hat (summed over heads)")
+            .unit("count").output(bad).summed().counted().always().not_compared().perfect(0),
+        Entry("overflow_fraction", S::forward,
+              "share of the entries of phi(Q), phi(K) and the stored phi(K)^T [V, 1] (non-causal) that are +-Inf "
+              "(after rounding with float16/bfloat16, where it is always present)")
+            .forward(overflow).with_half().not_compared().perfect(0),
+        Entry("seconds", S::clock, "wall time of the estimator (not deterministic; summed over heads)")
+            .unit("s").summed().nonnegative().not_compared(),
+    };
+    std::vector<MetricInfo> t;
+    for (const Entry& e : rows) t.push_back(e.m);
+    return t;
+}
+
+bool has(const std::vector<std::string>& columns, const std::string& c) {
+    return std::find(columns.begin(), columns.end(), c) != columns.end();
+}
+
+// Those of `columns` whose entry passes `keep`, in their order.
+template <class Keep>
+std::vector<std::string> columns_where(const std::vector<std::string>& columns, Keep keep) {
+    std::vector<std::string> out;
+    for (const auto& c : columns) {
+        const MetricInfo* m = find_metric(c);
+        if (m && keep(*m)) out.push_back(c);
+    }
+    return out;
+}
+
+// Calls fn(entry) for each of `columns` that comes from `source`.
+template <class Fn>
+void each_from(const std::vector<std::string>& columns, S source, Fn&& fn) {
+    for (const auto& c : columns)
+        if (const MetricInfo* m = find_metric(c); m && m->source == source) fn(*m);
+}
+}  // namespace
+
+const std::vector<MetricInfo>& metric_table() {
+    static const std::vector<MetricInfo> t = make_table();
+    return t;
+}
+
+const MetricInfo* find_metric(const std::string& name) {
+    for (const auto& m : metric_table())
+        if (name == m.name) return &m;
+    return nullptr;
+}
+
+std::vector<std::string> metric_names() {
+    std::vector<std::string> n;
+    for (const auto& m : metric_table()) n.push_back(m.name);
+    return n;
+}
+
+std::vector<std::string> default_metrics() {
+    return columns_where(metric_names(), [](const MetricInfo& m) { return m.by_default; });
+}
+
+std::vector<std::string> metric_columns(const std::vector<std::string>& requested) {
+    std::vector<std::string> cols;
+    for (const auto& m : metric_table())
+        if (m.always || has(requested, m.name) || (*m.implied_by && has(requested, m.implied_by)))
+            cols.push_back(m.name);
+    return cols;
+}
+
+std::vector<std::string> stat_columns(const std::vector<std::string>& columns) {
+    return columns_where(columns, [](const MetricInfo& m) { return m.summary == MetricInfo::Summary::stats; });
+}
+std::vector<std::string> value_columns(const std::vector<std::string>& columns) {
+    return columns_where(columns, [](const MetricInfo& m) { return m.summary == MetricInfo::Summary::value; });
+}
+std::vector<std::string> baseline_columns(const std::vector<std::string>& columns) {
+    return columns_where(columns, [](const MetricInfo& m) { return m.has_baseline; });
+}
+
+bool any_pairwise(const std::vector<std::string>& columns) {
+    return !columns_where(columns, [](const MetricInfo& m) { return m.source == S::pairwise || m.source == S::theory; })
+                .empty();
+}
+
+bool output_fused(const std::vector<std::string>& columns, const FeatureMap& map, Rounding rounding, bool shift,
+                  bool causal) {
+    return columns_where(columns, [](const MetricInfo& m) { return m.source == S::forward; }).empty() &&
+           forward_fused(map, rounding, shift, causal);
+}
+
+PairwiseRequest pairwise_request(const std::vector<std::string>& columns, bool causal, const FeatureMapPtr& map,
+                                 std::size_t m, const Mat<double>& X, const Mat<double>& Y) {
+    PairwiseRequest req;
+    req.causal = causal;
+    req.row_normalised = !map || map->row_normalised();
+    each_from(columns, S::pairwise, [&](const MetricInfo& e) {
+        if (!e.kernels_only || !map || map->is_kernel()) req.*e.asks = true;
+    });
+    each_from(columns, S::theory, [&](const MetricInfo&) {
+        if (map) req.theory = kernel_theory(map, X, Y, m);
+    });
+    return req;
+}
+
+template <class T>
+void output_values(const std::vector<std::string>& columns, const Mat<double>& exact, const Mat<T>& out,
+                   MetricValues& v) {
+    each_from(columns, S::output, [&](const MetricInfo& e) {
+        if constexpr (std::is_same_v<T, float>) v[e.name] = e.output.f32(exact, out);
+        else v[e.name] = e.output.f64(exact, out);
+    });
+}
+template void output_values<float>(const std::vector<std::string>&, const Mat<double>&, const Mat<float>&,
+                                   MetricValues&);
+template void output_values<double>(const std::vector<std::string>&, const Mat<double>&, const Mat<double>&,
+                                    MetricValues&);
+
+void forward_values(const std::vector<std::string>& columns, const ForwardCounts& counts, MetricValues& v) {
+    each_from(columns, S::forward, [&](const MetricInfo& e) { v[e.name] = e.forward(counts); });
+}
+
+void clock_values(const std::vector<std::string>& columns, double seconds, MetricValues& v) {
+    each_from(columns, S::clock, [&](const MetricInfo& e) { v[e.name] = seconds; });
+}
+
+void pairwise_values(const std::vector<std::string>& columns, const PairwiseRequest& req, const PairwiseResult& res,
+                     MetricValues& v) {
+    auto record = [&](const MetricInfo& e, bool asked) {
+        const double x = res.*e.result;
+        if (asked && !(e.blank_if_nan && std::isnan(x))) v[e.name] = x;
+    };
+    each_from(columns, S::pairwise, [&](const MetricInfo& e) { record(e, req.*e.asks); });
+    each_from(columns, S::theory, [&](const MetricInfo& e) { record(e, bool(req.theory)); });
+}
+
+MetricValues combine_heads(const std::vector<MetricValues>& heads, const std::vector<std::string>& columns) {
+    MetricValues out;
+    for (const std::string& col : columns) {
+        double total = 0;
+        bool all = !heads.empty();
+        for (const auto& v : heads) {
+            const auto it = v.find(col);
+            if (it != v.end() && it->second) total += *it->second;
+            else all = false;
+        }
+        if (all) out[col] = find_metric(col)->heads == MetricInfo::Reduce::sum ? total : total / double(heads.size());
+    }
+    return out;
+}
+
+std::string metric_cell(const MetricValues& v, const std::string& column) {
+    const auto it = v.find(column);
+    if (it == v.end() || !it->second) return "";
+    return find_metric(column)->format == MetricInfo::Format::count ? format_count(std::size_t(*it->second))
+                                                                     : format_number(it->second);
+}
+
+std::string metric_cell_problem(const std::string& column, const std::string& cell) {
+    if (cell.empty()) return "";
+    const MetricInfo* m = find_metric(column);
+    const MetricInfo::Check check = column == "trials" ? MetricInfo::Check::nonnegative
+                                    : m                ? m->check
+                                                       : MetricInfo::Check::number;
+    double v = 0;
+    std::size_t n = 0;
+    if (check == MetricInfo::Check::count) return parse_count(cell, n) ? "" : "is not a count";
+    if (check == MetricInfo::Check::nonnegative)
+        return parse_real(cell, v, false) && v >= 0 ? "" : "is not a finite number >= 0";
+    return parse_real(cell, v, true) ? "" : "is not a number";
+}
+
+}  // namespace favor
