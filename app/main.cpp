@@ -426,12 +426,14 @@ struct ProjectionFlags {
 int cmd_projection(const ProjectionFlags& p) {
     constexpr std::uint64_t u64 = std::numeric_limits<std::uint64_t>::max();
     if (p.projection->empty()) throw favor::Error("projection: --projection: empty value");
-    const favor::Projection proj = favor::parse_projection(*p.projection);
+    const favor::Projection proj(*p.projection);
     const std::size_t m = favor::parse_uint_text("projection: --m", *p.m, 1, favor::kMaxM);
     const std::size_t d = favor::parse_uint_text("projection: --d", *p.d, 1, favor::kMaxD);
-    if (d < favor::projection_min_d(proj))
-        throw favor::Error("projection: --d: '" + *p.projection + "' needs d >= " +
-                           std::to_string(favor::projection_min_d(proj)) + ", got " + std::to_string(d));
+    const favor::ProjectionEntry& entry = proj.entry();
+    if (d < entry.min_d || d > entry.max_d)
+        throw favor::Error("projection: --d: '" + *p.projection + "' needs d " +
+                           (d < entry.min_d ? ">= " + std::to_string(entry.min_d) : "<= " + std::to_string(entry.max_d)) +
+                           ", got " + std::to_string(d));
     const std::uint64_t seed = favor::parse_uint_text("projection: --seed", *p.seed, 0, u64);
     const std::uint64_t trial = p.trial ? favor::parse_uint_text("projection: --trial", *p.trial, 0, u64) : 0;
     if (p.out->empty()) throw favor::Error("projection: --out: empty value (expected a .npy file)");
@@ -528,14 +530,11 @@ int cmd_compare(const std::string& dir, const favor::CompareOptions& opt, bool s
 }
 
 int cmd_list() {
-    auto join = [](const std::vector<std::string>& v) {
-        std::string s;
-        for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-        return s;
-    };
     std::cout << "feature maps (exact: timing experiments only):\n  exact  exact softmax attention\n";
     for (const auto& e : favor::feature_map_registry()) std::cout << "  " << e.name << "  " << e.summary << "\n";
-    std::cout << "projections:\n  " << join(favor::projection_names()) << "\nmetrics:\n";
+    std::cout << "projections:\n";
+    for (const auto& e : favor::projection_registry()) std::cout << "  " << e.name << "  " << e.summary << "\n";
+    std::cout << "metrics:\n";
     for (const auto& m : favor::metric_table()) std::cout << "  " << m.name << "  " << m.description << "\n";
     std::cout << "experiment kinds:\n  approximation, kernel, timing\n";
     return 0;
