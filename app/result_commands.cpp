@@ -155,7 +155,9 @@ void setup_list(CLI::App&) {}
 int run_list(const std::vector<std::string>&) {
     std::cout << "feature maps (exact: timing experiments only):\n  exact  exact softmax attention\n";
     for (const auto& e : feature_map_registry()) std::cout << "  " << e.name << "  " << e.summary << "\n";
-    std::cout << "projections:\n  " << joined(projection_names()) << "\nmetrics:\n";
+    std::cout << "projections:\n";
+    for (const auto& e : projection_registry()) std::cout << "  " << e.name << "  " << e.summary << "\n";
+    std::cout << "metrics:\n";
     for (const auto& m : metric_table()) std::cout << "  " << m.name << "  " << m.description << "\n";
     std::cout << "experiment kinds:\n  approximation, kernel, timing\n";
     return 0;

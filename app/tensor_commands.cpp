@@ -122,12 +122,14 @@ int run_projection(const std::vector<std::string>&) {
     const ProjectionFlags& p = projection_flags();
     constexpr std::uint64_t u64 = std::numeric_limits<std::uint64_t>::max();
     if (p.projection->empty()) throw Error("projection: --projection: empty value");
-    const Projection proj = parse_projection(*p.projection);
+    const Projection proj(*p.projection);
     const std::size_t m = parse_uint_text("projection: --m", *p.m, 1, kMaxM);
     const std::size_t d = parse_uint_text("projection: --d", *p.d, 1, kMaxD);
-    if (d < projection_min_d(proj))
-        throw Error("projection: --d: '" + *p.projection + "' needs d >= " +
-                           std::to_string(projection_min_d(proj)) + ", got " + std::to_string(d));
+    const ProjectionEntry& entry = proj.entry();
+    if (d < entry.min_d || d > entry.max_d)
+        throw Error("projection: --d: '" + *p.projection + "' needs d " +
+                    (d < entry.min_d ? ">= " + std::to_string(entry.min_d) : "<= " + std::to_string(entry.max_d)) +
+                    ", got " + std::to_string(d));
     const std::uint64_t seed = parse_uint_text("projection: --seed", *p.seed, 0, u64);
     const std::uint64_t trial = p.trial ? parse_uint_text("projection: --trial", *p.trial, 0, u64) : 0;
     if (p.out->empty()) throw Error("projection: --out: empty value (expected a .npy file)");

@@ -33,7 +33,6 @@
 #include "favor/inputs.hpp"
 #include "favor/memory.hpp"
 #include "favor/parallel.hpp"
-#include "favor/projections.hpp"
 
 using namespace favor;
 

@@ -140,7 +140,7 @@ TEST_CASE("linear attention equals the explicit A_hat V", "[attention]") {
     CAPTURE(L, causal, kind);
     const QKV in = random_inputs(4, L, 8, 6, 1.0);
     const FeatureMapPtr f = map_named(kind);
-    const Mat<double> W = draw_projection(Projection::orthogonal, 16, 8, 4, 0);
+    const Mat<double> W = draw_projection(Projection("orthogonal"), 16, 8, 4, 0);
     const Approximation<double> a = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal);
     for (std::size_t i = 0; i < L; ++i) {
         const std::vector<double> o = explicit_row(a, in.v, i, causal);
@@ -156,7 +156,7 @@ TEST_CASE("the streamed pairwise metrics equal those from full matrices", "[metr
     CAPTURE(kind, causal);
     const QKV in = random_inputs(5, L, d, d, 1.0);
     const FeatureMapPtr f = map_named(kind);
-    const Mat<double> W = draw_projection(Projection::iid, m, d, 5, 0);
+    const Mat<double> W = draw_projection(Projection("iid"), m, d, 5, 0);
     const Approximation<double> a = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal);
     const Mat<double> X = scale_rows(in.q), Y = scale_rows(in.k);
     PairwiseRequest req;
@@ -211,7 +211,7 @@ TEST_CASE("causal linear attention over several chunks equals the masked A_hat V
     for (std::size_t j = 0; j < L; ++j)
         for (std::size_t c = 0; c < d; ++c) in.k(j, c) *= 0.2 + 0.8 * double(j) / double(L);
     const FeatureMapPtr f = map_named(kind);
-    const Mat<double> W = draw_projection(Projection::orthogonal, 16, d, 21, 0);
+    const Mat<double> W = draw_projection(Projection("orthogonal"), 16, d, 21, 0);
     const Estimator<double> est = fitted(f, W, in.q, in.k);
     const Approximation<double> a = favor_attention(est, in.q, in.k, in.v, true, 1);
     const bool same_threads = a.out == favor_attention(est, in.q, in.k, in.v, true, 3).out;
@@ -243,7 +243,7 @@ TEST_CASE("the max-shift stabilisation changes no output beyond rounding", "[att
     const std::size_t L = 300, d = 16, m = 32;
     const QKV in = random_inputs(6, L, d, d, scale);
     const FeatureMapPtr f = map_named(kind);
-    const Mat<double> W = draw_projection(Projection::orthogonal, m, d, 6, 0);
+    const Mat<double> W = draw_projection(Projection("orthogonal"), m, d, 6, 0);
     const Approximation<double> a = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v);
     // Reference: unshifted features and linear attention in long double.
     const LMat pq = unshifted_features(kind, scale_rows(in.q), W), pk = unshifted_features(kind, scale_rows(in.k), W);
@@ -275,7 +275,7 @@ TEST_CASE("float32 features stay finite where the unshifted exp overflows float3
     for (std::string kind : {std::string("trig"), std::string("positive"), std::string("hyperbolic")}) {
         CAPTURE(kind);
         const FeatureMapPtr f = map_named(kind);
-        const Mat<double> W = draw_projection(Projection::orthogonal, m, d, 8, 0);
+        const Mat<double> W = draw_projection(Projection("orthogonal"), m, d, 8, 0);
         if (kind == std::string("trig")) {
             const std::vector<double> x2 = row_norms2(scale_rows(in.q));
             REQUIRE(!std::isfinite(std::exp(float(x2[0] / 2))));
@@ -296,7 +296,7 @@ TEST_CASE("the fused forward equals favor_attention and ignores the thread count
     CAPTURE(L, kind, causal);
     const QKV in = random_inputs(12, L, 16, 8, 1.0);
     const FeatureMapPtr f = map_named(kind);   // oprf: "A": "optimal" by default
-    const Mat<double> W = draw_projection(Projection::orthogonal, 64, 16, 12, 0);
+    const Mat<double> W = draw_projection(Projection("orthogonal"), 64, 16, 12, 0);
     const Mat<double> ref = favor_attention(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal).out;
     const Mat<double> one = favor_forward(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal, 1);
     const Mat<double> three = favor_forward(fitted(f, W, in.q, in.k), in.q, in.k, in.v, causal, 3);
@@ -364,7 +364,7 @@ TEST_CASE("the streamed pass from an estimator equals the whole-matrix definitio
     const std::size_t L = 600, d = 8, m = 16;
     const QKV in = random_inputs(9, L, d, d, 1.5);
     const FeatureMapPtr f = map_named(kind);
-    const Mat<double> W = kind == "nystrom" ? Mat<double>(xt::zeros<double>({m, d})) : draw_projection(Projection::iid, m, d, 9, 0);
+    const Mat<double> W = kind == "nystrom" ? Mat<double>(xt::zeros<double>({m, d})) : draw_projection(Projection("iid"), m, d, 9, 0);
     const Estimator<double> est = fitted(f, W, in.q, in.k);
     const Approximation<double> a = favor_attention(est, in.q, in.k, in.v, causal);
     const Mat<double> X = scale_rows(in.q), Y = scale_rows(in.k);
@@ -400,7 +400,7 @@ TEST_CASE("feature_rows gives the bits of compute_features' rows", "[features]")
     // A common key shift (epsilon > 0), half rounding, unshifted features; rows from offset 256.
     const std::size_t L = 700, d = 8, m = 16;
     const QKV in = random_inputs(4, L, d, d, 1.0);
-    const Mat<float> q = cast_mat<float>(in.q), W = cast_mat<float>(draw_projection(Projection::iid, m, d, 4, 0));
+    const Mat<float> q = cast_mat<float>(in.q), W = cast_mat<float>(draw_projection(Projection("iid"), m, d, 4, 0));
     const double xs = 1.0 / std::pow(double(d), 0.25);
     for (const auto& c : {std::tuple{"positive", 0.0, Rounding::none, true}, std::tuple{"positive", 1e-3, Rounding::none, true},
                           std::tuple{"hyperbolic", 1e-3, Rounding::fp16, true}, std::tuple{"positive", 0.0, Rounding::bf16, false}}) {

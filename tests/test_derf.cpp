@@ -204,7 +204,7 @@ std::vector<Pair> light_points() {
 
 TEST_CASE("gerf with t = 1 is oprf", "[derf]") {
     const QKV in = random_inputs(21, 300, 8, 8, 1.0);
-    const Mat<double> W = draw_projection(Projection::orthogonal, 32, 8, 21, 0);
+    const Mat<double> W = draw_projection(Projection("orthogonal"), 32, 8, 21, 0);
     const double xs = 1.0 / std::pow(8.0, 0.25);
     for (double A : {-0.1, 0.0, 0.05}) {
         CAPTURE(A);
@@ -254,7 +254,7 @@ TEST_CASE("gerf, sderf, saderf are unbiased and their iid MSE is the closed form
             const Pair& p = points[pi];
             const FeatureMapPtr f = c.fit == 0 ? c.map : c.fit == 1 ? c.map->resolve(p.x, p.y) : c.map->resolve(SX, SY);
             const double theory = *pair_mse_at(*f, p.x, p.y, m);
-            const Sample s = favor_test::sample(*f, Projection::iid, m, p, N, ++seed, false);
+            const Sample s = favor_test::sample(*f, Projection("iid"), m, p, N, ++seed, false);
             CAPTURE(pi, c.name, c.fit, f->params().dump(), p.z2(), p.sm(), s.mean, s.mse, s.mse_se, theory);
             REQUIRE(std::fabs(s.mean - p.sm()) < 4.0 * std::sqrt(theory / double(N)));
             REQUIRE(std::fabs(s.mse - theory) < 4.0 * s.mse_se);
@@ -263,7 +263,7 @@ TEST_CASE("gerf, sderf, saderf are unbiased and their iid MSE is the closed form
     for (const char* k : kMaps) {
         const Pair& p = points[1];
         const FeatureMapPtr f = map_named(k)->resolve(p.x, p.y);
-        const double mean = favor_test::sample(*f, Projection::orthogonal, d, p, 5000, ++seed, false).mean;
+        const double mean = favor_test::sample(*f, Projection("orthogonal"), d, p, 5000, ++seed, false).mean;
         const double theory = *pair_mse_at(*f, p.x, p.y, d);
         CAPTURE(k, mean, p.sm(), theory);
         REQUIRE(std::fabs(mean - p.sm()) < 4.0 * std::sqrt(theory / 5000.0));
@@ -370,7 +370,7 @@ TEST_CASE("the features are the formulas: shifts undone, each side as written", 
     const std::size_t d = 4, m = 16;
     const Mat<double> X = anisotropic(stream_key({45, 1}), 5, {1.0, 0.1, 0.5, 0.3}, 0.2);
     const Mat<double> Y = anisotropic(stream_key({45, 2}), 6, {0.2, 0.8, 0.5, 0.1});
-    const Mat<double> W = draw_projection(Projection::iid, m, d, 45, 0);
+    const Mat<double> W = draw_projection(Projection("iid"), m, d, 45, 0);
     for (const char* k : kMaps) {
         CAPTURE(k);
         const FeatureMapPtr f = map_named(k)->resolve(X, Y);
@@ -446,11 +446,11 @@ TEST_CASE("never worse than oprf in the sense the fits optimise, strictly better
     const Pair p = favor_test::make_pair({1.8, 0.1, 0.05, 0.1}, {0.25, 0.7, 0.5, 0.1});
     const std::size_t m = 16, N = 5000;
     const FeatureMapPtr o = map_named("oprf")->resolve(p.x, p.y);
-    const std::vector<double> so = squared_errors(*o, Projection::iid, m, p, N, 9100);
+    const std::vector<double> so = squared_errors(*o, Projection("iid"), m, p, N, 9100);
     const double vo = *pair_mse_at(*o, p.x, p.y, m);
     for (const char* k : kMaps) {
         const FeatureMapPtr f = map_named(k)->resolve(p.x, p.y);
-        const std::vector<double> sf = squared_errors(*f, Projection::iid, m, p, N, 9100);
+        const std::vector<double> sf = squared_errors(*f, Projection("iid"), m, p, N, 9100);
         std::vector<double> diff(N);
         for (std::size_t t = 0; t < N; ++t) diff[t] = so[t] - sf[t];
         const Sample dm = describe(diff, 0.0), fm = describe(sf, 0.0);   // means and their errors
@@ -468,7 +468,7 @@ TEST_CASE("attention with gerf, sderf, saderf: fused = favor_attention, threads,
             CAPTURE(k, L);
             const QKV in = random_inputs(12, L, 16, 8, 1.0);
             const FeatureMapPtr f = map_named(k);
-            const Mat<double> W = draw_projection(Projection::orthogonal, 64, 16, 12, 0);
+            const Mat<double> W = draw_projection(Projection("orthogonal"), 64, 16, 12, 0);
             const Estimator<double> est = favor_test::fitted(f, W, in.q, in.k);
             const Approximation<double> a = favor_attention(est, in.q, in.k, in.v);
             const Mat<double> one = favor_forward(est, in.q, in.k, in.v, false, 1);

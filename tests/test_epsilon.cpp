@@ -86,7 +86,7 @@ TEST_CASE("epsilon placement: max_wx is the official formula, max_exponent favor
     const std::size_t L = 300, d = 16, m = 32;
     const double eps = 1e-4;
     const QKV in = random_inputs(31, L, d, 8, 1.5);
-    const Mat<double> W = draw_projection(Projection::iid, m, d, 31, 0);
+    const Mat<double> W = draw_projection(Projection("iid"), m, d, 31, 0);
     const Mat<double> X = scale_rows(in.q), Y = scale_rows(in.k);
     const bool wx = after == "max_wx";
     const Mat<double> ref = direct_attention(direct_features(X, W, eps, false, wx), direct_features(Y, W, eps, true, wx),

@@ -48,7 +48,7 @@ TEST_CASE("the maps' closed forms are Lemma 2's, and oprf at fixed A is unbiased
         const double theory = lemma2(kind, A, p, m);
         REQUIRE(*f->pair_mse(p.x2, p.y2, p.xy, m, p.x.shape(1)) == Approx(theory).epsilon(1e-14));
         if (kind != "oprf") continue;
-        const Sample s = sample(*f, Projection::iid, m, p, N, 1000 + i);
+        const Sample s = sample(*f, Projection("iid"), m, p, N, 1000 + i);
         CAPTURE(kind, A, i, std::exp(p.xy), s.mean, s.mse, s.mse_se, theory);
         // Unbiased: the mean of N estimates is within 4 standard errors sqrt(MSE / N) of SM.
         REQUIRE(std::fabs(s.mean - std::exp(p.xy)) < 4.0 * std::sqrt(theory / double(N)));
@@ -66,7 +66,7 @@ TEST_CASE("orthogonal positive features: unbiased, below iid, within the Theorem
         const Pair& p = pts[i];
         const double iid = mse_positive_iid(p.x2, p.y2, p.xy, m);
         const double bound = theorem2_bound(p.x2, p.y2, p.xy, m, 4);
-        const Sample s = sample(*f, Projection::orthogonal, m, p, N, 2000 + i);
+        const Sample s = sample(*f, Projection("orthogonal"), m, p, N, 2000 + i);
         CAPTURE(m, i, s.mean, s.mse, s.mse_se, iid, bound);
         REQUIRE(bound < iid);
         REQUIRE(std::fabs(s.mean - std::exp(p.xy)) < 4.0 * std::sqrt(iid / double(N)));
@@ -82,7 +82,7 @@ TEST_CASE("orthogonal trig and hyperbolic features stay unbiased", "[estimators]
     const std::string kind = GENERATE(std::string("trig"), std::string("hyperbolic"));
     const FeatureMapPtr f = map_of(kind);
     const Pair p = favor_test::small_norm_points()[0];
-    const Sample s = sample(*f, Projection::orthogonal, m, p, N, 3000);
+    const Sample s = sample(*f, Projection("orthogonal"), m, p, N, 3000);
     CAPTURE(kind, s.mean, s.mse);
     REQUIRE(std::fabs(s.mean - std::exp(p.xy)) < 4.0 * std::sqrt(lemma2(kind, 0.0, p, m) / double(N)));
     REQUIRE(s.mse < lemma2(kind, 0.0, p, m) + 4.0 * s.mse_se);

@@ -185,7 +185,7 @@ TEST_CASE("golden: W of every projection to 1e-12", "[golden]") {
         const auto m = c.at("m").get<std::size_t>(), d = c.at("d").get<std::size_t>();
         const std::uint64_t seed = u64(c.at("seed")), trial = c.at("trial").get<std::uint64_t>();
         const auto want = c.at("W").get<std::vector<std::vector<double>>>();
-        const Mat<double> W = draw_projection(parse_projection(name), m, d, seed, trial);
+        const Mat<double> W = draw_projection(Projection(name), m, d, seed, trial);
         REQUIRE(W.shape(0) == m);
         REQUIRE(W.shape(1) == d);
         REQUIRE(want.size() == m);

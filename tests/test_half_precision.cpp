@@ -55,7 +55,7 @@ TEST_CASE("float16: the unshifted positive map overflows where the shifted one s
     QKV in = random_inputs(5, L, d, d, 0.5);
     const Variant shifted = variant("positive", {{"projection", "orthogonal"}});
     const Variant plain = variant("positive", {{"projection", "orthogonal"}, {"shift", false}});
-    const Mat<double> W = draw_projection(Projection::orthogonal, m, d, 7, 0);
+    const Mat<double> W = draw_projection(Projection("orthogonal"), m, d, 7, 0);
     for (std::size_t j = 0; j < L; ++j)
         for (std::size_t c = 0; c < d; ++c) in.k(j, c) += 2.0 * W(0, c);   // d^{1/4} = 2
     const Rounded h = rounded(in, Rounding::fp16);

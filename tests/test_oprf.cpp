@@ -68,7 +68,7 @@ TEST_CASE("oprf is unbiased across A < 1/8 and its iid MSE matches the closed fo
     const double A_star = oprf_optimal_A(p.z2() / 4.0);
     const double A = GENERATE_COPY(-1.0, -0.5, A_star, 0.03, 0.1);
     const double theory = oprf_feature_variance(A, p.x2, p.y2, p.xy, 4) / double(m);
-    const Sample s = sample(*oprf(A), Projection::iid, m, p, N, 7000 + std::uint64_t(1000 * (A + 2)));
+    const Sample s = sample(*oprf(A), Projection("iid"), m, p, N, 7000 + std::uint64_t(1000 * (A + 2)));
     CAPTURE(A, p.sm(), s.mean, s.mse, s.mse_se, theory);
     REQUIRE(std::fabs(s.mean - p.sm()) < 4.0 * std::sqrt(theory / double(N)));
     if (1.0 - 16.0 * A > 0) REQUIRE(std::fabs(s.mse - theory) < 4.0 * s.mse_se);
@@ -81,7 +81,7 @@ TEST_CASE("oprf with A optimal resolves A* per pair and beats the positive map",
     // Fitted to one pair gives rho = |x + y|^2 / d.
     REQUIRE(fitted_A(p.x, p.y) == Approx(A_star).epsilon(1e-14));
     const double theory = oprf_feature_variance(A_star, p.x2, p.y2, p.xy, 4) / double(m);
-    const Sample s = sample(*oprf(0.0, true), Projection::iid, m, p, N, 7100);
+    const Sample s = sample(*oprf(0.0, true), Projection("iid"), m, p, N, 7100);
     CAPTURE(A_star, s.mean, s.mse, s.mse_se, theory);
     REQUIRE(std::fabs(s.mean - p.sm()) < 4.0 * std::sqrt(theory / double(N)));
     REQUIRE(std::fabs(s.mse - theory) < 4.0 * s.mse_se);
@@ -96,9 +96,9 @@ TEST_CASE("orthogonal oprf is unbiased and below iid oprf", "[oprf][stats]") {
     const Pair p = reference();
     const double A_star = oprf_optimal_A(p.z2() / 4.0);
     const double iid = oprf_feature_variance(A_star, p.x2, p.y2, p.xy, 4) / double(m);
-    const Projection proj = GENERATE(Projection::orthogonal, Projection::simplex);
+    const Projection proj = GENERATE(Projection("orthogonal"), Projection("simplex"));
     const Sample s = sample(*oprf(0.0, true), proj, m, p, N, 7200 + m);
-    CAPTURE(m, projection_name(proj), s.mean, s.mse, s.mse_se, iid);
+    CAPTURE(m, proj.name(), s.mean, s.mse, s.mse_se, iid);
     REQUIRE(std::fabs(s.mean - p.sm()) < 4.0 * std::sqrt(iid / double(N)));
     REQUIRE(s.mse + 4.0 * s.mse_se < iid);
 }

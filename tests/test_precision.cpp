@@ -41,7 +41,7 @@ TEST_CASE("float32 FAVOR agrees with float64 on inputs with a 6x-norm outlier ke
     QKV in = random_inputs(21, L, d, dv, 1.0);
     for (std::size_t c = 0; c < d; ++c) in.k(at, c) *= 6.0;
     const FeatureMapPtr f = map_named(kind);
-    const Mat<double> W = draw_projection(Projection::orthogonal, m, d, 21, 0);
+    const Mat<double> W = draw_projection(Projection("orthogonal"), m, d, 21, 0);
     const Mat<float> q32 = cast_mat<float>(in.q), k32 = cast_mat<float>(in.k), v32 = cast_mat<float>(in.v);
     // The same (float-rounded) inputs in both precisions.
     const Mat<double> q = cast_mat<double>(q32), k = cast_mat<double>(k32), v = cast_mat<double>(v32);
@@ -64,7 +64,7 @@ TEST_CASE("float32 trig at scale 10 reports the negative fraction float64 does",
     const std::size_t L = 512, d = 16, m = 64;
     const QKV in = random_inputs(3, L, d, d, 10.0);
     const FeatureMapPtr f = map_named("trig");
-    const Mat<double> W = draw_projection(Projection::orthogonal, m, d, 3, 0);
+    const Mat<double> W = draw_projection(Projection("orthogonal"), m, d, 3, 0);
     const Mat<float> q32 = cast_mat<float>(in.q), k32 = cast_mat<float>(in.k);
     const Mat<double> q = cast_mat<double>(q32), k = cast_mat<double>(k32);
     const Approximation<double> a64 = favor_attention(fitted(f, W, q, k), q, k, in.v);

@@ -186,19 +186,19 @@ TEST_CASE("owen_scramble: a nested permutation of the digits, uniform over keys"
 TEST_CASE("qmc W: pure function of (seed, m, d, trial), nested in m, scrambled nets", "[projplus]") {
     const std::size_t d = GENERATE(1, 5, 16, 64);
     CAPTURE(d);
-    const Mat<double> a = draw_projection(Projection::qmc, 256, d, 11, 2), b = draw_projection(Projection::qmc, 256, d, 11, 2);
+    const Mat<double> a = draw_projection(Projection("qmc"), 256, d, 11, 2), b = draw_projection(Projection("qmc"), 256, d, 11, 2);
     REQUIRE(a.shape(0) == 256);
     REQUIRE(a.shape(1) == d);
     const bool same = a == b;
     REQUIRE(same);
-    const Mat<double> small = draw_projection(Projection::qmc, 100, d, 11, 2);
+    const Mat<double> small = draw_projection(Projection("qmc"), 100, d, 11, 2);
     for (std::size_t r = 0; r < 100; ++r)
         for (std::size_t c = 0; c < d; ++c) REQUIRE(small(r, c) == a(r, c));
-    const bool other_trial = draw_projection(Projection::qmc, 256, d, 11, 3) != a,
-               other_seed = draw_projection(Projection::qmc, 256, d, 12, 2) != a;
+    const bool other_trial = draw_projection(Projection("qmc"), 256, d, 11, 3) != a,
+               other_seed = draw_projection(Projection("qmc"), 256, d, 12, 2) != a;
     REQUIRE(other_trial);
     REQUIRE(other_seed);
-    REQUIRE(parse_projection("qmc") == Projection::qmc);
+    REQUIRE(Projection("qmc").name() == "qmc");
     // W = Phi^{-1}(U), U the scrambled points of the stream (seed, "W-qmc", d, trial).
     const Mat<double> U = scrambled_sobol(256, d, stream_key({11, tag("W-qmc"), d, 2}));
     for (std::size_t r = 0; r < 256; ++r)
@@ -221,11 +221,9 @@ TEST_CASE("qmc W: pure function of (seed, m, d, trial), nested in m, scrambled n
 }
 
 TEST_CASE("qmc W: d limits", "[projplus]") {
-    REQUIRE(projection_max_d(Projection::qmc) == kSobolMaxDim);
-    REQUIRE(projection_min_d(Projection::qmc) == 1);
-    REQUIRE(projection_max_d(Projection::simplex_plus) == std::numeric_limits<std::size_t>::max());
-    REQUIRE(draw_projection(Projection::qmc, 3, kSobolMaxDim, 0, 0).shape(1) == kSobolMaxDim);
-    REQUIRE_THROWS_WITH(draw_projection(Projection::qmc, 3, kSobolMaxDim + 1, 0, 0), Catch::Contains("1024"));
+    REQUIRE(Projection("qmc").entry().max_d == kSobolMaxDim);
+    REQUIRE(Projection("qmc").entry().min_d == 1);
+    REQUIRE(Projection("simplex-plus").entry().max_d == std::numeric_limits<std::size_t>::max());
 }
 
 TEST_CASE("config: qmc needs d <= 1024, simplex-plus d >= 2", "[projplus]") {
@@ -246,7 +244,7 @@ TEST_CASE("qmc rows are marginally N(0, I_d): moments of entries and cross produ
     for (std::size_t r : {0u, 1u, 5u, 63u}) {
         std::vector<double> m1, m2, m3, m4, cross;
         for (std::size_t t = 0; t < T; ++t) {
-            const Mat<double> W = draw_projection(Projection::qmc, r + 1, d, 21, t);
+            const Mat<double> W = draw_projection(Projection("qmc"), r + 1, d, 21, t);
             for (std::size_t c = 0; c < d; ++c) {
                 const double w = W(r, c);
                 m1.push_back(w);
@@ -276,7 +274,7 @@ TEST_CASE("qmc: the positive estimator is unbiased", "[projplus][stats]") {
     const auto pts = favor_test::small_norm_points();
     for (std::size_t m : {4u, 16u}) {
         for (std::size_t i = 0; i < pts.size(); ++i) {
-            const Sample s = describe(positive_estimates(Projection::qmc, m, pts[i], N, 7000 + i), pts[i].sm());
+            const Sample s = describe(positive_estimates(Projection("qmc"), m, pts[i], N, 7000 + i), pts[i].sm());
             CAPTURE(m, i, pts[i].sm(), s.mean, s.se, s.mse, s.mse_se);
             REQUIRE(std::fabs(s.mean - pts[i].sm()) < 4.0 * s.se);
         }
@@ -288,7 +286,7 @@ TEST_CASE("qmc: kernel MSE falls faster than 1/m at small norms (d = 16, |x| = |
     const std::vector<std::size_t> ms = {4, 8, 16, 32, 64, 128, 256};
     const std::size_t T = 1500;
     const double angle = 0.5 * 3.14159265358979323846;
-    const SlopeFit q = mse_by_m(Projection::qmc, ms, T, angle, 31), iid = mse_by_m(Projection::iid, ms, T, angle, 31);
+    const SlopeFit q = mse_by_m(Projection("qmc"), ms, T, angle, 31), iid = mse_by_m(Projection("iid"), ms, T, angle, 31);
     CAPTURE(q.slope, q.slope_se, iid.slope, iid.slope_se, q.mse.back(), q.mse_se.back(), iid.mse.back(), iid.mse_se.back());
     // iid: exactly 1/m (MSE = (exp|z|^2 - 1) SM^2 / m).
     REQUIRE(std::fabs(iid.slope + 1.0) < 4.0 * iid.slope_se);
@@ -308,8 +306,8 @@ TEST_CASE("simplex-plus rows keep the drawn chi(d) norms exactly and the resulta
     const std::size_t m = GENERATE(3, 16, 40, 128);
     CAPTURE(d, m);
     const std::uint64_t seed = 7, trial = 3;
-    const Mat<double> P = draw_projection(Projection::simplex_plus, m, d, seed, trial);
-    const Mat<double> S = draw_projection(Projection::simplex, m, d, seed, trial);
+    const Mat<double> P = draw_projection(Projection("simplex-plus"), m, d, seed, trial);
+    const Mat<double> S = draw_projection(Projection("simplex"), m, d, seed, trial);
     REQUIRE(P.shape(0) == m);
     REQUIRE(P.shape(1) == d);
     // The norms are those drawn: chi(d) number r of the stream (seed, "W-simplex-norms", d,
@@ -347,23 +345,22 @@ TEST_CASE("simplex-plus rows keep the drawn chi(d) norms exactly and the resulta
 TEST_CASE("simplex-plus W: pure function, nested in m (partial blocks use all their norms)", "[projplus]") {
     const std::size_t d = GENERATE(6, 16);
     CAPTURE(d);
-    const Mat<double> a = draw_projection(Projection::simplex_plus, 40, d, 11, 2), b = draw_projection(Projection::simplex_plus, 40, d, 11, 2);
+    const Mat<double> a = draw_projection(Projection("simplex-plus"), 40, d, 11, 2), b = draw_projection(Projection("simplex-plus"), 40, d, 11, 2);
     const bool same = a == b;
     REQUIRE(same);
     for (std::size_t msmall : {1u, 5u, 20u, 33u}) {
-        const Mat<double> small = draw_projection(Projection::simplex_plus, msmall, d, 11, 2);
+        const Mat<double> small = draw_projection(Projection("simplex-plus"), msmall, d, 11, 2);
         for (std::size_t r = 0; r < msmall; ++r)
             for (std::size_t c = 0; c < d; ++c) REQUIRE(small(r, c) == a(r, c));
     }
-    const bool other_trial = draw_projection(Projection::simplex_plus, 40, d, 11, 3) != a,
-               other_seed = draw_projection(Projection::simplex_plus, 40, d, 12, 2) != a,
-               not_simplex = draw_projection(Projection::simplex, 40, d, 11, 2) != a;
+    const bool other_trial = draw_projection(Projection("simplex-plus"), 40, d, 11, 3) != a,
+               other_seed = draw_projection(Projection("simplex-plus"), 40, d, 12, 2) != a,
+               not_simplex = draw_projection(Projection("simplex"), 40, d, 11, 2) != a;
     REQUIRE(other_trial);
     REQUIRE(other_seed);
     REQUIRE(not_simplex);
-    REQUIRE(parse_projection("simplex-plus") == Projection::simplex_plus);
-    REQUIRE(projection_min_d(Projection::simplex_plus) == 2);
-    REQUIRE_THROWS_WITH(draw_projection(Projection::simplex_plus, 4, 1, 0, 0), Catch::Contains("d >= 2"));
+    REQUIRE(Projection("simplex-plus").name() == "simplex-plus");
+    REQUIRE(Projection("simplex-plus").entry().min_d == 2);
 }
 
 TEST_CASE("simplex_plus_directions commutes with rotations (why each row stays N(0, I_d))", "[projplus]") {
@@ -401,8 +398,8 @@ TEST_CASE("simplex-plus: unbiased, and its MSE is below simplex's at the d = m =
     const std::size_t N = 20000, m = 4;
     const auto pts = favor_test::small_norm_points();
     for (std::size_t i = 0; i < pts.size(); ++i) {
-        const std::vector<double> p = positive_estimates(Projection::simplex_plus, m, pts[i], N, 8000 + i);
-        const std::vector<double> s = positive_estimates(Projection::simplex, m, pts[i], N, 8000 + i);
+        const std::vector<double> p = positive_estimates(Projection("simplex-plus"), m, pts[i], N, 8000 + i);
+        const std::vector<double> s = positive_estimates(Projection("simplex"), m, pts[i], N, 8000 + i);
         const Sample sp = describe(p, pts[i].sm()), ss = describe(s, pts[i].sm());
         std::vector<double> diff(N);
         for (std::size_t t = 0; t < N; ++t) diff[t] = (p[t] - pts[i].sm()) * (p[t] - pts[i].sm()) - (s[t] - pts[i].sm()) * (s[t] - pts[i].sm());

@@ -113,7 +113,7 @@ TEST_CASE("hadamard-fixed blocks: orthogonal rows of norm sqrt(d) for d = 2^k, o
     const std::size_t m = GENERATE(3, 16, 40, 128);
     const std::size_t p = next_pow2(d);
     CAPTURE(d, p, m);
-    const Mat<double> W = draw_projection(Projection::hadamard_fixed, m, d, 7, 3);
+    const Mat<double> W = draw_projection(Projection("hadamard-fixed"), m, d, 7, 3);
     REQUIRE(W.shape(0) == m);
     REQUIRE(W.shape(1) == d);
     for (std::size_t a = 0; a < m; ++a) {
@@ -137,8 +137,8 @@ TEST_CASE("hadamard rows: the hadamard-fixed rows rescaled by chi(p) / sqrt(p)",
     const std::size_t d = GENERATE(4, 3, 20, 64);
     const std::size_t p = next_pow2(d), m = 4096;
     CAPTURE(d, p);
-    const Mat<double> W = draw_projection(Projection::hadamard, m, d, 7, 3);
-    const Mat<double> F = draw_projection(Projection::hadamard_fixed, m, d, 7, 3);
+    const Mat<double> W = draw_projection(Projection("hadamard"), m, d, 7, 3);
+    const Mat<double> F = draw_projection(Projection("hadamard-fixed"), m, d, 7, 3);
     // Row r of W is s_r times row r of F with s_r > 0, one factor for the whole row.
     std::vector<double> s;
     for (std::size_t r = 0; r < m; ++r) {
@@ -230,8 +230,8 @@ TEST_CASE("hadamard positive estimator: unbiased within statistical error, hadam
         if (d == 3)   // drop the last coordinate: exercises the zero padding
             pr = favor_test::make_pair({pr.x(0, 0), pr.x(0, 1), pr.x(0, 2)}, {pr.y(0, 0), pr.y(0, 1), pr.y(0, 2)});
         const double exact = exact_sorf_mean(pr.x, pr.y, p, true), exact_fixed = exact_sorf_mean(pr.x, pr.y, p, false);
-        const Sample s = sample_positive(Projection::hadamard, p, pr, N, 4000 + i);
-        const Sample f = sample_positive(Projection::hadamard_fixed, p, pr, N, 4000 + i);
+        const Sample s = sample_positive(Projection("hadamard"), p, pr, N, 4000 + i);
+        const Sample f = sample_positive(Projection("hadamard-fixed"), p, pr, N, 4000 + i);
         const double se = s.se, se_f = f.se;
         CAPTURE(d, i, pr.sm(), exact / pr.sm() - 1, exact_fixed / pr.sm() - 1, s.mean, se, f.mean, se_f);
         // The samplers follow their exact laws.
@@ -275,8 +275,8 @@ TEST_CASE("givens and simplex blocks: geometry to 1e-12, independent blocks", "[
     const std::size_t d = GENERATE(2, 4, 5, 16, 64);
     const std::size_t m = GENERATE(3, 16, 40, 128);
     CAPTURE(d, m);
-    const Mat<double> G = draw_projection(Projection::givens, m, d, 7, 3);
-    const Mat<double> S = draw_projection(Projection::simplex, m, d, 7, 3);
+    const Mat<double> G = draw_projection(Projection("givens"), m, d, 7, 3);
+    const Mat<double> S = draw_projection(Projection("simplex"), m, d, 7, 3);
     REQUIRE(G.shape() == S.shape());
     REQUIRE(G.shape(0) == m);
     REQUIRE(G.shape(1) == d);
@@ -311,36 +311,22 @@ TEST_CASE("simplex_directions: unit rows, pairwise dot -1/(d-1)", "[structured]"
     }
 }
 
-TEST_CASE("structured W is a pure function of (seed, projection, m, d, trial), nested in m", "[structured]") {
+TEST_CASE("structured W: own streams, simplex rows at cosine -1/(d-1)", "[structured]") {
+    // Purity, nesting in m, orthogonality of givens and power-of-two hadamard blocks and the
+    // d limits: test_projection_contract.cpp, for every projection.
     const std::size_t d = GENERATE(16, 6);
-    for (Projection p : {Projection::simplex, Projection::hadamard, Projection::hadamard_fixed, Projection::givens}) {
-        CAPTURE(d, projection_name(p));
-        const Mat<double> a = draw_projection(p, 40, d, 11, 2), b = draw_projection(p, 40, d, 11, 2);
-        const bool same = a == b;
-        REQUIRE(same);
-        const Mat<double> small = draw_projection(p, 20, d, 11, 2);
-        for (std::size_t r = 0; r < 20; ++r)
-            for (std::size_t c = 0; c < d; ++c) REQUIRE(small(r, c) == a(r, c));
-        const bool other_trial = draw_projection(p, 40, d, 11, 3) != a, other_seed = draw_projection(p, 40, d, 12, 2) != a;
-        REQUIRE(other_trial);
-        REQUIRE(other_seed);
+    for (Projection p : {Projection("simplex"), Projection("hadamard"), Projection("hadamard-fixed"), Projection("givens")}) {
+        CAPTURE(d, p.name());
+        const Mat<double> a = draw_projection(p, 40, d, 11, 2);
         // Independent of the ORF draw with the same values (own stream tags).
-        const bool other_proj = draw_projection(Projection::orthogonal, 40, d, 11, 2) != a;
+        const bool other_proj = draw_projection(Projection("orthogonal"), 40, d, 11, 2) != a;
         REQUIRE(other_proj);
-        REQUIRE(parse_projection(projection_name(p)) == p);
-        // Rows are coupled within a block: rows 0 and 1 of a givens or power-of-two hadamard
-        // block are orthogonal, simplex rows have cosine -1/(d-1) (iid rows would be neither).
-        const double cos01 = dot_rows(a, 0, 1) / std::sqrt(dot_rows(a, 0, 0) * dot_rows(a, 1, 1));
-        if (p == Projection::simplex) REQUIRE(cos01 == Approx(-1.0 / double(d - 1)).margin(1e-12));
-        else if (p == Projection::givens || d == 16) REQUIRE(std::fabs(cos01) < 1e-12);
+        // Rows are coupled within a block: simplex rows have cosine -1/(d-1) (iid rows would not).
+        if (p == Projection("simplex")) {
+            const double cos01 = dot_rows(a, 0, 1) / std::sqrt(dot_rows(a, 0, 0) * dot_rows(a, 1, 1));
+            REQUIRE(cos01 == Approx(-1.0 / double(d - 1)).margin(1e-12));
+        }
     }
-}
-
-TEST_CASE("simplex and givens need d >= 2", "[structured]") {
-    REQUIRE_THROWS_WITH(draw_projection(Projection::simplex, 4, 1, 0, 0), Catch::Contains("d >= 2"));
-    REQUIRE_THROWS_WITH(draw_projection(Projection::givens, 4, 1, 0, 0), Catch::Contains("d >= 2"));
-    REQUIRE(draw_projection(Projection::hadamard, 3, 1, 0, 0).shape(0) == 3);
-    REQUIRE(draw_projection(Projection::hadamard_fixed, 3, 1, 0, 0).shape(0) == 3);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -351,8 +337,8 @@ TEST_CASE("SimRF: unbiased, and its MSE is below ORF's at the d = m = 4 referenc
     // (and with numpy, 1e5 trials): ORF 0.186, SimRF 0.078; Theorem 2 bounds ORF by 0.189.
     const std::size_t N = 20000, m = 4;
     const Pair pr = favor_test::small_norm_points()[0];
-    const Sample sim = sample_positive(Projection::simplex, m, pr, N, 5000);
-    const Sample orf = sample_positive(Projection::orthogonal, m, pr, N, 5001);
+    const Sample sim = sample_positive(Projection("simplex"), m, pr, N, 5000);
+    const Sample orf = sample_positive(Projection("orthogonal"), m, pr, N, 5001);
     CAPTURE(sim.mean, sim.mse, sim.mse_se, orf.mean, orf.mse, orf.mse_se);
     // SimRF rows are marginally N(0, I) (uniform direction, chi(d) norm): exactly unbiased.
     REQUIRE(std::fabs(sim.mean - pr.sm()) < 4.0 * sim.se);
@@ -365,8 +351,8 @@ TEST_CASE("SimRF below ORF at the other small-norm points, and for two blocks", 
     const std::size_t m = GENERATE(4, 8);
     const auto pts = favor_test::small_norm_points();
     for (std::size_t i = 1; i < pts.size(); ++i) {
-        const Sample sim = sample_positive(Projection::simplex, m, pts[i], N, 5100 + i);
-        const Sample orf = sample_positive(Projection::orthogonal, m, pts[i], N, 5200 + i);
+        const Sample sim = sample_positive(Projection("simplex"), m, pts[i], N, 5100 + i);
+        const Sample orf = sample_positive(Projection("orthogonal"), m, pts[i], N, 5200 + i);
         CAPTURE(m, i, sim.mse, sim.mse_se, orf.mse, orf.mse_se);
         REQUIRE(std::fabs(sim.mean - pts[i].sm()) < 4.0 * sim.se);
         REQUIRE(sim.mse + 4.0 * std::hypot(sim.mse_se, orf.mse_se) < orf.mse);
@@ -382,7 +368,7 @@ TEST_CASE("givens positive estimator is unbiased within 4 standard errors for fu
     const std::size_t N = 20000, m = 4;
     const auto pts = favor_test::small_norm_points();
     for (std::size_t i = 0; i < pts.size(); ++i) {
-        const Sample s = sample_positive(Projection::givens, m, pts[i], N, 6000 + i);
+        const Sample s = sample_positive(Projection("givens"), m, pts[i], N, 6000 + i);
         CAPTURE(i, pts[i].sm(), s.mean, s.mse, s.se);
         REQUIRE(std::fabs(s.mean - pts[i].sm()) < 4.0 * s.se);
     }

@@ -14,6 +14,7 @@
 #include "favor/files.hpp"
 #include "favor/metric_table.hpp"
 #include "favor/names.hpp"
+#include "favor/projections.hpp"
 
 namespace favor {
 
@@ -143,14 +144,15 @@ void check_dimensions(const Config& c, const std::vector<std::size_t>& ds, const
     for (std::size_t i = 0; i < c.variants.size(); ++i) {
         const Variant& v = c.variants[i];
         if (v.exact || !v.map->uses_projection()) continue;
+        const ProjectionEntry& e = v.projection.entry();
         for (std::size_t d : ds)
-            if (d < projection_min_d(v.projection))
+            if (d < e.min_d)
                 root.at("variants").at(i).at("projection").fail(
-                    "'" + projection_name(v.projection) + "' needs d >= " + std::to_string(projection_min_d(v.projection)) +
+                    "'" + v.projection.name() + "' needs d >= " + std::to_string(e.min_d) +
                     ", the config has d = " + std::to_string(d));
-            else if (d > projection_max_d(v.projection))
+            else if (d > e.max_d)
                 root.at("variants").at(i).at("projection").fail(
-                    "'" + projection_name(v.projection) + "' needs d <= " + std::to_string(projection_max_d(v.projection)) +
+                    "'" + v.projection.name() + "' needs d <= " + std::to_string(e.max_d) +
                     ", the config has d = " + std::to_string(d));
     }
 }

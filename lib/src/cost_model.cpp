@@ -17,6 +17,7 @@
 #include "favor/cells.hpp"
 #include "favor/error.hpp"
 #include "favor/metric_table.hpp"
+#include "favor/projections.hpp"
 
 namespace favor {
 
@@ -47,16 +48,10 @@ double exact_tiles(int threads, double dv, std::size_t s) {
     return double(threads) * (rows * kt + 2.0 * rows * dv) * double(s);
 }
 
-std::size_t pow2_at_least(std::size_t d) {
-    std::size_t p = 1;
-    while (p < d) p *= 2;
-    return p;
-}
-
 // Drawing W (m, d) and keeping it in precision s: the matrix, its float64 draw, and the
-// scratch of one d x d (or p x p, hadamard) block and its QR.
+// scratch of one d x d (or p x p, hadamard: its block_rows) block and its QR.
 double w_bytes(std::size_t m, std::size_t d, std::size_t s, Projection p) {
-    const double b = double(p == Projection::hadamard || p == Projection::hadamard_fixed ? pow2_at_least(d) : d);
+    const double b = double(std::max(d, p.entry().block_rows(d)));
     return double(m) * double(d) * double(8 + s) + 4.0 * b * b * 8.0;
 }
 
@@ -529,7 +524,7 @@ Cost estimate_gen(std::size_t L, std::size_t d, std::size_t dv, bool basis) {
 
 Cost estimate_projection(std::size_t m, std::size_t d) {
     Terms t;
-    t.add("W", "--m", w_bytes(m, d, 8, Projection::hadamard) + 8.0 * double(m) * double(d));
+    t.add("W", "--m", w_bytes(m, d, 8, Projection("hadamard")) + 8.0 * double(m) * double(d));
     return finish(t, 0, 1, "", {{"--m", "lower --m or --d"}});
 }
 

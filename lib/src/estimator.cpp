@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "favor/projections.hpp"
 
 namespace favor {
 

@@ -12,6 +12,7 @@
 #include "experiment_parts.hpp"
 #include "favor/cells.hpp"
 #include "favor/parallel.hpp"
+#include "favor/projections.hpp"
 #include "favor/report.hpp"
 #include "favor/structured.hpp"
 #include "favor/rng.hpp"
@@ -51,8 +52,8 @@ Table kernel_summary(const Config& cfg, const std::vector<KernelCell>& cells, co
             for (std::size_t t = 0; t < T; ++t) errs[t] = sq[ci][t * n + r], theory_sum += th[ci][t * n + r];
             const Stats s = describe(errs);
             std::optional<double> theory, bound;
-            if (var.projection == Projection::iid && std::isfinite(theory_sum)) theory = theory_sum / double(T);
-            if (var.projection == Projection::orthogonal && var.map->name() == "positive")
+            if (var.projection.entry().has(kIndependentRows) && std::isfinite(theory_sum)) theory = theory_sum / double(T);
+            if (var.projection == Projection("orthogonal") && var.map->name() == "positive")
                 bound = theorem2_bound(x2, y2, xy, c.m, c.d);
             res.summary.rows.push_back({var.name, var.features_label(), var.projection_label(),
                                         format_count(c.d), format_count(c.m), format_number(l),
@@ -86,7 +87,7 @@ void kernel_trial(const Config& cfg, const KernelCell& c, std::size_t trial, dou
         for (std::size_t c2 = 0; c2 < c.d; ++c2) xy += x(0, c2) * y(0, c2);
         const double e = kernel_estimate(*est.map, est.W, x, y) - std::exp(xy);
         sq[r] = e * e;
-        if (var.projection == Projection::iid) th[r] = pair_mse_at(*est.map->resolve(x, y), x, y, c.m).value_or(th[r]);
+        if (var.projection.entry().has(kIndependentRows)) th[r] = pair_mse_at(*est.map->resolve(x, y), x, y, c.m).value_or(th[r]);
     }
 }
 

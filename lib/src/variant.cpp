@@ -79,12 +79,12 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
             w.at("projection").fail("does not apply to '" + features + "' (it uses no random projection)");
         const std::string p = read_string(v["projection"], w.at("projection"));
         try {
-            out.projection = parse_projection(p);
+            out.projection = Projection(p);
         } catch (const Error& e) {
             w.at("projection").fail(e.what());
         }
     }
-    out.name = fields.string("name", out.map->uses_projection() ? features + "-" + projection_name(out.projection) : features);
+    out.name = fields.string("name", out.map->uses_projection() ? features + "-" + out.projection.name() : features);
     check_variant_name(out.name, w.at("name"));
     return out;
 }

@@ -6,7 +6,7 @@
 
 #include "favor/feature_maps.hpp"
 #include "favor/fields.hpp"
-#include "favor/projections.hpp"
+#include "favor/projection_handle.hpp"
 
 namespace favor {
 
@@ -15,7 +15,7 @@ struct Variant {
                                // map without a projection, or "exact"
     bool exact = false;        // exact softmax attention (timing experiments)
     FeatureMapPtr map;         // null for exact
-    Projection projection = Projection::iid;
+    Projection projection;     // default iid
     // "shift": false computes the features without their max shift, phi = exp(log_scale) phi~
     // with log_scale 0 (docs/design.md section 2.3): the plain formula, as code without a
     // stabiliser has it (maps with a shift: the exp family and trig; epsilon must be 0).
@@ -23,7 +23,7 @@ struct Variant {
     std::string features_label() const { return exact ? "exact" : map->name(); }
     // Empty for exact and for maps that use no projection (elu, dpfp, nystrom).
     std::string projection_label() const {
-        return exact || !map->uses_projection() ? "" : projection_name(projection);
+        return exact || !map->uses_projection() ? "" : projection.name();
     }
     // The variant with every default filled in, as run.json records it.
     nlohmann::json resolved() const;
