@@ -439,7 +439,8 @@ def _write(out, captured):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Capture Q/K/V of the committed tiny model "
+    ap = argparse.ArgumentParser(usage="%(prog)s --text FILE --L N --out DIR [--offset BYTES] [--model PT]",
+                                 description="Capture Q/K/V of the committed tiny model "
                                  "(scripts/tiny_lm.py) on a text excerpt")
     ap.add_argument("--text", required=True, help="the text file (read as bytes)")
     ap.add_argument("--L", type=int, required=True, help="number of bytes (sequence length)")

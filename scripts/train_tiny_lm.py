@@ -132,7 +132,8 @@ def cpu_seconds():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(usage="%(prog)s [--out PT] [--seed N] [--data-only] [--bench] [options]   "
+                                 "(-h lists them)", description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="data/tiny_lm.pt")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=160, help="steps at context 256, batch 16")
