@@ -18,6 +18,7 @@ Standard library only (csv, json), so it runs before numpy is installed.
 """
 import csv
 import json
+import math
 import os
 import sys
 
@@ -49,7 +50,7 @@ def middle(values):
 def fmt(x):
     if x is None:
         return "-"
-    return str(int(x)) if x == int(x) and abs(x) < 1e7 else f"{x:.3g}"
+    return str(int(x)) if math.isfinite(x) and x == int(x) and abs(x) < 1e7 else f"{x:.3g}"
 
 
 def seconds(x):

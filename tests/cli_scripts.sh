@@ -59,5 +59,15 @@ for path in "$tmp"/repo/scripts/*; do
   count=$((count + 1))
 done
 [ "$count" -ge 30 ] || fail "only $count scripts checked"
+
+# scripts/run.sh's summary: headline.py on committed result sets of each kind (approximation,
+# kernel, timing, per-head at equal budgets, NaN means) prints its three lines.
+for set in default fig2_kernel_mse_ratio timing_vs_L trained_heads/layer0 precision_scale_sweep/float16; do
+  [ -f "$src/results/$set/run.json" ] || continue
+  /usr/bin/python3 "$tmp/repo/scripts/headline.py" "$src/results/$set" > "$tmp/out" 2> "$tmp/err" ||
+    { fail "headline.py results/$set: $(head -c 300 "$tmp/err")"; continue; }
+  [ "$(wc -l < "$tmp/out")" = 3 ] && head -n 1 "$tmp/out" | grep -q "^wrote $src/results/$set/ in " ||
+    fail "headline.py results/$set: $(head -c 300 "$tmp/out")"
+done
 [ "$fails" = 0 ] || exit 1
 echo "ok: $count scripts print their usage line"
