@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "favor/apply.hpp"
+#include "favor/apply_grad.hpp"
 #include "favor/cells.hpp"
 #include "favor/compare.hpp"
 #include "favor/ranking.hpp"
@@ -33,7 +34,9 @@
 #include "favor/feature_maps.hpp"
 #include "favor/metrics.hpp"
 #include "favor/inputs.hpp"
-#include "favor/limits.hpp"
+#include "favor/byte_sizes.hpp"
+#include "favor/cost_model.hpp"
+#include "favor/resources.hpp"
 #include "favor/names.hpp"
 #include "favor/merge.hpp"
 #include "favor/npy.hpp"
@@ -447,7 +450,7 @@ int cmd_projection(const ProjectionFlags& p) {
 }
 
 struct ApplyFlags {
-    Text q, k, v, out, features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads, max_memory;
+    Text q, k, v, out, features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads, max_memory, grad;
     std::vector<std::string> params;
     bool exact = false, causal = false;
 };
@@ -474,6 +477,7 @@ int cmd_apply(const ApplyFlags& a) {
     req.params = a.params;
     favor::ApplyOptions o = favor::resolve_apply(req);
     const favor::QkvShapes shapes = favor::read_qkv_shapes(*a.q, *a.k, *a.v, o.causal);
+    if (a.grad.get()) favor::check_apply_grad(o, *a.grad, &shapes);
     const favor::ThreadPlan clamp = favor::plan_threads(o.threads, 0.0);
     const favor::Cost cost = favor::estimate_apply(shapes, o, clamp.threads);
     const favor::MemoryBudget budget = budget_of("apply", a.max_memory);
@@ -488,6 +492,7 @@ int cmd_apply(const ApplyFlags& a) {
     const favor::HeadTensors in = favor::load_qkv(*a.q, *a.k, *a.v, o.causal);
     const std::vector<favor::Mat<double>> out = favor::apply_attention(in, o);
     favor::save_heads(*a.out, in.lead, out, o.dtype != favor::DType::float64);
+    if (a.grad.get()) favor::write_apply_gradients(*a.grad, *a.out, in, o);
     if (const auto bad = favor::find_nonfinite(in, out, o)) {
         std::size_t total = 0;
         for (const auto& h : out) total += h.size();
@@ -685,6 +690,7 @@ int main(int argc, char** argv) {
     bind(apply, af.dtype, "--dtype", "compute and output precision: float32, float64 (default), float16 or bfloat16 (emulated)");
     bind(apply, af.threads, "--threads", "threads for exact attention (default all)");
     bind(apply, af.out, "--out", "output .npy file");
+    bind(apply, af.grad, "--grad", "upstream gradient dLoss/dOut .npy (the output's shape): also writes dq.npy, dk.npy, dv.npy beside --out");
     bind(apply, af.max_memory, "--max-memory", "memory budget, e.g. 8G");
     for (Text* t : {&af.q, &af.k, &af.v, &af.out}) t->opt->required();
     apply->footer("Exit code 3: the output was written but some entries are not finite (one line says how many, "

@@ -1,12 +1,16 @@
 #!/usr/bin/python3
-"""Checks of scripts/plot.py against the tables it draws, in one process (tests/cli_plot.sh).
+"""cli_plot: scripts/plot.py drawn in this one process, its plotted series checked.
 
-Usage: plot_check.py TMP PLOT_PY, where TMP holds the result sets cli_plot.sh made with favor:
-approx (m sweep, two scales, trig/positive x iid/orthogonal), sweepL (L sweep), heads (npy
-per_head: a head column), kernel (kernel experiment), timing (timing.csv with a skipped cell).
-Each plot is drawn with --data; the series drawn are compared with summary.csv: x and y of
-every line, band edges, ratio = metric / baseline, one series per head, kernel points at
-their measured angles. Bad input exits 2 with one line on stderr. Prints "plot_check: ok".
+Usage: plot_check.py FAVOR_BINARY SOURCE_DIR (tests/cli_plot.sh runs it).
+
+Result sets in a temporary directory: favor makes approx (m sweep, two scales, trig/positive x
+iid/orthogonal), sweepL (L sweep), heads (npy per_head: a head column) and kernel (kernel
+experiment), each well under a second; timing is the committed results/timing_vs_L (a timing
+run measures the machine's gemm rate first, seconds of a 2048^3 product) with a skipped cell
+appended. Each plot is drawn with --data; the series drawn are compared with summary.csv: x
+and y of every line, band edges, ratio = metric / baseline, one series per head, kernel points
+at their measured angles, the layout, the default output beside the result set. Bad input exits
+2 with one line on stderr. Prints "plot_check: ok".
 """
 import contextlib
 import csv
@@ -16,17 +20,32 @@ import json
 import math
 import os
 import shutil
+import subprocess
 import sys
+import tempfile
 
-TMP, PLOT = sys.argv[1], sys.argv[2]
-spec = importlib.util.spec_from_file_location("plot", PLOT)
+import numpy as np
+
+FAVOR, SRC = sys.argv[1], sys.argv[2]
+spec = importlib.util.spec_from_file_location("plot", os.path.join(SRC, "scripts", "plot.py"))
 plot = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(plot)
-# The series are checked from the sidecars; the PNGs only need to be written: at low
-# resolution, which is most of the time saved.
+# The series are checked from the sidecars (--data). Rendering (the layout engine runs then) is
+# most of the time (about 1 s a figure): the first figure is rendered, at low resolution
+# (draw(..., render=True)); the others write only the PNG signature, which is all the checks read.
 _savefig = plot.plt.Figure.savefig
-plot.plt.Figure.savefig = lambda fig, out, **kw: _savefig(fig, out, **{**kw, "dpi": 30})
+RENDER = [False]
 
+
+def _save(fig, out, **kw):
+    if RENDER[0]:
+        _savefig(fig, out, **{**kw, "dpi": 30})
+    else:
+        with open(out, "wb") as f:
+            f.write(b"\x89PNG\r\n\x1a\n")
+
+
+plot.plt.Figure.savefig = _save
 
 def fail(msg):
     print(f"FAIL: {msg}", file=sys.stderr)
@@ -49,11 +68,15 @@ def is_png(path):
         return f.read(8) == b"\x89PNG\r\n\x1a\n"
 
 
-def draw(name, result, *args):
+def draw(name, result, *args, render=False):
     """Plot result with args and --data; return the sidecar (checked: PNG written)."""
     os.makedirs(os.path.join(TMP, "data"), exist_ok=True)
     data = os.path.join(TMP, "data", name + ".json")
-    rc, out, err = run(result, *args, "--data", data)
+    RENDER[0] = render
+    try:
+        rc, out, err = run(result, *args, "--data", data)
+    finally:
+        RENDER[0] = False
     if rc != 0:
         fail(f"{name}: plot.py {result} {' '.join(args)}: exit {rc}: {err.strip()}")
     png = out.strip()
@@ -79,6 +102,56 @@ def refuse(what, *args, expect=None):
     if os.path.exists(bad):
         fail(f"{what}: PNG written")
 
+
+# --- the result sets --------------------------------------------------------------------
+
+APPROX = {"name": "tiny_plot", "inputs": {"source": "random", "L": 64, "d": 8, "scale": [0.5, 1.0]},
+          "variants": [{"features": "positive", "projection": "iid"},
+                       {"features": "positive", "projection": "orthogonal"},
+                       {"features": "trig", "projection": "iid"}, {"features": "trig", "projection": "orthogonal"}],
+          "m": [8, 16], "trials": 2, "metrics": ["output_mse", "output_rel_error", "kernel_mse"]}
+HEADS = {"name": "tiny_heads", "inputs": {"source": "npy", "q": "q.npy", "k": "k.npy", "v": "v.npy", "per_head": True},
+         "variants": [{"features": "positive", "projection": "orthogonal"}, {"features": "trig", "projection": "iid"}],
+         "m": [8, 16], "trials": 3}
+KERNEL = {"name": "tiny_kernel", "experiment": "kernel", "d": 4, "m": 4, "norm": [0.5, 1.0],
+          "angle": [-2.0, -1.0, 0.0, 0.5, 1.0, 2.0], "trials": 20,
+          "variants": [{"features": "trig", "projection": "iid"}, {"features": "positive", "projection": "iid"},
+                       {"features": "positive", "projection": "orthogonal"}]}
+
+
+def favor_run(config, name, *flags):
+    """favor run of config (a dict, written to TMP/name.json) into TMP/name."""
+    path = os.path.join(TMP, name + ".json")
+    with open(path, "w") as f:
+        json.dump(config, f)
+    r = subprocess.run([FAVOR, "run", path, "--out", os.path.join(TMP, name), "--quiet", *flags],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"favor run {name}: exit {r.returncode}: {r.stderr.strip()}")
+
+
+def make_results():
+    favor_run(APPROX, "approx")
+    favor_run(APPROX, "sweepL", "--set", "inputs.L=[32,64]", "--set", "inputs.scale=0.5", "--m", "8")
+    rng = np.random.default_rng(0)
+    for n in "qkv":
+        np.save(os.path.join(TMP, f"{n}.npy"), 0.7 * rng.standard_normal((3, 32, 8)))
+    favor_run(HEADS, "heads")
+    favor_run(KERNEL, "kernel")
+    # timing: the committed result set, and a cell the budget skipped (empty times)
+    timing = os.path.join(TMP, "timing")
+    shutil.copytree(os.path.join(SRC, "results", "timing_vs_L"), timing,
+                    ignore=shutil.ignore_patterns("*.png"))
+    with open(os.path.join(timing, "timing.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    skip = {k: "" for k in rows[0]}
+    skip.update(variant="exact", L=str(2 * max(int(r["L"]) for r in rows)), d=rows[0]["d"], dtype=rows[0]["dtype"],
+                threads=rows[0]["threads"], repeats=rows[0]["repeats"], status="skipped: over time budget")
+    with open(os.path.join(timing, "timing.csv"), "a", newline="") as f:
+        csv.DictWriter(f, fieldnames=list(rows[0])).writerow(skip)
+
+
+# --- the checks -------------------------------------------------------------------------
 
 def table(result):
     with open(os.path.join(result, "summary.csv"), newline="") as f:
@@ -164,7 +237,7 @@ def check_approx():
     src = os.path.join(TMP, "approx")
     rows = table(src)
     before = set(os.listdir(src))
-    d = draw("approx", src)
+    d = draw("approx", src, render=True)
     if d["png"] != src + ".png":
         fail(f"default output beside the result set: {d['png']}, want {src}.png")
     if set(os.listdir(src)) != before:
@@ -320,9 +393,10 @@ def check_timing_and_errors():
         check_lines(d, table(src), "L", "output_rel_error_mean", "L sweep")
 
 
-check_approx()
-check_heads()
-check_kernel()
-check_timing_and_errors()
-shutil.rmtree(os.path.join(TMP, "empty"), ignore_errors=True)
+with tempfile.TemporaryDirectory(prefix="cli_plot.") as TMP:
+    make_results()
+    check_approx()
+    check_heads()
+    check_kernel()
+    check_timing_and_errors()
 print("plot_check: ok")

@@ -272,15 +272,12 @@ TEST_CASE("baseline variants: config checks and the resolved config", "[baseline
     REQUIRE(!c.resolved()["variants"][0].contains("projection"));
     REQUIRE_NOTHROW(parse_config(c.resolved(), "again.json"));   // run.json's config parses again
 
-    auto error_of = [&](const std::string& set) -> std::string {
-        json j = json::parse(good);
-        try {
+    auto error_of = [&](const std::string& set) {
+        return favor_test::error_of([&] {
+            json j = json::parse(good);
             apply_set(j, set);
             parse_config(j, "c.json");
-        } catch (const Error& e) {
-            return e.what();
-        }
-        return "";
+        });
     };
     const auto [set, expect] = GENERATE(table<std::string, std::string>({
         {"variants.0.projection=\"orthogonal\"", "c.json: variants[0].projection: does not apply to 'elu' (it uses no random projection)"},

@@ -567,7 +567,7 @@ TEST_CASE("compare: deterministic maps, non-finite trials, --against and --pairs
     }
 }
 
-TEST_CASE("compare: --match num_features pairs equal F; input_seed identifies trials; underpowered", "[compare]") {
+TEST_CASE("compare: --match num_features pairs equal F, input_seed identifies trials, underpowered", "[compare]") {
     TempDir dir("match");
     // trig m = 8 (F = 16), positive m = 8 and 16 (F = 8, 16), elu at m = 8 and 16 (F = 4 both).
     // Two input seeds x 2 trials = 4 trials per variant.

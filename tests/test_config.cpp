@@ -1,6 +1,7 @@
 // Config validation: every bad config is one Error naming the file and the field.
 #include <catch2/catch.hpp>
 
+#include "helpers.hpp"
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 
@@ -11,15 +12,13 @@ namespace {
 const char* kGood = R"({"name": "g", "inputs": {"source": "random", "L": 64, "d": 8},
     "variants": [{"features": "positive", "projection": "orthogonal"}], "m": 16, "trials": 2})";
 
+// The error of parsing kGood with `set` applied; "" when it parses.
 std::string error_of(const std::string& set) {
-    json j = json::parse(kGood);
-    try {
+    return favor_test::error_of([&] {
+        json j = json::parse(kGood);
         apply_set(j, set);
         parse_config(j, "c.json");
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
+    });
 }
 }  // namespace
 

@@ -27,39 +27,17 @@ namespace {
 
 const char* const kMaps[] = {"gerf", "sderf", "saderf"};
 
-// phi_q(x) . phi_k(y) with the map's parameters as they are (no refit to the pair).
-double estimate(const FeatureMap& f, const Mat<double>& W, const Mat<double>& x, const Mat<double>& y) {
-    const Features<double> fx = compute_features(f, x, 1.0, W, Side::query);
-    const Features<double> fy = compute_features(f, y, 1.0, W, Side::key);
-    double dot = 0.0;
-    for (std::size_t j = 0; j < fx.phi.shape(1); ++j) dot += fx.phi(0, j) * fy.phi(0, j);
-    return dot * std::exp(fx.log_scale[0] + fy.log_scale[0]);
-}
+using favor_test::describe;
+using favor_test::estimate_as_is;
+using favor_test::Sample;
 
-// Squared errors of N estimates of SM(x, y), trial t with W = draw_projection(p, m, d, seed, t).
+// Squared errors of N estimates of SM(x, y) (the map's parameters as they are), trial t with
+// W = draw_projection(p, m, d, seed, t).
 std::vector<double> squared_errors(const FeatureMap& f, Projection p, std::size_t m, const Pair& pr, std::size_t N,
-                                   std::uint64_t seed, double* mean = nullptr) {
-    std::vector<double> sq(N);
-    double s = 0.0;
-    for (std::size_t t = 0; t < N; ++t) {
-        const double e = estimate(f, draw_projection(p, m, pr.x.shape(1), seed, t), pr.x, pr.y);
-        s += e / double(N);
-        sq[t] = (e - pr.sm()) * (e - pr.sm());
-    }
-    if (mean) *mean = s;
+                                   std::uint64_t seed) {
+    std::vector<double> sq = favor_test::kernel_estimates(f, p, m, pr, N, seed, false);
+    for (double& e : sq) e = (e - pr.sm()) * (e - pr.sm());
     return sq;
-}
-
-struct MeanSe {
-    double mean = 0, se = 0;
-};
-MeanSe mean_se(const std::vector<double>& v) {
-    MeanSe r;
-    for (double q : v) r.mean += q / double(v.size());
-    double var = 0;
-    for (double q : v) var += (q - r.mean) * (q - r.mean) / double(v.size() - 1);
-    r.se = std::sqrt(var / double(v.size()));
-    return r;
 }
 
 // L x d normals with per-coordinate scales (anisotropic), plus a common offset.
@@ -276,18 +254,16 @@ TEST_CASE("gerf, sderf, saderf are unbiased and their iid MSE is the closed form
             const Pair& p = points[pi];
             const FeatureMapPtr f = c.fit == 0 ? c.map : c.fit == 1 ? c.map->resolve(p.x, p.y) : c.map->resolve(SX, SY);
             const double theory = *pair_mse_at(*f, p.x, p.y, m);
-            double mean = 0;
-            const MeanSe s = mean_se(squared_errors(*f, Projection::iid, m, p, N, ++seed, &mean));
-            CAPTURE(pi, c.name, c.fit, f->params().dump(), p.z2(), p.sm(), mean, s.mean, s.se, theory);
-            REQUIRE(std::fabs(mean - p.sm()) < 4.0 * std::sqrt(theory / double(N)));
-            REQUIRE(std::fabs(s.mean - theory) < 4.0 * s.se);
+            const Sample s = favor_test::sample(*f, Projection::iid, m, p, N, ++seed, false);
+            CAPTURE(pi, c.name, c.fit, f->params().dump(), p.z2(), p.sm(), s.mean, s.mse, s.mse_se, theory);
+            REQUIRE(std::fabs(s.mean - p.sm()) < 4.0 * std::sqrt(theory / double(N)));
+            REQUIRE(std::fabs(s.mse - theory) < 4.0 * s.mse_se);
         }
     // Orthogonal W: unbiased too (each row is N(0, I_d)).
     for (const char* k : kMaps) {
         const Pair& p = points[1];
         const FeatureMapPtr f = map_named(k)->resolve(p.x, p.y);
-        double mean = 0;
-        squared_errors(*f, Projection::orthogonal, d, p, 5000, ++seed, &mean);
+        const double mean = favor_test::sample(*f, Projection::orthogonal, d, p, 5000, ++seed, false).mean;
         const double theory = *pair_mse_at(*f, p.x, p.y, d);
         CAPTURE(k, mean, p.sm(), theory);
         REQUIRE(std::fabs(mean - p.sm()) < 4.0 * std::sqrt(theory / 5000.0));
@@ -426,12 +402,12 @@ TEST_CASE("the features are the formulas: shifts undone, each side as written", 
                 const Mat<double> x = xt::view(X, xt::range(i, i + 1), xt::all()), y = xt::view(Y, xt::range(j, j + 1), xt::all());
                 double direct = 0;
                 for (std::size_t r = 0; r < m; ++r) direct += feature(r, &X(i, 0), p.G1) * feature(r, &Y(j, 0), p.G2) / double(m);
-                REQUIRE(estimate(*f, W, x, y) == Approx(direct).epsilon(1e-11));
+                REQUIRE(estimate_as_is(*f, W, x, y) == Approx(direct).epsilon(1e-11));
             }
     }
 }
 
-TEST_CASE("never worse than oprf in the sense the fits optimise; strictly better at large |x + y|", "[derf][stats]") {
+TEST_CASE("never worse than oprf in the sense the fits optimise, strictly better at large |x + y|", "[derf][stats]") {
     // (a) Fitted to one pair, each map minimises that pair's variance over a family that
     //     contains oprf (t = 1, Psi = I, A = a I): never above oprf's closed form.
     for (std::uint64_t s = 0; s < 200; ++s) {
@@ -477,9 +453,9 @@ TEST_CASE("never worse than oprf in the sense the fits optimise; strictly better
         const std::vector<double> sf = squared_errors(*f, Projection::iid, m, p, N, 9100);
         std::vector<double> diff(N);
         for (std::size_t t = 0; t < N; ++t) diff[t] = so[t] - sf[t];
-        const MeanSe dm = mean_se(diff), fm = mean_se(sf);
+        const Sample dm = describe(diff, 0.0), fm = describe(sf, 0.0);   // means and their errors
         const double vf = *pair_mse_at(*f, p.x, p.y, m);
-        CAPTURE(k, p.z2(), vo, vf, mean_se(so).mean, fm.mean, fm.se, dm.mean, dm.se);
+        CAPTURE(k, p.z2(), vo, vf, describe(so, 0.0).mean, fm.mean, fm.se, dm.mean, dm.se);
         REQUIRE(vf < 0.85 * vo);
         REQUIRE(dm.mean > 4.0 * dm.se);
         REQUIRE(std::fabs(fm.mean - vf) < 4.0 * fm.se);

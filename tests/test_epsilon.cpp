@@ -104,12 +104,7 @@ TEST_CASE("epsilon placement: max_wx is the official formula, max_exponent favor
 
 TEST_CASE("epsilon_after is checked and applies to the exponential maps only", "[epsilon]") {
     auto error_of = [](nlohmann::json v) {
-        try {
-            parse_variant(v, Field{"c.json", "variants[0]"}, false, "");
-        } catch (const Error& e) {
-            return std::string(e.what());
-        }
-        return std::string();
+        return favor_test::error_of([&] { parse_variant(v, Field{"c.json", "variants[0]"}, false, ""); });
     };
     REQUIRE(error_of({{"features", "positive"}, {"epsilon_after", "max_w"}}).find("did you mean 'max_wx'") != std::string::npos);
     REQUIRE(error_of({{"features", "trig"}, {"epsilon_after", "max_wx"}})

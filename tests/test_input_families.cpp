@@ -7,6 +7,7 @@
 #include <cmath>
 #include <set>
 
+#include "helpers.hpp"
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
@@ -237,12 +238,7 @@ TEST_CASE("families: a run on a family gives the same rows for any thread count 
 TEST_CASE("families: config errors name the file and the field", "[families][config]") {
     auto error_of = [](const json& inputs) {
         json j = {{"name", "t"}, {"variants", json::array({{{"features", "positive"}}})}, {"m", 8}, {"inputs", inputs}};
-        try {
-            parse_config(j, "c.json");
-        } catch (const Error& e) {
-            return std::string(e.what());
-        }
-        return std::string("no error");
+        return favor_test::error_of([&] { parse_config(j, "c.json"); });
     };
     const json base = {{"source", "random"}, {"L", 16}, {"d", 8}};
     auto with = [&](const json& extra) {

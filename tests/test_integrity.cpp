@@ -238,7 +238,7 @@ TEST_CASE("resume from a journal gives byte-identical tables", "[integrity]") {
     REQUIRE(to_csv(r.baselines) == to_csv(full.baselines));
 }
 
-TEST_CASE("strict merge: shards merge exactly; incomplete, mixed or damaged inputs are refused", "[integrity][merge]") {
+TEST_CASE("strict merge: shards merge exactly, incomplete, mixed or damaged inputs are refused", "[integrity][merge]") {
     const json j = small_config();
     const RunResult full = run_shard(j, {});
     std::vector<MergeInput> shards;

@@ -10,11 +10,14 @@
 #include <fstream>
 #include <limits>
 
+#include "helpers.hpp"
 #include "favor/attention.hpp"
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
-#include "favor/limits.hpp"
+#include "favor/byte_sizes.hpp"
+#include "favor/cost_model.hpp"
+#include "favor/resources.hpp"
 #include "favor/parallel.hpp"
 
 using namespace favor;
@@ -22,15 +25,7 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-template <class F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
+using favor_test::error_of;
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 const char* kGood = R"({"name": "g", "inputs": {"source": "random", "L": 64, "d": 8},

@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helpers.hpp"
 #include "favor/error.hpp"
 #include "favor/npy.hpp"
 
@@ -114,17 +115,7 @@ ManifestEntry parse_manifest_entry(const std::string& line) {
     return e;
 }
 
-// The error of `f()`, which must be a favor::Error.
-template <class F>
-std::string error_of(F f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    FAIL("no favor::Error thrown");
-    return {};
-}
+using favor_test::error_of;   // "" when nothing is thrown: every check below then fails
 
 int run(const std::string& cmd) {
     const int rc = std::system(cmd.c_str());

@@ -21,25 +21,8 @@ namespace {
 // to converge.
 Pair reference() { return make_pair({.3, -.2, .5, .1}, {.4, .1, -.3, .2}); }
 
-struct Sample {
-    double mean = 0, mse = 0, mse_se = 0;
-};
-
-Sample sample(const FeatureMap& f, Projection p, std::size_t m, const Pair& pr, std::size_t N, std::uint64_t seed) {
-    const std::size_t d = pr.x.shape(1);
-    std::vector<double> sq(N);
-    Sample s;
-    for (std::size_t t = 0; t < N; ++t) {
-        const double e = kernel_estimate(f, draw_projection(p, m, d, seed, t), pr.x, pr.y);
-        s.mean += e / double(N);
-        sq[t] = (e - pr.sm()) * (e - pr.sm());
-        s.mse += sq[t] / double(N);
-    }
-    double v = 0;
-    for (double q : sq) v += (q - s.mse) * (q - s.mse) / double(N - 1);
-    s.mse_se = std::sqrt(v / double(N));
-    return s;
-}
+using favor_test::Sample;
+using favor_test::sample;
 
 FeatureMapPtr oprf(double A, bool optimal = false) {
     return favor_test::map_named("oprf", {{"A", optimal ? nlohmann::json("optimal") : nlohmann::json(A)}});

@@ -2,7 +2,7 @@
 // the Sobol points against Joe & Kuo's numbers (as SciPy computes them), Owen scrambling,
 // the geometry and seeding of both W, and the estimators' statistics (tolerances are
 // numbers of standard errors from the sample). Measurements behind the numbers in
-// docs/estimators.md: `favor_tests "[.projplus-measure]"` (not run by ctest).
+// docs/estimators.md: the projplus_measure program (bench/projplus_measure.cpp).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "helpers.hpp"
+#include "projplus_stats.hpp"
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/feature_maps.hpp"
@@ -21,87 +22,14 @@
 
 using namespace favor;
 using favor_test::dot_rows;
+using favor_test::describe;
+using favor_test::mean_se;
+using favor_test::mse_by_m;
+using favor_test::positive_estimates;
+using favor_test::Sample;
+using favor_test::SlopeFit;
 
 namespace {
-
-Mat<double> row(std::vector<double> v) {
-    Mat<double> r = Mat<double>::from_shape({1, v.size()});
-    for (std::size_t c = 0; c < v.size(); ++c) r(0, c) = v[c];
-    return r;
-}
-
-struct Pair {
-    Mat<double> x, y;
-    double sm;
-};
-
-Pair make(const std::vector<double>& x, const std::vector<double>& y) {
-    double xy = 0;
-    for (std::size_t c = 0; c < x.size(); ++c) xy += x[c] * y[c];
-    return Pair{row(x), row(y), std::exp(xy)};
-}
-
-// The d = 4 points of tests/test_structured.cpp; the first is the d = m = 4 reference point
-// (iid MSE 0.207, ORF 0.185, SimRF 0.078).
-std::vector<Pair> points() {
-    return {make({.3, -.2, .5, .1}, {.4, .1, -.3, .2}), make({.2, .1, 0, -.3}, {-.1, .3, .2, .1}),
-            make({.5, 0, 0, 0}, {0, .5, 0, 0})};
-}
-
-struct Sample {
-    double mean = 0, se = 0, mse = 0, mse_se = 0;
-};
-
-Sample describe(const std::vector<double>& est, double sm) {
-    const double n = double(est.size());
-    Sample s;
-    for (double e : est) {
-        s.mean += e / n;
-        s.mse += (e - sm) * (e - sm) / n;
-    }
-    double v = 0, vsq = 0;
-    for (double e : est) {
-        v += (e - s.mean) * (e - s.mean) / (n - 1);
-        const double q = (e - sm) * (e - sm) - s.mse;
-        vsq += q * q / (n - 1);
-    }
-    s.se = std::sqrt(v / n);
-    s.mse_se = std::sqrt(vsq / n);
-    return s;
-}
-
-// Mean and standard error of a sample.
-std::pair<double, double> mean_se(const std::vector<double>& v) {
-    const double n = double(v.size());
-    double m = 0, s = 0;
-    for (double e : v) m += e / n;
-    for (double e : v) s += (e - m) * (e - m) / (n - 1);
-    return {m, std::sqrt(s / n)};
-}
-
-// Positive-feature estimates (through the library's map) of SM at pr, W(seed, p, m, d, t).
-std::vector<double> positive_estimates(Projection p, std::size_t m, const Pair& pr, std::size_t N, std::uint64_t seed) {
-    const FeatureMapPtr f = favor_test::map_named("positive");
-    std::vector<double> est(N);
-    for (std::size_t t = 0; t < N; ++t) est[t] = kernel_estimate(*f, draw_projection(p, m, pr.x.shape(1), seed, t), pr.x, pr.y);
-    return est;
-}
-
-// The positive estimator from the first m rows of W, written out:
-// exp(-(|x|^2 + |y|^2) / 2) (1/m) sum_i exp(w_i . (x + y)).
-double positive_prefix(const Mat<double>& W, std::size_t m, const std::vector<double>& x, const std::vector<double>& y) {
-    double xx = 0, yy = 0, s = 0;
-    for (std::size_t c = 0; c < x.size(); ++c) {
-        xx += x[c] * x[c];
-        yy += y[c] * y[c];
-    }
-    for (std::size_t i = 0; i < m; ++i) {
-        double t = 0;
-        for (std::size_t c = 0; c < x.size(); ++c) t += W(i, c) * (x[c] + y[c]);
-        s += std::exp(t);
-    }
-    return std::exp(-0.5 * (xx + yy)) * s / double(m);
-}
 
 double Phi(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
 
@@ -345,62 +273,16 @@ TEST_CASE("qmc rows are marginally N(0, I_d): moments of entries and cross produ
 
 TEST_CASE("qmc: the positive estimator is unbiased", "[projplus][stats]") {
     const std::size_t N = 20000;
-    const auto pts = points();
+    const auto pts = favor_test::small_norm_points();
     for (std::size_t m : {4u, 16u}) {
         for (std::size_t i = 0; i < pts.size(); ++i) {
-            const Sample s = describe(positive_estimates(Projection::qmc, m, pts[i], N, 7000 + i), pts[i].sm);
-            CAPTURE(m, i, pts[i].sm, s.mean, s.se, s.mse, s.mse_se);
-            REQUIRE(std::fabs(s.mean - pts[i].sm) < 4.0 * s.se);
+            const Sample s = describe(positive_estimates(Projection::qmc, m, pts[i], N, 7000 + i), pts[i].sm());
+            CAPTURE(m, i, pts[i].sm(), s.mean, s.se, s.mse, s.mse_se);
+            REQUIRE(std::fabs(s.mean - pts[i].sm()) < 4.0 * s.se);
         }
     }
 }
 
-namespace {
-// Kernel MSE of the positive estimator at |x| = |y| = 0.5, x orthogonal to y, d = 16, in a
-// Haar frame drawn per trial; trials [k T, (k+1) T) for the k-th m, so the m are independent.
-struct SlopeFit {
-    std::vector<double> mse, mse_se;
-    double slope = 0, slope_se = 0;
-};
-
-SlopeFit mse_by_m(Projection p, const std::vector<std::size_t>& ms, std::size_t T, double angle, std::uint64_t seed) {
-    const std::size_t d = 16;
-    SlopeFit f;
-    for (std::size_t k = 0; k < ms.size(); ++k) {
-        std::vector<double> est(T);
-        for (std::size_t t = 0; t < T; ++t) {
-            const std::uint64_t trial = k * T + t;
-            const Mat<double> F = orthogonal_block(stream_key({seed, tag("projplus-frame"), trial}), d, true);
-            std::vector<double> x(d), y(d);
-            for (std::size_t c = 0; c < d; ++c) {
-                x[c] = 0.5 * F(0, c);
-                y[c] = 0.5 * (std::cos(angle) * F(0, c) + std::sin(angle) * F(1, c));
-            }
-            est[t] = positive_prefix(draw_projection(p, ms[k], d, seed, trial), ms[k], x, y);
-        }
-        const Sample s = describe(est, std::exp(0.25 * std::cos(angle)));
-        f.mse.push_back(s.mse);
-        f.mse_se.push_back(s.mse_se);
-    }
-    // Weighted least squares of log MSE on log m, weights 1 / var(log MSE) = (MSE / se)^2.
-    double sw = 0, sx = 0, sy = 0;
-    for (std::size_t k = 0; k < ms.size(); ++k) {
-        const double w = std::pow(f.mse[k] / f.mse_se[k], 2);
-        sw += w;
-        sx += w * std::log(double(ms[k]));
-        sy += w * std::log(f.mse[k]);
-    }
-    double sxx = 0, sxy = 0;
-    for (std::size_t k = 0; k < ms.size(); ++k) {
-        const double w = std::pow(f.mse[k] / f.mse_se[k], 2), dx = std::log(double(ms[k])) - sx / sw;
-        sxx += w * dx * dx;
-        sxy += w * dx * (std::log(f.mse[k]) - sy / sw);
-    }
-    f.slope = sxy / sxx;
-    f.slope_se = 1.0 / std::sqrt(sxx);
-    return f;
-}
-}  // namespace
 
 TEST_CASE("qmc: kernel MSE falls faster than 1/m at small norms (d = 16, |x| = |y| = 0.5)", "[projplus][stats]") {
     const std::vector<std::size_t> ms = {4, 8, 16, 32, 64, 128, 256};
@@ -517,58 +399,19 @@ TEST_CASE("simplex-plus: unbiased, and its MSE is below simplex's at the d = m =
     // Measured (2e5 trials, numpy): simplex 0.0771 +- 0.0008, simplex-plus 0.0619 +- 0.0007,
     // paired difference -0.0152 +- 0.0005.
     const std::size_t N = 20000, m = 4;
-    const auto pts = points();
+    const auto pts = favor_test::small_norm_points();
     for (std::size_t i = 0; i < pts.size(); ++i) {
         const std::vector<double> p = positive_estimates(Projection::simplex_plus, m, pts[i], N, 8000 + i);
         const std::vector<double> s = positive_estimates(Projection::simplex, m, pts[i], N, 8000 + i);
-        const Sample sp = describe(p, pts[i].sm), ss = describe(s, pts[i].sm);
+        const Sample sp = describe(p, pts[i].sm()), ss = describe(s, pts[i].sm());
         std::vector<double> diff(N);
-        for (std::size_t t = 0; t < N; ++t) diff[t] = (p[t] - pts[i].sm) * (p[t] - pts[i].sm) - (s[t] - pts[i].sm) * (s[t] - pts[i].sm);
+        for (std::size_t t = 0; t < N; ++t) diff[t] = (p[t] - pts[i].sm()) * (p[t] - pts[i].sm()) - (s[t] - pts[i].sm()) * (s[t] - pts[i].sm());
         const auto [dm, dse] = mean_se(diff);
-        CAPTURE(i, pts[i].sm, sp.mean, sp.se, sp.mse, sp.mse_se, ss.mse, ss.mse_se, dm, dse);
-        REQUIRE(std::fabs(sp.mean - pts[i].sm) < 4.0 * sp.se);
+        CAPTURE(i, pts[i].sm(), sp.mean, sp.se, sp.mse, sp.mse_se, ss.mse, ss.mse_se, dm, dse);
+        REQUIRE(std::fabs(sp.mean - pts[i].sm()) < 4.0 * sp.se);
         if (i == 0) {
             REQUIRE(dm + 4.0 * dse < 0.0);   // paired
             REQUIRE(sp.mse < ss.mse);
         }
     }
-}
-
-// ---------------------------------------------------------------------------------------
-// Measurements (not run by ctest): favor_tests "[.projplus-measure]"
-
-TEST_CASE("measure: simplex vs simplex-plus, qmc vs iid", "[.projplus-measure]") {
-    const auto pts = points();
-    std::printf("positive estimator, d = 4 points, N = 100000 trials: MSE +- se\n");
-    for (std::size_t m : {4u, 8u})
-        for (std::size_t i = 0; i < pts.size(); ++i) {
-            const std::size_t N = 100000;
-            const auto p = positive_estimates(Projection::simplex_plus, m, pts[i], N, 9000 + i);
-            const auto s = positive_estimates(Projection::simplex, m, pts[i], N, 9000 + i);
-            const auto o = positive_estimates(Projection::orthogonal, m, pts[i], N, 9000 + i);
-            const Sample sp = describe(p, pts[i].sm), ss = describe(s, pts[i].sm), so = describe(o, pts[i].sm);
-            std::vector<double> diff(N);
-            for (std::size_t t = 0; t < N; ++t) diff[t] = (p[t] - pts[i].sm) * (p[t] - pts[i].sm) - (s[t] - pts[i].sm) * (s[t] - pts[i].sm);
-            const auto [dm, dse] = mean_se(diff);
-            std::printf("m %zu point %zu: orthogonal %.5f +- %.5f, simplex %.5f +- %.5f, simplex-plus %.5f +- %.5f, "
-                        "paired diff %.5f +- %.5f; plus bias %.2e +- %.1e\n",
-                        m, i, so.mse, so.mse_se, ss.mse, ss.mse_se, sp.mse, sp.mse_se, dm, dse, sp.mean - pts[i].sm, sp.se);
-        }
-    const std::vector<std::size_t> ms = {4, 8, 16, 32, 64, 128, 256};
-    for (double angle : {0.0, 0.5 * 3.14159265358979323846}) {
-        const SlopeFit q = mse_by_m(Projection::qmc, ms, 4000, angle, 41), iid = mse_by_m(Projection::iid, ms, 4000, angle, 41);
-        std::printf("d = 16, |x| = |y| = 0.5, angle %.4f, 4000 trials per m: slope qmc %.3f +- %.3f, iid %.3f +- %.3f\n", angle,
-                    q.slope, q.slope_se, iid.slope, iid.slope_se);
-        for (std::size_t k = 0; k < ms.size(); ++k)
-            std::printf("  m %3zu: qmc %.4e +- %.1e   iid %.4e +- %.1e   ratio %.3f\n", ms[k], q.mse[k], q.mse_se[k], iid.mse[k],
-                        iid.mse_se[k], q.mse[k] / iid.mse[k]);
-    }
-    // Non-powers of two (the net property holds only at m = 2^k).
-    const std::vector<std::size_t> odd = {6, 12, 24, 48, 96, 192};
-    const SlopeFit q = mse_by_m(Projection::qmc, odd, 4000, 0.5 * 3.14159265358979323846, 43),
-                   iid = mse_by_m(Projection::iid, odd, 4000, 0.5 * 3.14159265358979323846, 43);
-    std::printf("non-powers of two, angle pi/2: slope qmc %.3f +- %.3f, iid %.3f +- %.3f\n", q.slope, q.slope_se, iid.slope, iid.slope_se);
-    for (std::size_t k = 0; k < odd.size(); ++k)
-        std::printf("  m %3zu: qmc %.4e +- %.1e   iid %.4e +- %.1e   ratio %.3f\n", odd[k], q.mse[k], q.mse_se[k], iid.mse[k],
-                    iid.mse_se[k], q.mse[k] / iid.mse[k]);
 }

@@ -56,57 +56,12 @@ Mat<double> dense_sorf(const SorfBlock& b) {
     return M * std::sqrt(double(b.p));
 }
 
-Mat<double> row(std::vector<double> v) {
-    Mat<double> r = Mat<double>::from_shape({1, v.size()});
-    for (std::size_t c = 0; c < v.size(); ++c) r(0, c) = v[c];
-    return r;
-}
-
-struct Pair {
-    Mat<double> x, y;
-    double sm;
-};
-
-// Small |x + y|^2 (0.63, 0.25, 0.5), where the sample MSE converges (docs/estimators.md: the positive estimator is heavy-tailed);
-// the first is the d = 4 reference point of the SimRF comparison.
-std::vector<Pair> points() {
-    auto mk = [](std::vector<double> x, std::vector<double> y) {
-        double xy = 0;
-        for (std::size_t c = 0; c < x.size(); ++c) xy += x[c] * y[c];
-        return Pair{row(x), row(y), std::exp(xy)};
-    };
-    return {mk({.3, -.2, .5, .1}, {.4, .1, -.3, .2}), mk({.2, .1, 0, -.3}, {-.1, .3, .2, .1}),
-            mk({.5, 0, 0, 0}, {0, .5, 0, 0})};
-}
-
-struct Sample {
-    double mean = 0, sd = 0, mse = 0, mse_se = 0;
-};
-
-Sample describe(const std::vector<double>& est, double sm) {
-    const double n = double(est.size());
-    Sample s;
-    for (double e : est) {
-        s.mean += e / n;
-        s.mse += (e - sm) * (e - sm) / n;
-    }
-    double v = 0, vsq = 0;
-    for (double e : est) {
-        v += (e - s.mean) * (e - s.mean) / (n - 1);
-        const double q = (e - sm) * (e - sm) - s.mse;
-        vsq += q * q / (n - 1);
-    }
-    s.sd = std::sqrt(v);
-    s.mse_se = std::sqrt(vsq / n);
-    return s;
-}
+using favor_test::Pair;
+using favor_test::Sample;
 
 // N positive-feature estimates of SM at pair pr; trial t uses W(seed, p, m, d, t).
 Sample sample_positive(Projection p, std::size_t m, const Pair& pr, std::size_t N, std::uint64_t seed) {
-    const FeatureMapPtr f = favor_test::map_named("positive");
-    std::vector<double> est(N);
-    for (std::size_t t = 0; t < N; ++t) est[t] = kernel_estimate(*f, draw_projection(p, m, pr.x.shape(1), seed, t), pr.x, pr.y);
-    return describe(est, pr.sm);
+    return favor_test::sample(*favor_test::map_named("positive"), p, m, pr, N, seed);
 }
 
 }  // namespace
@@ -269,29 +224,24 @@ TEST_CASE("hadamard positive estimator: unbiased within statistical error, hadam
     // directions (4th order in z): |bias| < 0.3% at every point, below the 4 standard errors
     // (about 1%) of 20000 trials, so the sampled mean is unbiased within statistical error.
     const std::size_t d = GENERATE(4, 3), p = 4, N = 20000;
-    const auto pts = points();
+    const auto pts = favor_test::small_norm_points();
     for (std::size_t i = 0; i < pts.size(); ++i) {
         Pair pr = pts[i];
-        if (d == 3) {   // drop the last coordinate: exercises the zero padding
-            pr.x = xt::view(pts[i].x, xt::all(), xt::range(0, 3));
-            pr.y = xt::view(pts[i].y, xt::all(), xt::range(0, 3));
-            double xy = 0;
-            for (std::size_t c = 0; c < 3; ++c) xy += pr.x(0, c) * pr.y(0, c);
-            pr.sm = std::exp(xy);
-        }
+        if (d == 3)   // drop the last coordinate: exercises the zero padding
+            pr = favor_test::make_pair({pr.x(0, 0), pr.x(0, 1), pr.x(0, 2)}, {pr.y(0, 0), pr.y(0, 1), pr.y(0, 2)});
         const double exact = exact_sorf_mean(pr.x, pr.y, p, true), exact_fixed = exact_sorf_mean(pr.x, pr.y, p, false);
         const Sample s = sample_positive(Projection::hadamard, p, pr, N, 4000 + i);
         const Sample f = sample_positive(Projection::hadamard_fixed, p, pr, N, 4000 + i);
-        const double se = s.sd / std::sqrt(double(N)), se_f = f.sd / std::sqrt(double(N));
-        CAPTURE(d, i, pr.sm, exact / pr.sm - 1, exact_fixed / pr.sm - 1, s.mean, se, f.mean, se_f);
+        const double se = s.se, se_f = f.se;
+        CAPTURE(d, i, pr.sm(), exact / pr.sm() - 1, exact_fixed / pr.sm() - 1, s.mean, se, f.mean, se_f);
         // The samplers follow their exact laws.
         REQUIRE(std::fabs(s.mean - exact) < 4.0 * se);
         REQUIRE(std::fabs(f.mean - exact_fixed) < 4.0 * se_f);
         // hadamard: unbiased within statistical error; the exact residual is small.
-        REQUIRE(std::fabs(s.mean - pr.sm) < 4.0 * se);
-        REQUIRE(std::fabs(exact - pr.sm) < 0.003 * pr.sm);
+        REQUIRE(std::fabs(s.mean - pr.sm()) < 4.0 * se);
+        REQUIRE(std::fabs(exact - pr.sm()) < 0.003 * pr.sm());
         // The fixed norm's bias is several times larger wherever it is not tiny.
-        if (std::fabs(exact_fixed - pr.sm) > 0.005 * pr.sm) REQUIRE(std::fabs(exact_fixed - pr.sm) > 3.0 * std::fabs(exact - pr.sm));
+        if (std::fabs(exact_fixed - pr.sm()) > 0.005 * pr.sm()) REQUIRE(std::fabs(exact_fixed - pr.sm()) > 3.0 * std::fabs(exact - pr.sm()));
     }
 }
 
@@ -400,12 +350,12 @@ TEST_CASE("SimRF: unbiased, and its MSE is below ORF's at the d = m = 4 referenc
     // Reference (docs/estimators.md, SimRF): iid 0.207, ORF about 0.17, SimRF about 0.06. Measured here
     // (and with numpy, 1e5 trials): ORF 0.186, SimRF 0.078; Theorem 2 bounds ORF by 0.189.
     const std::size_t N = 20000, m = 4;
-    const Pair pr = points()[0];
+    const Pair pr = favor_test::small_norm_points()[0];
     const Sample sim = sample_positive(Projection::simplex, m, pr, N, 5000);
     const Sample orf = sample_positive(Projection::orthogonal, m, pr, N, 5001);
     CAPTURE(sim.mean, sim.mse, sim.mse_se, orf.mean, orf.mse, orf.mse_se);
     // SimRF rows are marginally N(0, I) (uniform direction, chi(d) norm): exactly unbiased.
-    REQUIRE(std::fabs(sim.mean - pr.sm) < 4.0 * sim.sd / std::sqrt(double(N)));
+    REQUIRE(std::fabs(sim.mean - pr.sm()) < 4.0 * sim.se);
     // Independent samples: the difference has standard error sqrt(se_1^2 + se_2^2).
     REQUIRE(sim.mse + 4.0 * std::hypot(sim.mse_se, orf.mse_se) < orf.mse);
 }
@@ -413,12 +363,12 @@ TEST_CASE("SimRF: unbiased, and its MSE is below ORF's at the d = m = 4 referenc
 TEST_CASE("SimRF below ORF at the other small-norm points, and for two blocks", "[structured][stats]") {
     const std::size_t N = 20000;
     const std::size_t m = GENERATE(4, 8);
-    const auto pts = points();
+    const auto pts = favor_test::small_norm_points();
     for (std::size_t i = 1; i < pts.size(); ++i) {
         const Sample sim = sample_positive(Projection::simplex, m, pts[i], N, 5100 + i);
         const Sample orf = sample_positive(Projection::orthogonal, m, pts[i], N, 5200 + i);
         CAPTURE(m, i, sim.mse, sim.mse_se, orf.mse, orf.mse_se);
-        REQUIRE(std::fabs(sim.mean - pts[i].sm) < 4.0 * sim.sd / std::sqrt(double(N)));
+        REQUIRE(std::fabs(sim.mean - pts[i].sm()) < 4.0 * sim.se);
         REQUIRE(sim.mse + 4.0 * std::hypot(sim.mse_se, orf.mse_se) < orf.mse);
     }
 }
@@ -430,10 +380,10 @@ TEST_CASE("givens positive estimator is unbiased within 4 standard errors for fu
     // about 1 standard error of this 20000-trial test. Single rows of a partial block (m < d)
     // have anisotropic second moments after only d ceil(log2 d) rotations.
     const std::size_t N = 20000, m = 4;
-    const auto pts = points();
+    const auto pts = favor_test::small_norm_points();
     for (std::size_t i = 0; i < pts.size(); ++i) {
         const Sample s = sample_positive(Projection::givens, m, pts[i], N, 6000 + i);
-        CAPTURE(i, pts[i].sm, s.mean, s.mse, s.sd / std::sqrt(double(N)));
-        REQUIRE(std::fabs(s.mean - pts[i].sm) < 4.0 * s.sd / std::sqrt(double(N)));
+        CAPTURE(i, pts[i].sm(), s.mean, s.mse, s.se);
+        REQUIRE(std::fabs(s.mean - pts[i].sm()) < 4.0 * s.se);
     }
 }

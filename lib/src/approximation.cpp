@@ -77,7 +77,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
         files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
         check_map_sizes(cfg, files.d(), files.L(), files.k.empty() ? 0 : files.k[0].shape(0));
     }
-    const std::size_t S = cfg.input_seeds.size(), nd = npy ? 1 : cfg.inputs.d.size(), ns = npy ? 1 : cfg.inputs.scale.size();
+    const std::size_t S = cfg.input_seeds.size();
     std::vector<Instance<T>> out(grid.points() * S);
     bool pairwise = false;   // some metric (or baseline) of the streamed pairwise pass
     for (const auto& c : metric_columns(cfg.approximation.metrics)) {
@@ -87,12 +87,13 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     std::vector<bool> needed(grid.points(), false);
     for (std::size_t c : cells) needed[grid.point(c)] = true;
     for (std::size_t i = 0; i < out.size(); ++i) {
-        const std::size_t p = i / S, li = p / (nd * ns), di = p / ns % nd, si = p % ns;
+        const std::size_t p = i / S;
+        const PointIndex at = grid.point_at(p);
         Instance<T>& in = out[i];
-        in.L = npy ? files.L() : cfg.inputs.L[li];
-        in.d = npy ? files.d() : cfg.inputs.d[di];
+        in.L = npy ? files.L() : cfg.inputs.L[at.L];
+        in.d = npy ? files.d() : cfg.inputs.d[at.d];
         in.input_seed = cfg.input_seeds[i % S];
-        if (!npy) in.scale = cfg.inputs.scale[si];
+        if (!npy) in.scale = cfg.inputs.scale[at.scale];
         if (!needed[p] || (stop && stop->load())) continue;   // stopped: no item will run
         if (npy) {
             for (std::size_t h = 0; h < files.q.size(); ++h)

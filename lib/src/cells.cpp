@@ -22,11 +22,10 @@ std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std:
 }
 
 std::size_t config_cells(const Config& c) {
-    const std::size_t n = c.variants.size() * std::max<std::size_t>(c.m.size(), 1);
     switch (c.experiment) {
         case ExperimentKind::approximation: return ApproxCells(c).size();
-        case ExperimentKind::kernel: return n * c.kernel.d.size() * c.kernel.norm.size() * c.kernel.angle.size();
-        case ExperimentKind::timing: return n * c.inputs.L.size() * c.inputs.d.size() * c.inputs.scale.size();
+        case ExperimentKind::kernel: return KernelCells(c).size();
+        case ExperimentKind::timing: return TimingCells(c).size();
     }
     return 0;
 }
@@ -72,6 +71,32 @@ std::size_t ApproxCells::m(std::size_t cell, std::size_t d) const {
 std::size_t ApproxCells::point(std::size_t cell) const {
     const CellIndex& i = cells_[cell];
     return (i.L * nd_ + i.d) * ns_ + i.scale;
+}
+
+KernelCells::KernelCells(const Config& cfg)
+    : nd_(cfg.kernel.d.size()), nm_(cfg.m.size()), nn_(cfg.kernel.norm.size()), na_(cfg.kernel.angle.size()),
+      grid_({cfg.variants.size(), nd_, nm_, nn_, na_}) {}
+
+KernelIndex KernelCells::at(std::size_t cell) const {
+    const std::vector<std::size_t> a = grid_.at(cell);
+    return {a[0], a[1], a[2], a[3], a[4]};
+}
+
+std::size_t KernelCells::find(const KernelIndex& i) const {
+    return (((i.variant * nd_ + i.d) * nm_ + i.m) * nn_ + i.norm) * na_ + i.angle;
+}
+
+std::size_t KernelCells::pair(std::size_t cell) const { return cell % (nn_ * na_); }
+
+TimingCells::TimingCells(const Config& cfg)
+    : grid_({cfg.variants.size(), std::max<std::size_t>(cfg.m.size(), 1), cfg.inputs.L.size(), cfg.inputs.d.size(),
+             cfg.inputs.scale.size()}) {
+    for (std::size_t d : cfg.inputs.d)
+        for (std::size_t v = 0; v < cfg.variants.size(); ++v) {
+            if (cfg.variants[v].exact) series_.push_back({d, v, 0});
+            else
+                for (std::size_t m : cfg.m) series_.push_back({d, v, m});
+        }
 }
 
 }  // namespace favor

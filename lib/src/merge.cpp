@@ -232,7 +232,7 @@ RowPlace place_approximation(const Input& in, const ApproxCells& grid, const std
     return p;
 }
 
-RowPlace place_kernel(const Input& in, const std::vector<std::string>& r, std::size_t row) {
+RowPlace place_kernel(const Input& in, const KernelCells& grid, const std::vector<std::string>& r, std::size_t row) {
     const RowChecker ck(in, row);
     const Config& c = in.cfg;
     const KernelSpec& k = c.kernel;
@@ -244,7 +244,7 @@ RowPlace place_kernel(const Input& in, const std::vector<std::string>& r, std::s
     const std::size_t ni = ck.in_list(k.norm, norm, "norm", r), ai = ck.in_list(k.angle, angle, "angle", r);
     if (ck.count(r, "trials") != c.trials) ck.fail("trials", r[in.table.column("trials")], "is not the config's trials");
     for (std::size_t i = in.table.column("trials") + 1; i < r.size(); ++i) ck.metric(r, i);
-    p.cell = (((p.variant * k.d.size() + di) * c.m.size() + mi) * k.norm.size() + ni) * k.angle.size() + ai;
+    p.cell = grid.find({p.variant, di, mi, ni, ai});
     p.key = {double(d), double(m), norm, angle};
     return p;
 }
@@ -263,10 +263,11 @@ std::vector<RowPlace> check_rows(const Input& in) {
     std::set<std::size_t> cells;
     std::set<std::pair<std::size_t, double>> draws;   // (cell, input seed)
     std::set<std::pair<std::size_t, std::vector<double>>> seen;
-    const std::optional<ApproxCells> grid = is_kernel(in) ? std::nullopt : std::optional<ApproxCells>(in.cfg);
+    const std::optional<ApproxCells> approx = is_kernel(in) ? std::nullopt : std::optional<ApproxCells>(in.cfg);
+    const std::optional<KernelCells> kernel = is_kernel(in) ? std::optional<KernelCells>(in.cfg) : std::nullopt;
     for (std::size_t i = 0; i < in.table.rows.size(); ++i) {
         const auto& r = in.table.rows[i];
-        RowPlace p = is_kernel(in) ? place_kernel(in, r, i) : place_approximation(in, *grid, r, i);
+        RowPlace p = is_kernel(in) ? place_kernel(in, *kernel, r, i) : place_approximation(in, *approx, r, i);
         if (!in.merged && !in.shard.owns(p.cell))
             throw Error(in.table_file + ": line " + std::to_string(i + 2) + ": a cell of shard " +
                         std::to_string(p.cell % in.shard.count) + "/" + std::to_string(in.shard.count) +
@@ -499,28 +500,46 @@ void merged_summary(const std::vector<Input>& ins, bool seeds, RunResult& res) {
     }
 }
 
-}  // namespace
-
-RunResult merge_inputs(const std::vector<MergeInput>& raw, const MergeOptions& opt) {
+// The inputs, read and checked: one experiment kind, compatible configs, shard sets complete
+// (or, with --allow-partial, `missing` describes the gaps).
+std::vector<Input> read_inputs(const std::vector<MergeInput>& raw, const MergeOptions& opt, std::vector<std::string>& missing) {
     if (raw.empty()) throw Error("merge: no input directories");
     std::vector<Input> ins;
     for (const auto& m : raw) ins.push_back(read_input(m));
-    const bool kernel = is_kernel(ins[0]);
     for (const Input& in : ins)
-        if (is_kernel(in) != kernel)
+        if (is_kernel(in) != is_kernel(ins[0]))
             throw Error("merge: " + in.dir + "/run.json: experiment \"" + experiment_name(in.cfg.experiment) +
                         "\" differs from \"" + experiment_name(ins[0].cfg.experiment) + "\" in " + ins[0].dir);
     check_compatible(ins);
-    const std::vector<std::string> missing = check_shard_sets(ins, opt);
+    missing = check_shard_sets(ins, opt);
+    return ins;
+}
 
-    std::vector<std::string> variant_order;
-    const json config = merged_config(ins, variant_order);
-    // Every row, checked, with its global sort key; a (cell, trial) from two inputs is refused.
-    struct Row {
-        std::vector<double> key;
-        const std::vector<std::string>* cells;
-        std::size_t input;
-    };
+// A row of an input with its global sort key: the variant's place in `variant_order`, then
+// its RowPlace key.
+struct Row {
+    std::vector<double> key;
+    const std::vector<std::string>* cells;
+    std::size_t input;
+};
+
+// A (cell, trial) from two inputs is refused, naming the cell and both inputs.
+void refuse_duplicates(const std::vector<Input>& ins, const std::vector<Row>& rows) {
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+        if (rows[i].key != rows[i - 1].key) continue;
+        const auto& r = *rows[i].cells;
+        const Table& own = ins[rows[i].input].table;
+        std::string cell = "variant=" + r[own.column("variant")];
+        for (const char* k : {"L", "d", "m", "scale", "input_seed", "trial", "head", "norm", "angle"})
+            if (own.has_column(k)) cell += std::string(" ") + k + "=" + r[own.column(k)];
+        throw Error("merge: the cell " + cell + " is in both " + ins[rows[i - 1].input].dir + " and " +
+                    ins[rows[i].input].dir + (*rows[i].cells == *rows[i - 1].cells ? " (duplicate input?)" :
+                                              " with different values (inconsistent inputs)"));
+    }
+}
+
+// Every row of every input, checked, in the merged order.
+std::vector<Row> sorted_rows(const std::vector<Input>& ins, const std::vector<std::string>& variant_order) {
     std::vector<Row> rows;
     for (std::size_t i = 0; i < ins.size(); ++i) {
         const std::vector<RowPlace> places = check_rows(ins[i]);
@@ -532,24 +551,15 @@ RunResult merge_inputs(const std::vector<MergeInput>& raw, const MergeOptions& o
         }
     }
     std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.key < b.key; });
-    const Table& first = ins[0].table;
-    for (std::size_t i = 1; i < rows.size(); ++i)
-        if (rows[i].key == rows[i - 1].key) {
-            const auto& r = *rows[i].cells;
-            const Table& own = ins[rows[i].input].table;
-            std::string cell = "variant=" + r[own.column("variant")];
-            for (const char* k : {"L", "d", "m", "scale", "input_seed", "trial", "head", "norm", "angle"})
-                if (own.has_column(k)) cell += std::string(" ") + k + "=" + r[own.column(k)];
-            throw Error("merge: the cell " + cell + " is in both " + ins[rows[i - 1].input].dir + " and " +
-                        ins[rows[i].input].dir + (*rows[i].cells == *rows[i - 1].cells ? " (duplicate input?)" :
-                                                  " with different values (inconsistent inputs)"));
-        }
+    refuse_duplicates(ins, rows);
+    return rows;
+}
 
-    RunResult res;
-    Table& out = kernel ? res.summary : res.errors;
-    // With input seeds in the merged config, every row has an input_seed (0 where its input had none).
-    const bool seeds = config.contains("input_seeds");
-    out.columns = kernel ? first.columns : expected_columns(ins[0]);
+// The merged errors.csv (kernel: summary.csv) into `out`; returns the number of distinct
+// cells. With input seeds in the merged config (`seeds`), every row has an input_seed (0
+// where its input had none).
+std::size_t merged_rows(const std::vector<Input>& ins, const std::vector<Row>& rows, bool seeds, Table& out) {
+    out.columns = is_kernel(ins[0]) ? ins[0].table.columns : expected_columns(ins[0]);
     if (seeds && !ins[0].cfg.input_seeds_set()) out.columns.insert(out.columns.begin() + std::ptrdiff_t(out.column("trial")), "input_seed");
     std::set<std::vector<double>> cells;   // distinct cells (key without input seed, trial and head)
     for (const Row& r : rows) {
@@ -559,24 +569,47 @@ RunResult merge_inputs(const std::vector<MergeInput>& raw, const MergeOptions& o
         out.rows.push_back(std::move(cellsv));
         cells.insert(std::vector<double>(r.key.begin(), r.key.begin() + 5));   // variant and 4 grid values
     }
-    if (!kernel) merged_summary(ins, seeds, res);
+    return cells.size();
+}
+
+// run.json of the merged result: the merged config, its sources, and whether shards are missing.
+nlohmann::json merged_info(const std::vector<Input>& ins, const json& config, const std::vector<std::string>& missing,
+                           std::size_t cells) {
+    json info;
     std::vector<std::string> dirs;
     bool partial = !missing.empty();
     for (const Input& in : ins) dirs.push_back(in.dir), partial = partial || in.partial;
-    res.info["config"] = config;
-    res.info["merged_from"] = dirs;
-    res.info["seed"] = ins[0].info["seed"];
-    res.info["environment"] = ins[0].info.value("environment", json());
-    res.info["shard"] = {{"index", 0}, {"count", 1}, {"cells", cells.size()}};
-    if (ins[0].info.contains("inputs")) res.info["inputs"] = ins[0].info["inputs"];
+    info["config"] = config;
+    info["merged_from"] = dirs;
+    info["seed"] = ins[0].info["seed"];
+    info["environment"] = ins[0].info.value("environment", json());
+    info["shard"] = {{"index", 0}, {"count", 1}, {"cells", cells}};
+    if (ins[0].info.contains("inputs")) info["inputs"] = ins[0].info["inputs"];
     if (partial) {
-        res.info["partial"] = true;
+        info["partial"] = true;
         json m = json::array();
         for (const Input& in : ins)
             if (in.partial && in.info.contains("missing_shards")) for (const auto& x : in.info["missing_shards"]) m.push_back(x);
         for (const auto& x : missing) m.push_back(x);
-        res.info["missing_shards"] = m;
+        info["missing_shards"] = m;
     }
+    return info;
+}
+
+}  // namespace
+
+RunResult merge_inputs(const std::vector<MergeInput>& raw, const MergeOptions& opt) {
+    std::vector<std::string> missing;
+    const std::vector<Input> ins = read_inputs(raw, opt, missing);
+    const bool kernel = is_kernel(ins[0]);
+    std::vector<std::string> variant_order;
+    const json config = merged_config(ins, variant_order);
+    const std::vector<Row> rows = sorted_rows(ins, variant_order);
+    RunResult res;
+    const bool seeds = config.contains("input_seeds");
+    const std::size_t cells = merged_rows(ins, rows, seeds, kernel ? res.summary : res.errors);
+    if (!kernel) merged_summary(ins, seeds, res);
+    res.info = merged_info(ins, config, missing, cells);
     return res;
 }
 

@@ -10,6 +10,7 @@
 
 #include "favor/attention.hpp"
 #include "favor/blas.hpp"
+#include "favor/cells.hpp"
 #include "favor/estimator.hpp"
 #include "favor/experiment_parts.hpp"
 #include "favor/inputs.hpp"
@@ -154,7 +155,7 @@ std::string fmt_seconds(double s) {
     return o.str();
 }
 
-// Rows per (d, variant, m) series, one cell per L; the series in config order.
+// Rows per (d, variant, m) series (cells.hpp), one cell per L; the series in grid order.
 struct Series {
     std::size_t d, variant, m;   // m = 0 for exact
     std::vector<CellResult> cells;
@@ -251,25 +252,15 @@ std::string crossover_note(const Config& cfg, const Series& s, const Series& ex,
     return notes.str();
 }
 
+// Measures every cell, L by L and at each L the series in order (a series' budget reads its
+// cells at smaller L), reporting progress per cell.
 template <class T>
-RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
-    const int threads = resolve_threads(opt.threads);
+void measure_cells(const Config& cfg, const RunOptions& opt, int threads, std::vector<Series>& series) {
     const double scale = cfg.inputs.scale.front();
-    const std::vector<std::size_t>& Ls = cfg.inputs.L;   // sorted and unique (config.cpp)
-    std::vector<Series> series;
-    for (std::size_t d : cfg.inputs.d)
-        for (std::size_t v = 0; v < cfg.variants.size(); ++v) {
-            if (cfg.variants[v].exact) series.push_back({d, v, 0, {}});
-            else
-                for (std::size_t m : cfg.m) series.push_back({d, v, m, {}});
-        }
-    const std::size_t total = series.size() * Ls.size();
+    const std::size_t total = series.size() * cfg.inputs.L.size();
     std::size_t done = 0;
-    // The gemm rate of this machine and build, measured now: gemm_ratio's denominator.
-    const double gemm_gflops = gemm_rate<T>(kGemmRateN, threads, 3);
-    const bool reset_ok = reset_peak_rss();
     if (opt.progress) opt.progress(0, total);
-    for (std::size_t L : Ls)
+    for (std::size_t L : cfg.inputs.L)
         for (std::size_t d : cfg.inputs.d) {
             const std::size_t dv = cfg.inputs.d_v.value_or(d);
             QKV qkv = random_inputs(cfg.seed, L, d, dv, scale, {cfg.inputs.family, 0, cfg.file + ": inputs.scale"});
@@ -286,9 +277,10 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
                 if (opt.progress) opt.progress(++done, total);
             }
         }
+}
 
-    RunResult r;
-    r.timing.columns = timing_columns();
+// The notes' opening paragraph: what the times are and how the gemm ratio is counted.
+std::string timing_preamble(const Config& cfg, int threads, bool reset_ok, double gemm_gflops, bool float32) {
     std::ostringstream notes;
     notes << "Times are of the attention given its inputs (and W): medians of " << cfg.timing.repeats
           << " runs after " << cfg.timing.warmup << " warm-up run(s), on " << threads
@@ -300,18 +292,36 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
           << "projection_s is the median of the timed runs, features_s, kv_s and normalise_s come from one "
           << "unfused run after them (favor_attention's steps), to show where the time goes; normalise_s "
           << "includes the product phiQ (phiK^T [V, 1]). gemm_ratio = median_s / (gflops counted at the "
-          << (sizeof(T) == 4 ? "sgemm" : "dgemm") << " rate measured at the start of this run: "
+          << (float32 ? "sgemm" : "dgemm") << " rate measured at the start of this run: "
           << format_number(gemm_gflops) << " GFLOP/s, " << kGemmRateN << "^3 on " << threads << " thread(s)).\n\n";
+    return notes.str();
+}
+
+template <class T>
+RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
+    const int threads = resolve_threads(opt.threads);
+    const std::vector<std::size_t>& Ls = cfg.inputs.L;   // sorted and unique (config.cpp)
+    std::vector<Series> series;
+    const TimingCells grid(cfg);
+    for (const TimingSeries& s : grid.series()) series.push_back({s.d, s.variant, s.m, {}});
+    // The gemm rate of this machine and build, measured now: gemm_ratio's denominator.
+    const double gemm_gflops = gemm_rate<T>(kGemmRateN, threads, 3);
+    const bool reset_ok = reset_peak_rss();
+    measure_cells<T>(cfg, opt, threads, series);
+
+    RunResult r;
+    r.timing.columns = timing_columns();
+    std::string notes = timing_preamble(cfg, threads, reset_ok, gemm_gflops, sizeof(T) == 4);
     for (const Series& s : series) {
         const Series* ex = nullptr;   // the exact series at this d, for speedups
         for (const Series& e : series)
             if (e.d == s.d && cfg.variants[e.variant].exact && !ex) ex = &e;
         std::vector<std::optional<double>> mine, theirs;
         series_rows(cfg, s, ex, Ls, threads, gemm_gflops, r.timing, mine, theirs);
-        if (!cfg.variants[s.variant].exact && ex) notes << crossover_note(cfg, s, *ex, Ls, mine, theirs);
+        if (!cfg.variants[s.variant].exact && ex) notes += crossover_note(cfg, s, *ex, Ls, mine, theirs);
     }
-    r.notes_md = notes.str();
-    info["timing"] = {{"threads", threads}, {"peak_rss_reset", reset_ok}, {"scale", scale},
+    r.notes_md = notes;
+    info["timing"] = {{"threads", threads}, {"peak_rss_reset", reset_ok}, {"scale", cfg.inputs.scale.front()},
                       {"gemm_gflops", gemm_gflops}, {"gemm_n", kGemmRateN}};
     r.info = std::move(info);
     return r;

@@ -21,6 +21,7 @@
 // w^T A w + w^T B u + (1/4) log det(I - 4A).
 #include <vector>
 
+#include "favor/feature_grad.hpp"
 #include "favor/feature_maps.hpp"
 
 namespace favor {
@@ -54,6 +55,9 @@ public:
     void block_impl(const FeatureBlock<T>& b) const;
     template <class T>
     void finish_impl(T* out, std::size_t F, std::size_t rows, const double* row_log, double shift) const;
+    // J^T G with the shift and the fitted parameters held fixed (exp_family_grad.cpp).
+    void vjp(const FeatureGrad<float>& g) const override;
+    void vjp(const FeatureGrad<double>& g) const override;
 
 protected:
     double A() const { return shape_.A; }
@@ -66,6 +70,8 @@ private:
     // For a matrix A: A and B = (I - 4A)^{1/2} (d x d row-major) and (1/4) log det(I - 4A).
     std::vector<double> A_mat_, B_;
     double log_det_quarter_ = 0.0;
+    template <class T>
+    void vjp_impl(const FeatureGrad<T>& g) const;
 };
 
 // --- statistics of the scaled queries X (L, d) and keys Y (Lk, d), in float64 ---------------

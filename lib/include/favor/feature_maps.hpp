@@ -54,6 +54,10 @@ struct FeatureBlock {
     bool finish_rows() const { return side == Side::query || per_row; }
 };
 
+// One block of rows for FeatureMap::vjp (favor/feature_grad.hpp).
+template <class T>
+struct FeatureGrad;
+
 class FeatureMap;
 using FeatureMapPtr = std::shared_ptr<const FeatureMap>;
 
@@ -135,6 +139,12 @@ public:
     // out (rows x F) from block()'s key intermediate and row_log, for one common `shift`.
     virtual void finish_key_block(float* out, std::size_t F, std::size_t rows, const double* row_log, double shift) const = 0;
     virtual void finish_key_block(double* out, std::size_t F, std::size_t rows, const double* row_log, double shift) const = 0;
+
+    // The vector-Jacobian product of the features for one block (contract at FeatureGrad,
+    // favor/feature_grad.hpp); fitted parameters are held fixed. Maps without a gradient
+    // throw Error ("no gradient"): the default.
+    virtual void vjp(const FeatureGrad<float>& g) const;
+    virtual void vjp(const FeatureGrad<double>& g) const;
 
     // Added to every stabilised feature before the normalising factor, as the official code
     // does (it uses 1e-6); it biases the estimate, so it is 0 unless asked for.

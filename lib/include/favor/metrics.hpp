@@ -43,7 +43,7 @@ std::vector<std::string> value_columns(const std::vector<std::string>& columns);
 // Whether the approximation runner makes an estimator's output with the fused forward
 // (forward_fused: no (L, F) feature matrices) for these metric columns: not when
 // overflow_fraction is among them, which only favor_attention counts. The memory estimate
-// (limits.cpp) asks the same.
+// (cost_model.cpp) asks the same.
 bool output_fused(const std::vector<std::string>& columns, const FeatureMap& map, Rounding rounding, bool shift,
                   bool causal);
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "favor/feature_grad.hpp"
 #include "favor/feature_maps.hpp"
 
 namespace favor {
@@ -53,6 +54,33 @@ public:
     }
     template <class T>
     void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
+    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
+    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
+    // phi_{(s-1) n + k} = r_k r_{k-s} (n = 2d, indices mod n): dr_k gets g r_{k-s} from
+    // feature (s, k) and g r_{k+s} from (s, k+s); then r = relu([x, -x]): dq_c = xs (1[x_c > 0]
+    // dr_c - 1[x_c < 0] dr_{d+c}).
+    template <class T>
+    void vjp_impl(const FeatureGrad<T>& g) const {
+        const std::size_t d = g.d, n = 2 * d;
+        std::vector<double> r(n), dr(n);
+        for (std::size_t i = 0; i < g.rows; ++i) {
+            for (std::size_t c = 0; c < d; ++c) {
+                const double v = double(T(g.xs * double(g.X[i * d + c])));
+                r[c] = std::max(v, 0.0);
+                r[d + c] = std::max(-v, 0.0);
+            }
+            std::fill(dr.begin(), dr.end(), 0.0);
+            for (std::size_t s = 1; s <= nu_; ++s)
+                for (std::size_t k = 0; k < n; ++k) {
+                    const std::size_t k2 = (k + n - s % n) % n;
+                    const double gk = double(g.G[i * g.F + (s - 1) * n + k]);
+                    dr[k] += gk * r[k2];
+                    dr[k2] += gk * r[k];
+                }
+            for (std::size_t c = 0; c < d; ++c)
+                g.dX[i * d + c] = T(g.xs * ((r[c] > 0.0 ? dr[c] : 0.0) - (r[d + c] > 0.0 ? dr[d + c] : 0.0)));
+        }
+    }
 
 private:
     std::size_t nu_;

@@ -4,6 +4,7 @@
 // map. Not an estimator of SM: a baseline of linear attention (docs/estimators.md).
 #include <cmath>
 
+#include "favor/feature_grad.hpp"
 #include "favor/feature_maps.hpp"
 
 namespace favor {
@@ -34,6 +35,17 @@ public:
     }
     template <class T>
     void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
+    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
+    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
+    // d(elu(v) + 1)/dv = 1 for v > 0, exp(v) otherwise (v = xs q_c): dq_c = xs g_c times that.
+    template <class T>
+    void vjp_impl(const FeatureGrad<T>& g) const {
+        for (std::size_t i = 0; i < g.rows; ++i)
+            for (std::size_t c = 0; c < g.d; ++c) {
+                const double v = g.xs * double(g.X[i * g.d + c]);
+                g.dX[i * g.d + c] = T(g.xs * double(g.G[i * g.F + c]) * (v > 0.0 ? 1.0 : std::exp(v)));
+            }
+    }
 };
 }  // namespace
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "favor/feature_grad.hpp"
 #include "favor/feature_maps.hpp"
 
 namespace favor {
@@ -28,6 +29,17 @@ public:
     }
     template <class T>
     void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
+    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
+    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
+    // phi = (relu(W x) + eps) / sqrt m: dq = xs W^T (g o 1[W x > 0]) / sqrt m.
+    template <class T>
+    void vjp_impl(const FeatureGrad<T>& g) const {
+        const double norm = 1.0 / std::sqrt(double(g.W.shape(0)));
+        projection_vjp(g, [&](std::size_t i, const std::vector<double>& u, std::vector<double>& coef,
+                              std::vector<double>&) {
+            for (std::size_t j = 0; j < u.size(); ++j) coef[j] = u[j] > 0.0 ? double(g.G[i * g.F + j]) * norm : 0.0;
+        });
+    }
 };
 }  // namespace
 

@@ -3,6 +3,7 @@
 // denominators D can cross zero (negative_fraction reports it).
 #include <cmath>
 
+#include "favor/feature_grad.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/theory.hpp"
 #include "favor/vmath.hpp"
@@ -40,6 +41,24 @@ public:
             T* e = out + i * F;
             sincos_scale(e, e, e + m, m, T(epsilon()), T(std::exp(row_log[i] - shift) * norm));
         }
+    }
+    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
+    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
+    // u = W x, phi~ = [sin u + eps, cos u + eps] / sqrt m and ls = |x|^2/2 (FeatureGrad):
+    // dx = W^T (g_sin o cos u - g_cos o sin u) / sqrt m + (g . phi~) x, dq = xs dx.
+    template <class T>
+    void vjp_impl(const FeatureGrad<T>& g) const {
+        const std::size_t m = g.W.shape(0);
+        const double norm = 1.0 / std::sqrt(double(m));
+        projection_vjp(g, [&](std::size_t i, const std::vector<double>& u, std::vector<double>& coef,
+                              std::vector<double>& dx) {
+            const T* G = g.G + i * g.F;
+            double gp = 0.0;
+            for (std::size_t f = 0; f < 2 * m; ++f) gp += double(G[f]) * double(g.phi[i * g.F + f]);
+            for (std::size_t c = 0; c < g.d; ++c) dx[c] = gp * g.xs * double(g.X[i * g.d + c]);
+            for (std::size_t j = 0; j < m; ++j)
+                coef[j] = (double(G[j]) * std::cos(u[j]) - double(G[m + j]) * std::sin(u[j])) * norm;
+        });
     }
 };
 }  // namespace

@@ -1,12 +1,9 @@
 #pragma once
 // What a request costs before it starts (docs/limits.md): the peak memory of a run, `apply`,
-// `gen` or `projection` estimated from the sizes alone, a rough time, the memory the system
-// offers (or --max-memory), and the threads that fit. A request over the budget is refused
-// with one line naming the field that drives the estimate, before any allocation; a thread
-// count over the sane maximum or over what an address-space limit (ulimit -v) leaves room
-// for is lowered with a warning.
+// `gen` or `projection` estimated from the sizes alone, and a rough time. A request over the
+// budget (resources.hpp) is refused with one line naming the field that drives the estimate,
+// before any allocation; a run whose threads do not fit is given fewer.
 #include <cstddef>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,24 +11,10 @@
 #include "favor/apply.hpp"
 #include "favor/config.hpp"
 #include "favor/grid.hpp"
+#include "favor/resources.hpp"
 #include "favor/tensor_io.hpp"
 
 namespace favor {
-
-// "1.5 GiB", "980 MiB", "12 KiB", "512 B".
-std::string format_bytes(double bytes);
-// A size flag: bytes, or a number with K, M, G, T (powers of 1024; "B" / "iB" may follow),
-// e.g. "8G", "512MiB", "1.5GB". Errors name `flag`.
-std::size_t parse_size_text(const std::string& flag, const std::string& text);
-
-// The memory a request may use.
-struct MemoryBudget {
-    std::size_t bytes = 0;
-    std::string source;   // "MemAvailable", "cgroup memory.max", "ulimit -v", "--max-memory", ...
-};
-// --max-memory when given; otherwise the least of what /proc/meminfo (MemAvailable), the
-// cgroup (memory.max - memory.current) and the address-space and data limits leave free.
-MemoryBudget memory_budget(std::optional<std::size_t> max_memory = std::nullopt);
 
 // An estimate: peak resident memory of the whole process (bytes) and a rough wall time.
 struct Cost {
@@ -59,24 +42,9 @@ Cost estimate_projection(std::size_t m, std::size_t d);
 // available (source); <hint>" when the estimate exceeds the budget.
 void check_memory(const Cost& c, const MemoryBudget& b, const std::string& name);
 
-// The threads to use: `requested` (0: all hardware threads) clamped to max_threads(), and
-// under an address-space limit (ulimit -v) to as many as leave room for `data_bytes`, each
-// thread needing its stack, its malloc arena and OpenBLAS's buffer in address space. A
-// lowered count comes with a one-line warning; Error when not even one thread fits.
-struct ThreadPlan {
-    int threads = 1;
-    std::string warning;   // empty when the request stands
-};
-ThreadPlan plan_threads(int requested, double data_bytes, const std::string& flag = "--threads");
-
 // For a run: the largest thread count <= `threads` whose estimate fits the budget, with a
 // warning when it is lower; Error (check_memory) when one thread does not fit.
 ThreadPlan fit_threads(const Config& cfg, int threads, const Shard& shard, const QkvShapes* npy,
                        const MemoryBudget& b, Cost& cost);
-
-// Makes malloc return freed large buffers to the system (fixed mmap and trim thresholds
-// instead of glibc's adaptive ones), so peak RSS follows the live data the estimates model
-// rather than heap fragmentation (up to 6x higher). Call once at start.
-void use_predictable_allocator();
 
 }  // namespace favor

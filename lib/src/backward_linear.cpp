@@ -1,0 +1,168 @@
+// The gradient of linear (random-feature) attention, docs/design.md section 2.7.
+//
+// Forward (section 2.2) on the stabilised features: Psi_j = exp(lk_j - M) phiK_j,
+//   KV1 = Psi^T [V, 1],  [N_i, D_i] = phiQ_i KV1,  Out_i = N_i / D_i.
+// Backward for G = dLoss/dOut: a_i = [G_i / D_i, -(G_i . Out_i) / D_i] (dv + 1), then
+//   dphiQ = a KV1^T,  dKV1 = phiQ^T a,  dPsi_j = dKV1 [v_j, 1],  dV = Psi dKV1[:, :dv],
+//   dphiK_j = exp(lk_j - M) dPsi_j.
+// Why the shifts may be held fixed: Out is invariant to a per-row factor of phi(x_i) (it
+// cancels in N_i / D_i) and to a factor common to all keys, so the query shift S_i and the
+// common key factor exp(M) change nothing; a key's own log scale lk_j is carried exactly by
+// the factor exp(lk_j - M), and for the exp-type maps phi(y_j) = exp(S_j) exp(e_j(y) - S_j)
+// holds for any constant S_j, so the derivative taken with S_j fixed is the derivative of
+// phi itself (FeatureGrad). The gradient is therefore exact, not an approximation of it.
+//
+// Causal: [N_i, D_i] = phiQ_i S_i with the prefix sums S_i = sum_{j<=i} exp(lk_j - P_i)
+// phiK_j [v_j, 1]^T relative to the running max P_i (as the forward). The gradient of S_i is
+// phiQ_i^T a_i, reaching key j from every i >= j: the reverse prefix sums
+//   R_j = sum_{i>=j} exp(P_j - P_i) phiQ_i^T a_i = phiQ_j^T a_j + exp(P_j - P_{j+1}) R_{j+1},
+// every factor <= 1; then dphiK_j = exp(lk_j - P_j) R_j [v_j, 1], dv_j = exp(lk_j - P_j)
+// R_j[:, :dv]^T phiK_j. One pass each way, O(L F dv), in row order.
+#include <algorithm>
+#include <cmath>
+
+#include "favor/attention.hpp"
+#include "favor/backward.hpp"
+#include "favor/blas.hpp"
+#include "favor/error.hpp"
+#include "favor/parallel.hpp"
+
+namespace favor {
+
+namespace {
+// a (L x (dv + 1)) from the numerators and denominators num (L x (dv + 1)) and G (L x dv).
+template <class T>
+void output_gradient(const T* num, const T* G, std::size_t L, std::size_t dv, T* a) {
+    const std::size_t w = dv + 1;
+    for (std::size_t i = 0; i < L; ++i) {
+        const T D = num[i * w + dv];
+        T go = 0;
+        for (std::size_t c = 0; c < dv; ++c) {
+            go += G[i * dv + c] * (num[i * w + c] / D);
+            a[i * w + c] = G[i * dv + c] / D;
+        }
+        a[i * w + dv] = -go / D;
+    }
+}
+
+template <class T>
+FeatureGradients<T> noncausal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk,
+                                       const Mat<T>& V, const Mat<T>& G) {
+    const std::size_t L = phiQ.shape(0), Lk = phiK.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1;
+    const double M = lk.empty() ? 0.0 : *std::max_element(lk.begin(), lk.end());
+    Mat<T> psi = phiK, V1 = Mat<T>::from_shape({Lk, w});
+    for (std::size_t j = 0; j < Lk; ++j) {
+        const T s = T(std::exp(lk[j] - M));
+        for (std::size_t f = 0; f < F; ++f) psi(j, f) *= s;
+        for (std::size_t c = 0; c < dv; ++c) V1(j, c) = V(j, c);
+        V1(j, dv) = T(1);
+    }
+    std::vector<T> kv1(F * w), num(L * w), a(L * w), dkv1(F * w);
+    gemm<T>(true, false, F, w, Lk, T(1), psi.data(), F, V1.data(), w, T(0), kv1.data(), w);
+    gemm<T>(false, false, L, w, F, T(1), phiQ.data(), F, kv1.data(), w, T(0), num.data(), w);
+    output_gradient(num.data(), G.data(), L, dv, a.data());
+    FeatureGradients<T> g{Mat<T>::from_shape({L, F}), Mat<T>::from_shape({Lk, F}), Mat<T>::from_shape({Lk, dv})};
+    gemm<T>(false, true, L, F, w, T(1), a.data(), w, kv1.data(), w, T(0), g.dphiQ.data(), F);
+    gemm<T>(true, false, F, w, L, T(1), phiQ.data(), F, a.data(), w, T(0), dkv1.data(), w);
+    gemm<T>(false, true, Lk, F, w, T(1), V1.data(), w, dkv1.data(), w, T(0), g.dphiK.data(), F);
+    gemm<T>(false, false, Lk, dv, F, T(1), psi.data(), F, dkv1.data(), w, T(0), g.dV.data(), dv);
+    for (std::size_t j = 0; j < Lk; ++j) {
+        const T s = T(std::exp(lk[j] - M));
+        for (std::size_t f = 0; f < F; ++f) g.dphiK(j, f) *= s;
+    }
+    return g;
+}
+
+// The forward prefix pass: a (L x (dv + 1)), dphiQ, and the running maxima P (L).
+template <class T>
+void causal_forward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk, const Mat<T>& V,
+                    const Mat<T>& G, std::vector<T>& a, std::vector<double>& P, Mat<T>& dphiQ) {
+    const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1;
+    std::vector<T> S(F * w, T(0)), num(w);
+    double p = -INFINITY;
+    for (std::size_t i = 0; i < L; ++i) {
+        const double np = std::max(p, lk[i]);
+        const T decay = T(std::exp(p - np)), s = T(std::exp(lk[i] - np));
+        P[i] = p = np;
+        for (std::size_t f = 0; f < F; ++f) {
+            const T phi = s * phiK(i, f);
+            T* row = &S[f * w];
+            for (std::size_t c = 0; c < dv; ++c) row[c] = decay * row[c] + phi * V(i, c);
+            row[dv] = decay * row[dv] + phi;
+        }
+        gemm<T>(false, false, 1, w, F, T(1), &phiQ(i, 0), F, S.data(), w, T(0), num.data(), w);
+        output_gradient(num.data(), &G(i, 0), 1, dv, &a[i * w]);
+        gemm<T>(false, true, 1, F, w, T(1), &a[i * w], w, S.data(), w, T(0), &dphiQ(i, 0), F);
+    }
+}
+
+template <class T>
+FeatureGradients<T> causal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk,
+                                    const Mat<T>& V, const Mat<T>& G) {
+    const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1;
+    FeatureGradients<T> g{Mat<T>::from_shape({L, F}), Mat<T>::from_shape({L, F}), Mat<T>::from_shape({L, dv})};
+    std::vector<T> a(L * w), R(F * w, T(0));
+    std::vector<double> P(L);
+    causal_forward(phiQ, phiK, lk, V, G, a, P, g.dphiQ);
+    for (std::size_t j = L; j-- > 0;) {
+        const T decay = j + 1 < L ? T(std::exp(P[j] - P[j + 1])) : T(0), s = T(std::exp(lk[j] - P[j]));
+        for (std::size_t f = 0; f < F; ++f) {
+            T* row = &R[f * w];
+            const T q = phiQ(j, f);
+            T dk = 0;
+            for (std::size_t c = 0; c < w; ++c) {
+                row[c] = decay * row[c] + q * a[j * w + c];
+                dk += row[c] * (c < dv ? V(j, c) : T(1));
+            }
+            g.dphiK(j, f) = s * dk;
+        }
+        for (std::size_t c = 0; c < dv; ++c) {
+            T t = 0;
+            for (std::size_t f = 0; f < F; ++f) t += R[f * w + c] * phiK(j, f);
+            g.dV(j, c) = s * t;
+        }
+    }
+    return g;
+}
+}  // namespace
+
+template <class T>
+FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& phiK,
+                                              const std::vector<double>& key_log_scale, const Mat<T>& V,
+                                              const Mat<T>& G, bool causal) {
+    const std::size_t Lk = phiK.shape(0);
+    if (phiK.shape(1) != phiQ.shape(1) || V.shape(0) != Lk || G.shape(0) != phiQ.shape(0) || G.shape(1) != V.shape(1))
+        throw Error("backward: shapes do not fit: phiQ (L, F), phiK (Lk, F), V (Lk, dv), G (L, dv)");
+    if (causal && Lk != phiQ.shape(0)) throw Error("backward: causal attention needs as many keys as queries");
+    const std::vector<double> lk = key_log_scale.empty() ? std::vector<double>(Lk, 0.0) : key_log_scale;
+    return causal ? causal_backward(phiQ, phiK, lk, V, G) : noncausal_backward(phiQ, phiK, lk, V, G);
+}
+
+template <class T>
+Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                            const Mat<T>& G, bool causal, int threads) {
+    const FeatureMap& f = est.ready_map();
+    check_backward_shapes(Q, K, V, G, causal);
+    if (!f.row_normalised())
+        no_gradient(f, "not row-normalised: its weights (landmarks, pseudo-inverse) depend on all of Q and K at once");
+    if (est.rounding != Rounding::none) throw Error("backward: no gradient for the emulated half dtypes");
+    const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
+    const Features<T> q = compute_features(f, Q, xs, est.W, Side::query, threads);
+    const Features<T> k = compute_features(f, K, xs, est.W, Side::key, threads);
+    FeatureGradients<T> fg = linear_attention_backward(q.phi, k.phi, k.log_scale, V, G, causal);
+    return {feature_vjp(f, Q, xs, est.W, Side::query, q.phi, fg.dphiQ, threads),
+            feature_vjp(f, K, xs, est.W, Side::key, k.phi, fg.dphiK, threads), std::move(fg.dV)};
+}
+
+template FeatureGradients<float> linear_attention_backward(const Mat<float>&, const Mat<float>&,
+                                                          const std::vector<double>&, const Mat<float>&,
+                                                          const Mat<float>&, bool);
+template FeatureGradients<double> linear_attention_backward(const Mat<double>&, const Mat<double>&,
+                                                           const std::vector<double>&, const Mat<double>&,
+                                                           const Mat<double>&, bool);
+template Gradients<float> favor_backward(const Estimator<float>&, const Mat<float>&, const Mat<float>&,
+                                         const Mat<float>&, const Mat<float>&, bool, int);
+template Gradients<double> favor_backward(const Estimator<double>&, const Mat<double>&, const Mat<double>&,
+                                          const Mat<double>&, const Mat<double>&, bool, int);
+
+}  // namespace favor

@@ -1,0 +1,537 @@
+// The cost model (docs/limits.md): the peak memory and rough time of a request, counted from
+// the sizes alone, buffer by buffer as each code path allocates them. Its constants (a base
+// RSS, OpenBLAS's working set per thread, the rates of the rough time) were measured on the
+// configs in configs/ with /usr/bin/time -v (docs/limits.md has the table). A run's cells
+// come from its kind's grid (cells.hpp), as the runner takes them.
+#include "favor/cost_model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <map>
+#include <stdexcept>
+
+#include "favor/attention.hpp"
+#include "favor/byte_sizes.hpp"
+#include "favor/cells.hpp"
+#include "favor/error.hpp"
+#include "favor/metrics.hpp"
+
+namespace favor {
+
+namespace {
+
+// Resident set of the process before any data: binary, libraries, OpenBLAS's init.
+constexpr double kBaseRss = 9 * kMiB;
+// What a thread running BLAS and favor's kernels keeps resident beyond the data: the part of
+// OpenBLAS's buffer it touches (packed panels), its stack, malloc's per-thread arena.
+constexpr double kThreadRss = 4 * kMiB;
+// Rough rates per thread: matrix-product flops (float64; float32 twice as fast),
+// vectorised exp (and the pairwise metrics' vectorised exp / log).
+constexpr double kGemmRate = 8e9, kVexpRate = 1e9;
+// The kernel experiment: each (pair, trial) estimate costs two small feature computations
+// (allocations dominate), each trial a draw of W (a normal costs ~40 ns).
+constexpr double kPairSeconds = 12e-6, kNormalSeconds = 40e-9;
+
+// Block sizes of attention.cpp, copied here (keep them in step): the exact pass's query rows
+// per tile and its tile of 2^19 bytes of keys (exact_tile_keys), and the rows of one block of
+// the linear attention's partial sums and of one causal chunk of the fused forward.
+constexpr std::size_t kExactRows = 256, kExactTileBytes = std::size_t(1) << 19;
+constexpr double kLinearRows = 1024.0;
+
+double gemm_seconds(double flops, std::size_t s) { return flops / (s == 4 ? 2 * kGemmRate : kGemmRate); }
+
+// The exact pass's per-thread tiles (a tile of keys per kExactRows query rows, and two rows
+// of dv), in elements of s bytes, on `threads` threads.
+double exact_tiles(int threads, double dv, std::size_t s) {
+    const double kt = double(kExactTileBytes / (kExactRows * s));
+    return double(threads) * (double(kExactRows) * kt + 2.0 * double(kExactRows) * dv) * double(s);
+}
+
+std::size_t pow2_at_least(std::size_t d) {
+    std::size_t p = 1;
+    while (p < d) p *= 2;
+    return p;
+}
+
+// Drawing W (m, d) and keeping it in precision s: the matrix, its float64 draw, and the
+// scratch of one d x d (or p x p, hadamard) block and its QR.
+double w_bytes(std::size_t m, std::size_t d, std::size_t s, Projection p) {
+    const double b = double(p == Projection::hadamard || p == Projection::hadamard_fixed ? pow2_at_least(d) : d);
+    return double(m) * double(d) * double(8 + s) + 4.0 * b * b * 8.0;
+}
+
+// Terms of an estimate, by name, each with the field it belongs to.
+struct Terms {
+    std::map<std::string, double> bytes;
+    std::map<std::string, std::string> field;
+    void add(const std::string& name, const std::string& f, double b) {
+        bytes[name] += b;
+        field[name] = f;
+    }
+};
+
+Cost finish(const Terms& t, double seconds, int threads, const std::string& where,
+            const std::map<std::string, std::string>& hints) {
+    Cost c;
+    c.peak = kBaseRss;
+    for (const auto& [name, b] : t.bytes) c.peak += b;
+    c.seconds = seconds;
+    c.threads = threads;
+    c.where = where;
+    std::vector<std::pair<std::string, double>> parts(t.bytes.begin(), t.bytes.end());
+    std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    c.parts = parts;
+    // The field: that of the largest term other than the per-thread overhead.
+    for (const auto& [name, b] : parts)
+        if (name != "thread buffers") {
+            c.field = t.field.at(name);
+            break;
+        }
+    if (c.field.empty() && !parts.empty()) c.field = t.field.at(parts[0].first);
+    if (!c.field.empty()) {
+        const auto h = hints.find(c.field);
+        if (h != hints.end()) c.hint = h->second;
+    }
+    return c;
+}
+
+std::string cell_label(const std::string& variant, std::size_t L, std::size_t d, std::size_t m) {
+    return variant + " at L = " + std::to_string(L) + ", d = " + std::to_string(d) + ", m = " + std::to_string(m);
+}
+
+// --- approximation -------------------------------------------------------------------------
+
+// One cell of an approximation run: the memory of one (cell, trial) item beyond the inputs,
+// split into features (and W, linear attention) and the pairwise metrics, and its flops.
+// `kept`: the part of `features` in buffers its thread keeps for its next items (the fused
+// forward's thread_local features blocks, sums, and output; KeptBuffer).
+struct ItemCost {
+    double features = 0, pairwise = 0, fit = 0, seconds = 0;
+    std::array<double, 3> kept{};
+    double held() const { return kept[0] + kept[1] + kept[2]; }
+    double total() const { return std::max(fit, features + pairwise); }
+    double transient() const { return std::max(fit, features - held() + pairwise); }   // beyond `kept`
+};
+
+// A buffer a thread keeps and only grows (grown(), memory.hpp): the largest size a cell
+// asks, and while it grows, the smaller one it is copied from (std::vector::resize): at most
+// the largest size below it (case a of docs/limits.md: 2611 MiB peak RSS with the cells of
+// smaller key partials first, 2413 MiB with them last).
+struct KeptBuffer {
+    double largest = 0, below = 0;
+    void add(double b) {
+        if (b > largest) below = largest, largest = b;
+        else if (b < largest) below = std::max(below, b);
+    }
+};
+
+// The sizes of one item: queries L, keys Lk, dimensions d and dv, heads, m and its F feature
+// columns, s bytes per element of the compute dtype.
+struct ItemShape {
+    std::size_t m, L, Lk, d, dv, heads, s;
+    double F;
+};
+
+// favor_forward_into (attention.cpp) on the item's thread: W^T (FusedFeatures), the output
+// `out` (the runner's thread_local), and causal: a chunk of kLinearRows rows' key and query
+// features with their log scales (thread_local), the running sum F x dv (causal_chunk,
+// thread_local), an own and a starting sum F x (dv + 1) per chunk at most (ChunkStarts);
+// non-causal: one block of fused_rows rows' features and log scales (thread_local, shared by
+// the key and query passes) and its scaled copy of V, the key partials nk x F x (dv + 1)
+// (fused_kv1, thread_local), KV1 and its column z.
+void fused_forward_cost(const ItemShape& x, bool causal, double W, double out, ItemCost& c) {
+    const double F = x.F, Lq = double(x.L), Lkd = double(x.Lk), e = double(x.dv + 1);
+    const double Wt = double(x.s) * double(x.m) * double(x.d), sF = double(x.s) * F;
+    double passing;
+    if (causal) {
+        const double rows = std::min(Lq, kLinearRows), chunks = std::ceil(Lq / kLinearRows);
+        c.kept = {rows * (2.0 * sF + 16.0), sF * double(x.dv), out};
+        passing = 2.0 * chunks * sF * e;
+    } else {
+        const double kb = double(fused_rows(x.Lk, std::size_t(F), x.d, x.s)), nk = std::ceil(Lkd / kb);
+        const double rows = std::max(kb, double(fused_rows(x.L, std::size_t(F), x.d, x.s)));
+        c.kept = {rows * (sF + 8.0) + kb * double(x.s) * e, nk * sF * e, out};
+        passing = sF * (e + 1.0) + 8.0 * nk;
+    }
+    c.features = W + Wt + passing + c.held();
+}
+
+// favor_attention: both (L, F) feature matrices and their log scales, the linear attention's
+// partial sums (one F x (dv + 1) per kLinearRows keys; causal: an own and a start).
+void unfused_cost(const ItemShape& x, bool causal, double W, double out, ItemCost& c) {
+    const double F = x.F, Lq = double(x.L), Lkd = double(x.Lk), e = double(x.dv + 1);
+    const double feats = double(x.s) * (Lq + Lkd) * F + 16.0 * (Lq + Lkd);
+    const double blocks = std::ceil(Lkd / kLinearRows) + 3;
+    const double linear = double(x.s) * F * e * (causal ? 2 * blocks : blocks) + double(x.s) * kLinearRows * double(x.dv);
+    c.features = W + feats + out + linear;
+}
+
+// The streamed pass of the pairwise metrics (docs/design.md section 3), when some metric of
+// `cols` needs it: per thread (`inner` threads share an item's row blocks) the features of a
+// block of R query rows and of a tile of R keys, K and S (R x R), row sums; whole: the key
+// log scales, P_i and the per-tile key column sums (float32: the tile made in float first).
+// Sets c.pairwise; returns its flops and exps.
+std::pair<double, double> pairwise_cost(const ItemShape& x, const std::vector<std::string>& cols, bool causal, int inner,
+                                        ItemCost& c) {
+    auto wants = [&](const char* k) { return std::find(cols.begin(), cols.end(), k) != cols.end(); };
+    bool pair = false;   // any metric of the streamed pass over all pairs (the metric table says which)
+    for (const auto& col : cols) {
+        const MetricInfo* mi = find_metric(col);
+        pair |= mi && (mi->source == MetricInfo::Source::pairwise || mi->source == MetricInfo::Source::theory);
+    }
+    if (!pair) return {0.0, 0.0};
+    const double F = x.F, Lq = double(x.L), Lkd = double(x.Lk);
+    const double R = double(feature_block_rows()), tiles = std::ceil(Lkd / R);
+    c.pairwise = double(inner) * (8.0 * (2.0 * R * F + 2.0 * R * R + 6.0 * R) + double(x.s) * R * F) +
+                 8.0 * (Lq + Lkd + (tiles + 1.0) * F);
+    const double pairs = causal ? Lq * Lkd / 2 : Lq * Lkd;
+    // K and S per tile (causal: K once more for D_i), and each tile's key features made again
+    // for every row block.
+    const double remade = (std::ceil(Lq / R) + 1.0) * Lkd;
+    const double flops = 2.0 * pairs * (double(x.d) + F * (causal ? 2.0 : 1.0)) + 2.0 * remade * double(x.m) * double(x.d);
+    const double exps = remade * F + pairs * (1.0 + (wants("attention_kl") ? 1.0 : 0.0) + (wants("kernel_mse") ? 3.0 : 0.0));
+    return {flops, exps};
+}
+
+ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape& x, int inner) {
+    ItemCost c;
+    const double Lq = double(x.L), Lkd = double(x.Lk), e = double(x.dv + 1);
+    const double W = w_bytes(x.m, x.d, x.s, v.projection);
+    // oprf's A*: float64 copies of the scaled Q and K while it is fitted (before the features).
+    if (v.map->data_dependent()) c.fit = W + 16.0 * (Lq + Lkd) * double(x.d);
+    const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
+    const double out = double(x.s) * Lq * double(x.dv);
+    if (output_fused(cols, *v.map, dtype_rounding(cfg.dtype), v.shift, cfg.causal)) fused_forward_cost(x, cfg.causal, W, out, c);
+    else unfused_cost(x, cfg.causal, W, out, c);
+    const auto [pair_flops, pair_exps] = pairwise_cost(x, cols, cfg.causal, inner, c);
+    const double flops = 2.0 * (Lq + Lkd) * double(x.m) * double(x.d) + 4.0 * (Lq + Lkd) * x.F * e + pair_flops;
+    c.seconds = double(x.heads) * (gemm_seconds(flops, x.s) + ((Lq + Lkd) * x.F + pair_exps) / kVexpRate);
+    return c;
+}
+
+// An approximation run of one shard: its cells (cells.hpp) and items, and how many of those
+// run at once (`conc`) and on how many threads an item's pairwise pass runs (`inner`).
+struct ApproxRun {
+    const Config& cfg;
+    const QkvShapes* npy;
+    std::size_t s;
+    ApproxCells grid;
+    std::vector<std::size_t> cells;
+    double draws;        // input draws per cell
+    std::size_t items;   // (cell, input seed, trial)
+    int conc, inner;
+
+    ApproxRun(const Config& c, int threads, const Shard& shard, const QkvShapes* shapes)
+        : cfg(c), npy(shapes), s(dtype_bytes(c.dtype)), grid(c), cells(grid.owned(shard)), draws(double(c.input_seeds.size())),
+          items(cells.size() * c.input_seeds.size() * c.trials),
+          conc(int(std::min<std::size_t>(std::size_t(threads), std::max<std::size_t>(items, 1)))),
+          inner(items < std::size_t(threads) ? threads : 1) {}
+
+    // The sizes at input point (L, d) (npy inputs: the files'); m and F left 0.
+    ItemShape shape(std::size_t li, std::size_t di) const {
+        if (cfg.inputs.npy()) return {0, npy->L, npy->Lk, npy->d, npy->dv, npy->heads, s, 0.0};
+        const std::size_t d = cfg.inputs.d[di];
+        return {0, cfg.inputs.L[li], cfg.inputs.L[li], d, cfg.inputs.d_v.value_or(d), 1, s, 0.0};
+    }
+};
+
+// The inputs: every instance a cell of this shard uses, with its exact reference, held for
+// the whole run; while one is made, its float64 draw (or the npy files) and the exact pass.
+struct InputCost {
+    double held = 0, loading = 0, seconds = 0;
+};
+
+InputCost input_cost(const ApproxRun& run, int threads) {
+    const Config& cfg = run.cfg;
+    std::vector<bool> needed(run.grid.points(), false);
+    for (std::size_t c : run.cells) needed[run.grid.point(c)] = true;
+    bool pairwise = false, baseline_pairwise = false;
+    for (const auto& col : metric_columns(cfg.approximation.metrics)) {
+        const MetricInfo* mi = find_metric(col);
+        pairwise |= mi && mi->source == MetricInfo::Source::pairwise;
+        baseline_pairwise |= mi && mi->has_baseline && mi->source == MetricInfo::Source::pairwise;
+    }
+    InputCost in;
+    for (std::size_t p = 0; p < needed.size(); ++p) {
+        if (!needed[p]) continue;
+        const PointIndex at = run.grid.point_at(p);
+        const ItemShape x = run.shape(at.L, at.d);
+        const double Lq = double(x.L), Lkd = double(x.Lk), d = double(x.d), dv = double(x.dv), H = double(x.heads);
+        in.held += run.draws * H *
+                   (double(run.s) * (Lq * d + Lkd * d + Lkd * dv) + 8.0 * (Lq * d + Lkd * d + Lq * dv) +
+                    (pairwise ? 16.0 * Lq : 0.0));   // + the exact softmax rows; per input draw
+        const double draw = cfg.inputs.npy() ? 8.0 * H * (Lq * d + Lkd * d + Lkd * dv) * 1.5 : 8.0 * (2 * Lq * d + Lq * dv);
+        // The exact pass: K^T laid out once (ExactOperands), each thread's tiles (float64).
+        in.loading = std::max(in.loading, draw + 8.0 * Lkd * d + exact_tiles(threads, dv, 8));
+        const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
+        in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + x.dv), 8) + pairs / kVexpRate) / threads;
+        // The uniform-attention baseline of the pairwise metrics: one more pass.
+        if (baseline_pairwise)
+            in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + 1), 8) + 2 * pairs / kVexpRate) / threads;
+    }
+    return in;
+}
+
+// The items: `conc` at once, each thread the most any cell needs beyond its kept buffers,
+// and those buffers at their largest, one of them growing (`where`: the cell needing the most).
+struct WorkCost {
+    ItemCost worst;
+    std::array<KeptBuffer, 3> kept;
+    double largest = 0, seconds = 0;   // seconds: on one thread
+    std::string where;
+    double held() const { return kept[0].largest + kept[1].largest + kept[2].largest + std::max(kept[0].below, kept[1].below); }
+};
+
+WorkCost work_cost(const ApproxRun& run) {
+    WorkCost w;
+    for (std::size_t c : run.cells) {
+        const CellIndex& at = run.grid.at(c);
+        ItemShape x = run.shape(at.L, at.d);
+        const Variant& v = run.cfg.variants[at.variant];
+        x.m = run.grid.m(c, x.d);
+        x.F = double(v.map->num_features(x.m, x.d));
+        const ItemCost ic = approximation_item(v, run.cfg, x, run.inner);
+        w.seconds += ic.seconds * double(run.cfg.trials) * run.draws;
+        for (std::size_t k = 0; k < w.kept.size(); ++k) w.kept[k].add(ic.kept[k]);
+        if (ic.transient() > w.worst.transient()) w.worst = ic;
+        if (ic.total() > w.largest) {
+            w.largest = ic.total();
+            w.where = cell_label(v.name, x.L, x.d, x.m);
+        }
+    }
+    return w;
+}
+
+Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, const QkvShapes* npy) {
+    const ApproxRun run(cfg, threads, shard, npy);
+    const InputCost in = input_cost(run, threads);
+    const WorkCost w = work_cost(run);
+    const ItemCost& worst = w.worst;
+    const double conc = double(run.conc);
+    Terms t;
+    const std::string in_field = cfg.inputs.npy() ? "inputs.q" : "inputs.L";
+    const std::string budget = cfg.num_features.empty() ? "m" : "num_features";
+    t.add("inputs", in_field, in.held);
+    // (The output is made anew when its shape changes, not copied: it does not grow.)
+    if (in.loading > conc * (worst.transient() + w.held())) {
+        t.add("loading inputs", in_field, in.loading);
+    } else if (worst.fit > worst.features - worst.held() + worst.pairwise) {
+        t.add("features", budget, conc * (worst.fit + w.held()));
+    } else {
+        t.add("features", budget, conc * (worst.features - worst.held() + w.held()));
+        if (worst.pairwise > 0) t.add("pairwise metrics", "metrics", conc * worst.pairwise);
+    }
+    // Per (cell, input seed, trial, head) row: the metric values (map nodes), then the errors
+    // table as text and the summary.
+    const double heads = double(cfg.inputs.npy() ? npy->heads : 1), items = double(run.items);
+    const double cols = double(metric_columns(cfg.approximation.metrics).size());
+    t.add("results", cfg.input_seeds_set() ? "input_seeds" : "trials", items * heads * (cols * 120.0 + 64.0) + items * (cols + 9) * 64.0);
+    t.add("thread buffers", "--threads", double(threads) * kThreadRss);
+    return finish(t, in.seconds + w.seconds / double(threads), threads, w.where,
+                  {{"trials", "lower trials"},
+                   {"input_seeds", "lower input_seeds or trials"},
+                   {"inputs.L", std::string("lower inputs.L or inputs.d") + (cfg.input_seeds_set() ? " or input_seeds" : "")},
+                   {"inputs.q", "the .npy inputs are too large for this machine"},
+                   {"m", "lower m"},
+                   {"num_features", "lower num_features"},
+                   {"metrics", "lower " + budget + ", or leave attention_mse, kernel_mse and negative_fraction out of metrics"}});
+}
+
+// --- kernel and timing ---------------------------------------------------------------------
+
+Cost estimate_kernel(const Config& cfg, int threads) {
+    const KernelSpec& k = cfg.kernel;
+    const KernelCells grid(cfg);
+    const double n = double(k.norm.size() * k.angle.size());
+    double worst = 0, seconds = 0;
+    std::string where;
+    for (std::size_t cell = 0; cell < grid.size(); ++cell) {
+        if (grid.pair(cell) != 0) continue;   // one item per (variant, d, m) covers all its pairs
+        const KernelIndex at = grid.at(cell);
+        const Variant& v = cfg.variants[at.variant];
+        const std::size_t d = k.d[at.d], m = cfg.m[at.m];
+        const double F = double(v.map->num_features(m, d));
+        const double item = w_bytes(m, d, 8, v.projection) + 2.0 * n * double(d) * 8.0 + 4.0 * F * 8.0 + 2.0 * d * d * 8.0;
+        seconds += double(cfg.trials) *
+                   (n * (kPairSeconds + gemm_seconds(4.0 * double(m) * double(d), 8) + 2 * F / kVexpRate) +
+                    (double(m) * double(d) + 2.0 * double(d) * double(d)) * kNormalSeconds +
+                    gemm_seconds(4.0 * double(d) * double(d) * double(std::max(m, d)), 8)) /
+                   threads;
+        if (item > worst) worst = item, where = v.name + " at d = " + std::to_string(d) + ", m = " + std::to_string(m);
+    }
+    // Every trial's squared error of every point and the closed form at its pair (sq and th,
+    // kernel_experiment.cpp; th filled with NaN for every projection), kept until the summary.
+    const double results = double(cfg.variants.size() * k.d.size() * cfg.m.size()) * double(cfg.trials) * n * 16.0;
+    Terms t;
+    t.add("features", "m", double(threads) * worst);
+    t.add("results", "trials", results);
+    t.add("thread buffers", "--threads", double(threads) * kThreadRss);
+    return finish(t, seconds, threads, where, {{"m", "lower m"}, {"trials", "lower trials"}});
+}
+
+// One timing cell: the memory beyond the inputs (exact: the tiles per thread; FAVOR: W, both
+// feature matrices, the sums, as the unfused run that breaks the time into phases makes
+// them) and the time of its warm-up and repeats.
+std::pair<double, double> timing_cell(const Config& cfg, const Variant& v, std::size_t L, std::size_t d, std::size_t m,
+                                      int threads) {
+    const std::size_t s = dtype_bytes(cfg.dtype), dv = cfg.inputs.d_v.value_or(d);
+    const double Ld = double(L);
+    double bytes, secs;
+    if (v.exact) {
+        bytes = exact_tiles(threads, double(dv), s) + Ld * dv * double(s);
+        const double pairs = cfg.causal ? Ld * Ld / 2 : Ld * Ld;
+        secs = (gemm_seconds(2.0 * pairs * double(d + dv), s) + pairs / kVexpRate) / threads;
+    } else {
+        const double F = double(v.map->num_features(m, d));
+        bytes = w_bytes(m, d, s, v.projection) + double(s) * 2 * Ld * F + 32.0 * Ld +
+                double(s) * F * double(dv + 1) * (std::ceil(Ld / kLinearRows) + 3) + Ld * dv * double(s);
+        secs = (gemm_seconds(2.0 * 2 * Ld * double(m) * d + 4.0 * 2 * Ld * F * double(dv + 1), s) + 2 * Ld * F / kVexpRate) /
+               threads;
+    }
+    return {bytes, secs * double(cfg.timing.warmup + cfg.timing.repeats)};
+}
+
+// The largest L's inputs (float64 draw and dtype copy) and its largest cell; cells the time
+// budget would skip are left out, as the runner skips them (a series stops once over).
+Cost estimate_timing(const Config& cfg, int threads) {
+    const std::size_t s = dtype_bytes(cfg.dtype);
+    const TimingCells grid(cfg);
+    double peak_inputs = 0, peak_work = 0, peak_total = 0, seconds = 0;
+    std::string where;
+    std::map<std::string, double> series_last;   // budget: a series stops once a cell is over it
+    for (std::size_t L : cfg.inputs.L)
+        for (std::size_t d : cfg.inputs.d) {
+            const std::size_t dv = cfg.inputs.d_v.value_or(d);
+            const double Ld = double(L);
+            const double inputs = 8.0 * (2 * Ld * d + Ld * dv) + double(s) * (2 * Ld * d + Ld * dv);
+            double work = 0;
+            std::string w;
+            for (const TimingSeries& ser : grid.series()) {
+                if (ser.d != d) continue;
+                const Variant& v = cfg.variants[ser.variant];
+                const std::string key = v.name + "/" + std::to_string(d) + "/" + std::to_string(ser.m);
+                const auto [bytes, secs] = timing_cell(cfg, v, L, d, ser.m, threads);
+                const bool skipped = cfg.timing.time_budget_s > 0 && (series_last.count(key) ? series_last[key] < 0 : false);
+                if (skipped || (cfg.timing.time_budget_s > 0 && secs > cfg.timing.time_budget_s)) {
+                    series_last[key] = -1;
+                    continue;
+                }
+                series_last[key] = secs;
+                seconds += secs;
+                if (bytes > work) work = bytes, w = cell_label(v.name, L, d, ser.m);
+            }
+            if (inputs + work > peak_total) peak_total = inputs + work, peak_inputs = inputs, peak_work = work, where = w;
+        }
+    Terms t;
+    t.add("inputs", "inputs.L", peak_inputs);
+    t.add("features", "m", peak_work);
+    t.add("thread buffers", "--threads", double(threads) * kThreadRss);
+    return finish(t, seconds, threads, where, {{"inputs.L", "lower inputs.L or inputs.d"}, {"m", "lower m or inputs.L"}});
+}
+
+}  // namespace
+
+std::string Cost::summary() const {
+    std::string s = format_bytes(peak);
+    std::string p;
+    for (const auto& [name, b] : parts)
+        if (b >= 0.005 * peak) p += (p.empty() ? "" : ", ") + name + " " + format_bytes(b);
+    return p.empty() ? s : s + " (" + p + ")";
+}
+
+void check_memory(const Cost& c, const MemoryBudget& b, const std::string& name) {
+    if (c.peak <= double(b.bytes)) return;
+    const std::string source = b.source == "--max-memory" ? "--max-memory" : b.source;
+    throw Error(name + ": " + c.field + ": needs an estimated " + c.summary() + " of memory" +
+                (c.where.empty() ? "" : " for " + c.where) + ", more than the " + format_bytes(double(b.bytes)) +
+                " available (" + source + ")" + (c.hint.empty() ? "" : "; " + c.hint) +
+                (b.source == "--max-memory" ? "" : ", or set the budget with --max-memory"));
+}
+
+Cost estimate_run(const Config& cfg, int threads, const Shard& shard, const QkvShapes* npy) {
+    threads = std::max(threads, 1);
+    switch (cfg.experiment) {
+        case ExperimentKind::approximation:
+            if (cfg.inputs.npy() && !npy) throw std::logic_error("estimate_run: npy inputs need their shapes");
+            return estimate_approximation(cfg, threads, shard, npy);
+        case ExperimentKind::kernel: return estimate_kernel(cfg, threads);
+        case ExperimentKind::timing: return estimate_timing(cfg, threads);
+    }
+    return {};
+}
+
+ThreadPlan fit_threads(const Config& cfg, int threads, const Shard& shard, const QkvShapes* npy, const MemoryBudget& b,
+                       Cost& cost) {
+    ThreadPlan p;
+    p.threads = threads;
+    cost = estimate_run(cfg, threads, shard, npy);
+    if (cost.peak <= double(b.bytes)) return p;
+    for (int t = threads - 1; t >= 1; --t) {
+        Cost c = estimate_run(cfg, t, shard, npy);
+        if (c.peak <= double(b.bytes)) {
+            p.warning = "--threads " + std::to_string(threads) + " would need an estimated " + format_bytes(cost.peak) +
+                        " of memory, more than the " + format_bytes(double(b.bytes)) + " available (" + b.source +
+                        "); using " + std::to_string(t) + " threads (" + format_bytes(c.peak) + ")";
+            p.threads = t;
+            cost = c;
+            return p;
+        }
+    }
+    cost = estimate_run(cfg, 1, shard, npy);
+    check_memory(cost, b, cfg.file);
+    return p;
+}
+
+Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads) {
+    threads = std::max(threads, 1);
+    const std::size_t s = dtype_bytes(o.dtype);
+    const double H = double(sh.heads), L = double(sh.L), Lk = double(sh.Lk), d = double(sh.d), dv = double(sh.dv);
+    // The tensors as float64 heads, and while a file is read its array beside its heads.
+    const double tensors = 8.0 * H * (L * d + Lk * d + Lk * dv);
+    const double reading = 8.0 * H * std::max(L * d, Lk * std::max(d, dv));
+    const double outs = 8.0 * H * L * dv;
+    double head = double(s) * (L * d + Lk * d + Lk * dv) + 8.0 * L * dv + double(s) * L * dv;
+    double seconds;
+    if (!o.variant) {
+        head += exact_tiles(threads, dv, s);
+        const double pairs = o.causal ? L * Lk / 2 : L * Lk;
+        seconds = H * (gemm_seconds(2.0 * pairs * (d + dv), s) + pairs / kVexpRate) / threads;
+    } else {
+        const Variant& v = *o.variant;
+        const double F = double(v.map->num_features(o.m, sh.d));
+        const double fit = v.map->data_dependent() ? 16.0 * (L + Lk) * d : 0;
+        head += w_bytes(o.m, sh.d, s, v.projection) +
+                std::max(fit, double(s) * (L + Lk) * F + 32.0 * (L + Lk) +
+                                  double(s) * F * (dv + 1) * (std::ceil(Lk / kLinearRows) + 3) * (o.causal ? 2 : 1));
+        seconds = H * (gemm_seconds(2.0 * (L + Lk) * double(o.m) * d + 4.0 * (L + Lk) * F * (dv + 1), s) +
+                       (L + Lk) * F / kVexpRate);
+    }
+    const double save = outs + 8.0 * H * L * dv + double(s) * H * L * dv;
+    Terms t;
+    t.add("inputs", "--q", tensors);
+    const double work = std::max({reading, outs + head, save});
+    if (work == reading) t.add("reading inputs", "--q", reading);
+    else if (work == save) t.add("output", "--q", save);
+    else t.add(o.variant ? "features" : "attention", o.variant ? "--m" : "--q", head + outs);
+    t.add("thread buffers", "--threads", double(threads) * kThreadRss);
+    return finish(t, seconds, threads, "", {{"--q", "the tensors are too large for this machine"}, {"--m", "lower --m"}});
+}
+
+Cost estimate_gen(std::size_t L, std::size_t d, std::size_t dv, bool basis) {
+    Terms t;
+    const double Ld = double(L);
+    t.add("inputs", "--L", 8.0 * (2 * Ld * d + Ld * dv));
+    if (basis) t.add("family basis", "--d", 8.0 * 4 * double(d) * double(d));
+    // The three files' bytes (swapped in together) and one file's concatenated data.
+    t.add("output", "--L", 8.0 * (2 * Ld * d + Ld * dv) + 8.0 * Ld * double(std::max(d, dv)));
+    return finish(t, 0, 1, "", {{"--L", "lower --L or --d"}, {"--d", "lower --d"}});
+}
+
+Cost estimate_projection(std::size_t m, std::size_t d) {
+    Terms t;
+    t.add("W", "--m", w_bytes(m, d, 8, Projection::hadamard) + 8.0 * double(m) * double(d));
+    return finish(t, 0, 1, "", {{"--m", "lower --m or --d"}});
+}
+
+}  // namespace favor

@@ -1,0 +1,58 @@
+// The Jacobian of the exp family's features (favor/exp_family.hpp) for the backward pass,
+// docs/design.md section 2.7. With u = G_s x (x = xs q) and
+//   e_j = w_j^T A w_j + w_j^T B u - |u|^2/2 + (1/4) log det(I - 4A),  phi_j = exp(e_j - S) / sqrt(F),
+// de_j/du = B w_j - u, so for h_j = g_j phi_j
+//   J^T g = G_s^T (B W^T h - (sum_j h_j) u)  (times xs for the unscaled row q);
+// the mirrored half of hyperbolic has e_{m+j} with -w_j (B = I), giving W^T (h_+ - h_-).
+// S (the shift), A, B, G_s (oprf's A*, gerf's A and t, sderf's A, saderf's Psi) are held
+// fixed: the gradient of a training step, where fitted values are refitted, not differentiated.
+#include <cmath>
+
+#include "favor/exp_family.hpp"
+
+namespace favor {
+
+template <class T>
+void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
+    if (epsilon() != 0.0)
+        no_gradient(*this, "epsilon > 0 is added after a shift that is a maximum of the exponents; use epsilon 0");
+    const std::size_t m = g.W.shape(0), d = g.d, F = g.F;
+    const int s = g.side == Side::query ? 0 : 1;
+    std::vector<double> gs(d, g.xs * shape_.scale[s]);   // xs G_s, diagonal
+    if (!shape_.diag[s].empty())
+        for (std::size_t c = 0; c < d; ++c) gs[c] *= shape_.diag[s][c];
+    const bool dense = !B_.empty();
+    const double a = std::sqrt(1.0 - 4.0 * shape_.A);
+    std::vector<double> u(d), hw(d), du(d);
+    for (std::size_t i = 0; i < g.rows; ++i) {
+        const T* phi = g.phi + i * F;
+        const T* G = g.G + i * F;
+        std::fill(hw.begin(), hw.end(), 0.0);
+        double hsum = 0.0;
+        for (std::size_t j = 0; j < m; ++j) {
+            double coef = double(G[j]) * double(phi[j]);
+            hsum += coef;
+            if (mirrored_) {
+                const double h2 = double(G[m + j]) * double(phi[m + j]);
+                hsum += h2;
+                coef -= h2;
+            }
+            for (std::size_t c = 0; c < d; ++c) hw[c] += coef * double(g.W(j, c));
+        }
+        for (std::size_t c = 0; c < d; ++c) {
+            u[c] = gs[c] * double(g.X[i * d + c]);
+            double bh = a * hw[c];
+            if (dense) {
+                bh = 0.0;
+                for (std::size_t k = 0; k < d; ++k) bh += B_[c * d + k] * hw[k];
+            }
+            du[c] = bh - hsum * u[c];
+        }
+        for (std::size_t c = 0; c < d; ++c) g.dX[i * d + c] = T(gs[c] * du[c]);
+    }
+}
+
+void ExpFamilyMap::vjp(const FeatureGrad<float>& g) const { vjp_impl(g); }
+void ExpFamilyMap::vjp(const FeatureGrad<double>& g) const { vjp_impl(g); }
+
+}  // namespace favor

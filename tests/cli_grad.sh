@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# `favor apply --grad`: dq.npy, dk.npy, dv.npy beside --out with the shapes of q, k, v (heads
+# kept, float32 files with --dtype float32); what has no gradient is refused with one line,
+# exit 2, before any output is written. The values are checked in tests/python
+# (test_backward_torch.py) and tests/test_backward.cpp.
+set -euo pipefail
+favor=$1; src=$2
+py=/usr/bin/python3
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+"$py" - "$tmp" <<'PY'
+import sys, numpy as np
+t, rng = sys.argv[1], np.random.default_rng(3)
+for n, shape in [("q", (2, 12, 4)), ("k", (2, 9, 4)), ("v", (2, 9, 3)), ("g", (2, 12, 3)), ("bad", (2, 12, 4))]:
+    np.save(f"{t}/{n}.npy", 0.5 * rng.standard_normal(shape))
+PY
+args=(--q "$tmp/q.npy" --k "$tmp/k.npy" --v "$tmp/v.npy")
+mkdir "$tmp/e" "$tmp/p" "$tmp/r"
+"$favor" apply "${args[@]}" --exact --grad "$tmp/g.npy" --out "$tmp/e/out.npy"
+"$favor" apply "${args[@]}" --features positive --m 8 --dtype float32 --grad "$tmp/g.npy" --out "$tmp/p/out.npy"
+"$py" - "$tmp" <<'PY'
+import sys, numpy as np
+t = sys.argv[1]
+for sub, dt in [("e", np.float64), ("p", np.float32)]:
+    for n, shape in [("dq", (2, 12, 4)), ("dk", (2, 9, 4)), ("dv", (2, 9, 3))]:
+        a = np.load(f"{t}/{sub}/{n}.npy")
+        assert a.shape == shape and a.dtype == dt and np.isfinite(a).all() and np.abs(a).sum() > 0, (sub, n, a.shape)
+PY
+
+refused() {   # refused EXPECTED_TEXT FLAGS...: exit 2, one line naming it, nothing written
+    local want=$1; shift
+    set +e; out=$("$favor" apply "${args[@]}" "$@" --out "$tmp/r/out.npy" 2>&1); rc=$?; set -e
+    [ "$rc" = 2 ] || fail "$*: exit $rc, expected 2 ($out)"
+    [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "$*: more than one line: $out"
+    case "$out" in *"$want"*) ;; *) fail "$*: '$out' lacks '$want'";; esac
+    [ -z "$(ls "$tmp/r")" ] || fail "$*: wrote $(ls "$tmp/r")"
+}
+refused "'nystrom' has no gradient" --features nystrom --m 4 --grad "$tmp/g.npy"
+refused "no gradient with --dtype float16" --exact --dtype float16 --grad "$tmp/g.npy"
+refused "has shape (2, 12, 4), expected (2, 12, 3)" --exact --grad "$tmp/bad.npy"
+echo "cli_grad: ok"

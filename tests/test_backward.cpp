@@ -1,0 +1,178 @@
+// The backward passes (favor/backward.hpp) against central finite differences of their own
+// forwards (exact_attention, favor_attention) in float64, for every map with a gradient,
+// causal and not; float32 against float64; 1 thread against 2 bitwise; the refusals.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "favor/attention.hpp"
+#include "favor/backward.hpp"
+#include "favor/error.hpp"
+#include "favor/estimator.hpp"
+
+#include "helpers.hpp"
+
+using namespace favor;
+using namespace favor_test;
+
+namespace {
+
+Mat<double> normal(std::size_t rows, std::size_t cols, double scale, std::uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> n(0.0, scale);
+    Mat<double> a = Mat<double>::from_shape({rows, cols});
+    for (auto& v : a) v = n(rng);
+    return a;
+}
+
+double rel_diff(const Mat<double>& a, const Mat<double>& b) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        num += (a.data()[i] - b.data()[i]) * (a.data()[i] - b.data()[i]);
+        den += b.data()[i] * b.data()[i];
+    }
+    return std::sqrt(num / den);
+}
+
+// d/dX of sum(G o forward(X)) by central differences, X one of the forward's inputs.
+template <class Forward>
+Mat<double> finite_difference(Mat<double>& X, const Mat<double>& G, Forward forward) {
+    Mat<double> d = Mat<double>::from_shape(X.shape());
+    const double h = 1e-5;
+    for (std::size_t i = 0; i < X.size(); ++i) {
+        const double x0 = X.data()[i];
+        X.data()[i] = x0 + h;
+        const double up = xt::sum(G * forward())();
+        X.data()[i] = x0 - h;
+        const double down = xt::sum(G * forward())();
+        X.data()[i] = x0;
+        d.data()[i] = (up - down) / (2 * h);
+    }
+    return d;
+}
+
+struct Problem {
+    Mat<double> Q, K, V, G;
+};
+
+Problem problem(std::size_t L, std::size_t Lk, std::size_t d, std::size_t dv, double scale, std::uint64_t seed) {
+    return {normal(L, d, scale, seed), normal(Lk, d, scale, seed + 1), normal(Lk, dv, 1.0, seed + 2),
+            normal(L, dv, 1.0, seed + 3)};
+}
+
+// Each gradient against its finite differences; returns the largest relative error.
+template <class Forward>
+double check_fd(Problem& p, const Gradients<double>& g, Forward forward) {
+    const double eq = rel_diff(g.dQ, finite_difference(p.Q, p.G, forward));
+    const double ek = rel_diff(g.dK, finite_difference(p.K, p.G, forward));
+    const double ev = rel_diff(g.dV, finite_difference(p.V, p.G, forward));
+    CAPTURE(eq, ek, ev);
+    CHECK(eq < 1e-6);
+    CHECK(ek < 1e-6);
+    CHECK(ev < 1e-6);
+    return std::max({eq, ek, ev});
+}
+
+// The estimator of `name` with a Gaussian W (m, d) (a zero placeholder for maps without a
+// projection), fitted to p's Q and K and then held fixed.
+Estimator<double> estimator(const std::string& name, const Problem& p, std::size_t m, nlohmann::json extra = {}) {
+    const FeatureMapPtr f = map_named(name, extra.is_null() ? nlohmann::json::object() : extra);
+    Mat<double> W = f->uses_projection() ? normal(m, p.Q.shape(1), 1.0, 99) : Mat<double>(xt::zeros<double>({m, p.Q.shape(1)}));
+    return fitted(f, W, p.Q, p.K);
+}
+
+const std::vector<std::string> kMaps = {"positive", "hyperbolic", "trig", "relu", "oprf",
+                                        "gerf",     "sderf",      "saderf", "elu", "dpfp"};
+
+}  // namespace
+
+TEST_CASE("exact attention backward equals finite differences", "[backward]") {
+    const bool causal = GENERATE(false, true);
+    const std::size_t Lk = causal ? 10 : 7;
+    Problem p = problem(10, Lk, 4, 3, 1.0, 7);
+    CAPTURE(causal);
+    const Gradients<double> g = exact_attention_backward(p.Q, p.K, p.V, p.G, causal);
+    const double e = check_fd(p, g, [&] { return exact_attention(p.Q, p.K, p.V, causal); });
+    WARN("exact causal=" << causal << " largest FD relative error " << e);
+}
+
+TEST_CASE("linear attention backward equals finite differences for every map", "[backward]") {
+    const std::string name = GENERATE_REF(from_range(kMaps));
+    const bool causal = GENERATE(false, true);
+    const std::size_t Lk = causal ? 9 : 6;
+    Problem p = problem(9, Lk, 4, 3, 0.8, 11);
+    CAPTURE(name, causal);
+    // dpfp's features are sparse: a causal row can see no key that shares one, D = 0; its
+    // epsilon (no shift to hold) keeps D > 0 and checks epsilon's path.
+    const nlohmann::json extra = name == "dpfp" ? nlohmann::json{{"nu", 2}, {"epsilon", 0.05}} : nlohmann::json{};
+    const Estimator<double> est = estimator(name, p, 8, extra);
+    const Gradients<double> g = favor_backward(est, p.Q, p.K, p.V, p.G, causal);
+    const double e = check_fd(p, g, [&] { return favor_attention(est, p.Q, p.K, p.V, causal).out; });
+    WARN(name << " causal=" << causal << " largest FD relative error " << e);
+}
+
+TEST_CASE("feature gradients hold for a key with a large log scale", "[backward]") {
+    // One key 6x the others: its shift dominates M (non-causal) and P_i (causal).
+    const bool causal = GENERATE(false, true);
+    Problem p = problem(8, 8, 4, 3, 0.7, 23);
+    for (std::size_t c = 0; c < 4; ++c) p.K(3, c) *= 6.0;
+    const Estimator<double> est = estimator("positive", p, 8);
+    const Gradients<double> g = favor_backward(est, p.Q, p.K, p.V, p.G, causal);
+    check_fd(p, g, [&] { return favor_attention(est, p.Q, p.K, p.V, causal).out; });
+}
+
+TEST_CASE("float32 backward agrees with float64 to its rounding", "[backward]") {
+    const bool causal = GENERATE(false, true);
+    const std::string name = GENERATE(as<std::string>{}, "exact", "positive", "trig", "sderf");
+    CAPTURE(name, causal);
+    Problem p = problem(64, 64, 8, 4, 1.0, 31);
+    const Mat<float> Qf = cast_mat<float>(p.Q), Kf = cast_mat<float>(p.K), Vf = cast_mat<float>(p.V),
+                     Gf = cast_mat<float>(p.G);
+    Gradients<double> g64;
+    Gradients<float> g32;
+    if (name == "exact") {
+        g64 = exact_attention_backward(p.Q, p.K, p.V, p.G, causal);
+        g32 = exact_attention_backward(Qf, Kf, Vf, Gf, causal);
+    } else {
+        const Estimator<double> e = estimator(name, p, 16);
+        const Estimator<float> ef = Estimator<float>{e.map, cast_mat<float>(e.W), true};
+        g64 = favor_backward(e, p.Q, p.K, p.V, p.G, causal);
+        g32 = favor_backward(ef, Qf, Kf, Vf, Gf, causal);
+    }
+    // Tens of float32 roundings (2^-24 each) per entry, amplified by cancellation in dS: 1e-4.
+    CHECK(rel_diff(cast_mat<double>(g32.dQ), g64.dQ) < 1e-4);
+    CHECK(rel_diff(cast_mat<double>(g32.dK), g64.dK) < 1e-4);
+    CHECK(rel_diff(cast_mat<double>(g32.dV), g64.dV) < 1e-4);
+}
+
+TEST_CASE("backward numbers do not depend on the thread count", "[backward]") {
+    const bool causal = GENERATE(false, true);
+    SECTION("exact, 4 query and key blocks of 512 rows") {
+        Problem p = problem(2048, 2048, 8, 4, 1.0, 41);
+        const Gradients<double> a = exact_attention_backward(p.Q, p.K, p.V, p.G, causal, 1);
+        const Gradients<double> b = exact_attention_backward(p.Q, p.K, p.V, p.G, causal, 2);
+        CHECK(a.dQ == b.dQ);
+        CHECK(a.dK == b.dK);
+        CHECK(a.dV == b.dV);
+    }
+    SECTION("linear, 3 feature blocks") {
+        Problem p = problem(600, 600, 8, 4, 1.0, 43);
+        const Estimator<double> est = estimator("oprf", p, 16);
+        const Gradients<double> a = favor_backward(est, p.Q, p.K, p.V, p.G, causal, 1);
+        const Gradients<double> b = favor_backward(est, p.Q, p.K, p.V, p.G, causal, 2);
+        CHECK(a.dQ == b.dQ);
+        CHECK(a.dK == b.dK);
+        CHECK(a.dV == b.dV);
+    }
+}
+
+TEST_CASE("maps without a gradient refuse with Error", "[backward]") {
+    Problem p = problem(8, 8, 4, 3, 1.0, 51);
+    const Estimator<double> nys = estimator("nystrom", p, 4);
+    CHECK_THROWS_WITH(favor_backward(nys, p.Q, p.K, p.V, p.G), Catch::Contains("'nystrom' have no gradient"));
+    const Estimator<double> eps = estimator("positive", p, 8, {{"epsilon", 1e-3}});
+    CHECK_THROWS_WITH(favor_backward(eps, p.Q, p.K, p.V, p.G), Catch::Contains("no gradient (epsilon > 0"));
+    const Problem bad = problem(8, 6, 4, 3, 1.0, 52);
+    CHECK_THROWS_AS(exact_attention_backward(bad.Q, bad.K, bad.V, bad.G, true), Error);
+}
