@@ -51,7 +51,7 @@ module's submodules are not searched further):
      positional and keyword arguments; it returns None (not an attention layer, or one to
      detect) or (q, k, v) or (q, k, v, scale): torch tensors (B, H, L, d), (B, H, Lk, d),
      (B, H, Lk, d_v), exactly the tensors whose softmax(scale q k^T) v the module computes
-     (scale default 1/sqrt(d)). Example: scripts/train_tiny_lm.py's tiny_qkv, used by the
+     (scale default 1/sqrt(d)). Example: scripts/tiny_lm.py's tiny_qkv, used by the
      command line below.
   layers: a list of module names (as in model.named_modules()) to capture instead of the
   detected ones; each must be an attention layer by 1-4.
@@ -61,7 +61,8 @@ MultiheadAttention's mask as above; else the module's attribute is_causal, causa
 is_decoder (the first present; Hugging Face decoders set is_causal); else not causal.
 favor's causal attention is row i sees keys j <= i, so a causal layer needs Lk == L.
 
-Command line, for the committed tiny model (scripts/train_tiny_lm.py):
+Command line, for the committed tiny model (scripts/tiny_lm.py, trained by
+scripts/train_tiny_lm.py):
     /usr/bin/python3 scripts/capture_qkv.py --text FILE --L N --out DIR
         [--model data/tiny_lm.pt] [--offset BYTES]
 reads N bytes of FILE from --offset (default 0) and captures every layer of the model run
@@ -438,8 +439,9 @@ def _write(out, captured):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Capture Q/K/V of the committed tiny model "
-                                 "(scripts/train_tiny_lm.py) on a text excerpt")
+    ap = argparse.ArgumentParser(usage="%(prog)s --text FILE --L N --out DIR [--offset BYTES] [--model PT]",
+                                 description="Capture Q/K/V of the committed tiny model "
+                                 "(scripts/tiny_lm.py) on a text excerpt")
     ap.add_argument("--text", required=True, help="the text file (read as bytes)")
     ap.add_argument("--L", type=int, required=True, help="number of bytes (sequence length)")
     ap.add_argument("--out", required=True, help="output directory")
@@ -447,7 +449,7 @@ def main(argv=None):
     ap.add_argument("--model", default=os.path.join(HERE, "..", "data", "tiny_lm.pt"))
     a = ap.parse_args(argv)
     sys.path.insert(0, HERE)
-    import train_tiny_lm as tl
+    import tiny_lm as tl
     if a.L < 1 or a.offset < 0:
         sys.exit("capture_qkv.py: --L must be >= 1 and --offset >= 0")
     try:

@@ -64,7 +64,8 @@ def compare(old, new, rtol, atol, ignore):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(usage="%(prog)s OLD_DIR NEW_DIR [--rtol R] [--atol A] [--ignore COL ...]",
+                                description=__doc__.splitlines()[0])
     p.add_argument("old")
     p.add_argument("new")
     p.add_argument("--rtol", type=float, default=1e-12)

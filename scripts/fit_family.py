@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Fit favor's input family (docs/input_families.md) to a captured attention head.
 
     fit_family.py Q.npy K.npy [--batch B --head H | --all] [--rope-base B [--rope-layout half]]
@@ -284,7 +284,8 @@ def fit_heads(q, k, heads, rope_base=None, layout="half", seed=0, boot=0, cluste
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(usage="%(prog)s Q.npy K.npy [options]   (-h lists them)",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("q")
     ap.add_argument("k")
     ap.add_argument("--batch", type=int, default=0)

@@ -17,13 +17,20 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+usage() { echo "usage: scripts/fuzz.sh [SECONDS (default 300)] [TARGET...]   (targets: fuzz/*_fuzz.cpp, e.g. npy_fuzz)"; }
+bad() { usage >&2; echo "fuzz.sh: $1" >&2; exit 2; }
+case ${1:-} in -h|--help) usage; exit 0 ;; esac
 SECONDS_PER_TARGET=${1:-300}
+[[ $SECONDS_PER_TARGET =~ ^[1-9][0-9]*$ ]] || bad "SECONDS must be a positive integer, got '$SECONDS_PER_TARGET'"
 shift || true
 BUILD_DIR=${BUILD_DIR:-$ROOT/build-fuzz}
 CXX=${CXX:-clang++}
 
 if [[ $# -gt 0 ]]; then
   TARGETS=("$@")
+  for target in "${TARGETS[@]}"; do
+    [[ -f $ROOT/fuzz/$target.cpp && $target == *_fuzz ]] || bad "no fuzz target '$target' (fuzz/$target.cpp)"
+  done
 else
   TARGETS=()
   for src in "$ROOT"/fuzz/*_fuzz.cpp; do TARGETS+=("$(basename "$src" .cpp)"); done

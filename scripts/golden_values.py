@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Writes tests/data/golden.json: pinned values of favor's random streams, inputs and W.
 
 tests/test_golden.cpp checks the library against this file, so any change to the numbers

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Writes tests/data/half_rounding.txt: float32 -> float16 -> float32 and float32 -> bfloat16
 -> float32 round trips, as float32 bit patterns, for tests/test_half.cpp.
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Statistics of one attention head's Q and K: what makes its attention unlike the
 near-uniform attention of isotropic random inputs.
 

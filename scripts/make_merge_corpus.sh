@@ -5,7 +5,14 @@
 # directory; "-" for a missing file). Usage: scripts/make_merge_corpus.sh [FAVOR binary]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+usage() { echo "usage: scripts/make_merge_corpus.sh [FAVOR_BINARY (default build/favor)]"; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  -*) usage >&2; echo "make_merge_corpus.sh: unknown option '$1'" >&2; exit 2 ;;
+esac
+[ $# -le 1 ] || { usage >&2; echo "make_merge_corpus.sh: one argument at most, got $#" >&2; exit 2; }
 favor=${1:-build/favor}
+[ -x "$favor" ] || { usage >&2; echo "make_merge_corpus.sh: $favor: not an executable (build it: scripts/setup.sh)" >&2; exit 2; }
 out=fuzz/corpus/merge
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$out"

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Regenerates the .npy test corpus (pure Python, no numpy needed):
 
   tests/data/npy_bad/   malformed or unsupported files; expected.txt maps each file to a
@@ -192,6 +192,14 @@ def write_dir(path, files):
 
 
 def main():
+    usage = "usage: make_npy_corpus.py [REPO_ROOT]   (rewrites REPO_ROOT/tests/data/npy_{bad,good,nan})"
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(usage)
+        return
+    if len(sys.argv) > 2 or (len(sys.argv) == 2 and not os.path.isdir(os.path.join(sys.argv[1], "tests", "data"))):
+        print(f"{usage}\nmake_npy_corpus.py: expected a repository root (with tests/data/), "
+              f"got {' '.join(sys.argv[1:])}", file=sys.stderr)
+        sys.exit(2)
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
     data = os.path.join(root, "tests", "data")
     bad = bad_files()

@@ -5,6 +5,14 @@
 #   scripts/memory_table.sh [CONFIG.json ...]     (FAVOR=build/favor, THREADS=all cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+usage() { echo "usage: scripts/memory_table.sh [CONFIG.json ...]   (default configs/*.json)"; }
+for arg in "$@"; do
+  case $arg in
+    -h|--help) usage; exit 0 ;;
+    -*) usage >&2; echo "memory_table.sh: unknown option '$arg'" >&2; exit 2 ;;
+    *) [ -f "$arg" ] || { usage >&2; echo "memory_table.sh: $arg: no such config file" >&2; exit 2; } ;;
+  esac
+done
 favor=${FAVOR:-build/favor}
 threads=${THREADS:-0}
 [ -x /usr/bin/time ] || { echo "memory_table: needs /usr/bin/time (Debian package 'time')" >&2; exit 2; }

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Plain numpy implementation of the Fig. 4-style sweep of favor_bench (output MSE only).
 
 The grid of bench/favor_bench.cpp's fig4 sweep: L = 4096, d = d_v = 16, N(0, 1) inputs,
@@ -10,9 +10,12 @@ not the same numbers. Prints the wall time, for the speed ratio in docs/speed.md
 
     /usr/bin/python3 scripts/numpy_fig4.py            # numpy with its BLAS' default threads
 """
+import sys
 import time
 
 import numpy as np
+
+USAGE = "usage: numpy_fig4.py   (no arguments; prints the MSE per (variant, m) and the wall time)"
 
 L, D, DV = 4096, 16, 16
 MS = [16, 24, 35, 51, 75, 110, 161, 256]
@@ -54,6 +57,12 @@ def linear_attention(pq, pk, v):
 
 
 def main():
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(USAGE)
+        return
+    if len(sys.argv) > 1:
+        print(f"{USAGE}\nnumpy_fig4.py: takes no arguments, got '{sys.argv[1]}'", file=sys.stderr)
+        sys.exit(2)
     t0 = time.perf_counter()
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((L, D)) for _ in range(3))

@@ -1214,7 +1214,8 @@ def precision_plot(result_dir, out):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog=PROG, description="Plot a favor result directory "
+    ap = argparse.ArgumentParser(prog=PROG, usage="%(prog)s RESULT_DIR [options]   (-h lists them)",
+                                 description="Plot a favor result directory "
                                  "(summary.csv or timing.csv, + run.json) as a PNG.")
     ap.add_argument("result_dir", metavar="RESULT_DIR")
     ap.add_argument("--out", metavar="PNG", help="output file (default beside RESULT_DIR: "

@@ -96,7 +96,12 @@ def main(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
+    USAGE = "usage: precision_report.py OUT   (the directory scripts/precision_sweep.sh writes)"
+    if sys.argv[1:] in (["-h"], ["--help"]):
+        print(USAGE)
+        sys.exit(0)
+    if len(sys.argv) != 2 or sys.argv[1].startswith("-") or not os.path.isdir(sys.argv[1]):
+        print(f"{USAGE}\nprecision_report.py: expected one directory, got {' '.join(sys.argv[1:]) or 'nothing'}",
+              file=sys.stderr)
         sys.exit(2)
     main(sys.argv[1])

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The half-precision study (README "Half precision", docs/design.md section 2.6):
+# The half-precision study (docs/results.md "Half precision", docs/design.md section 2.6):
 # configs/precision_scale_sweep.json run once per dtype (dtype is not a grid axis of a
 # config) into OUT/<dtype>/, the emulated exact attention's own error per (L, scale) and
 # dtype into OUT/exact_floor.csv, then the break table (OUT/breaks.md, .csv) and the figure
@@ -7,9 +7,17 @@
 # Usage: scripts/precision_sweep.sh [OUT] [extra favor run flags]   (OUT default
 # results/precision_scale_sweep; about 1.5 minutes on 2 cores)
 set -euo pipefail
+usage() { echo "usage: scripts/precision_sweep.sh [OUT (default results/precision_scale_sweep)] [favor run flags...]"; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  -*) usage >&2; echo "precision_sweep.sh: the first argument is OUT, got '$1'" >&2; exit 2 ;;
+esac
+out=results/precision_scale_sweep   # of the repository
+if [ $# -gt 0 ]; then   # a given OUT: from the current directory
+  out=$1; shift
+  case $out in /*) ;; *) out=$PWD/$out ;; esac
+fi
 cd "$(dirname "$0")/.."
-out=${1:-results/precision_scale_sweep}
-shift || true
 favor=${FAVOR:-build/favor}
 py=/usr/bin/python3
 cfg=configs/precision_scale_sweep.json

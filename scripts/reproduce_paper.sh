@@ -1,31 +1,50 @@
 #!/usr/bin/env bash
-# Regenerates results/: runs every paper config and draws its figures. Deterministic: a
-# second run gives identical CSVs (run.json records the time and host, so it differs).
-# Timings depend on the machine: results/timing_vs_L is re-measured only with --timing; its
-# figure is redrawn from the committed timing.csv otherwise.
-# Usage: scripts/reproduce_paper.sh [--no-build] [--plots-only] [--timing]
+# Regenerates results/ (or --out DIR): runs configs/default.json and every paper config, and
+# draws the paper configs' figures.
+# Deterministic: a second run gives identical CSVs (run.json records the time and host, so it
+# differs). Timings depend on the machine: timing_vs_L is re-measured only with --timing; its
+# figure is redrawn from the timing.csv found in the output otherwise.
+# Usage: scripts/reproduce_paper.sh [--no-build] [--plots-only] [--timing] [--out DIR]
 #   --no-build    use the existing build/favor (default: scripts/setup.sh builds it first)
-#   --plots-only  redraw every figure from the committed tables; run no experiment
-#   --timing      also re-measure results/timing_vs_L (about 30 s of wall time, all cores)
+#   --plots-only  redraw every figure from the tables already in the output; run no experiment
+#   --timing      also re-measure timing_vs_L (about 30 s of wall time, all cores)
+#   --out DIR     write DIR/<config name>/ instead of results/<config name>/ (the committed
+#                 results); DIR (relative to the current directory) is created if missing
 set -euo pipefail
-cd "$(dirname "$0")/.."
-build=1 run=1 timing=0
-for arg in "$@"; do
-  case $arg in
+usage() { echo "usage: scripts/reproduce_paper.sh [--no-build] [--plots-only] [--timing] [--out DIR]"; }
+bad() { usage >&2; echo "reproduce_paper.sh: $1" >&2; exit 2; }
+build=1 run=1 timing=0 out=results
+while [ $# -gt 0 ]; do
+  case $1 in
+    -h|--help) usage; exit 0 ;;
     --no-build) build=0 ;;
     --plots-only) build=0 run=0 ;;
     --timing) timing=1 ;;
-    *) echo "usage: scripts/reproduce_paper.sh [--no-build] [--plots-only] [--timing]" >&2; exit 2 ;;
+    --out) [ $# -ge 2 ] && [ -n "$2" ] || bad "--out needs a directory"; out=$2; shift ;;
+    --out=?*) out=${1#--out=} ;;
+    *) bad "unknown argument '$1'" ;;
   esac
+  shift
 done
-[ "$run" = 1 ] || [ "$timing" = 0 ] || { echo "--plots-only and --timing exclude each other" >&2; exit 2; }
-[ "$build" = 0 ] || scripts/setup.sh
+out=${out%/}
+case $out in /*|results) ;; *) out=$PWD/$out ;; esac   # a given DIR: from the current directory
+cd "$(dirname "$0")/.."
+[ "$run" = 1 ] || [ "$timing" = 0 ] || bad "--plots-only and --timing exclude each other"
+[ "$run" = 1 ] || [ -d "$out" ] || bad "--plots-only: $out: no such directory"
+[ "$build" = 0 ] || scripts/setup.sh --target favor
 favor=${FAVOR:-build/favor}
 py=/usr/bin/python3
 has_col() {  # has_col RESULT_DIR COLUMN: summary.csv has that column
   local h; h=$(head -n 1 "$1/summary.csv" | tr -d '\r')
   [[ ",$h," == *",$2,"* ]]
 }
+
+# The main command's config: scripts/run.sh writes it to out/default/, the committed copy is
+# results/default/ (its tables only: no comparisons or figure).
+if [ "$run" = 1 ]; then
+  "$favor" run configs/default.json --out "$out/default" --quiet
+  echo "[reproduce] default: $out/default"
+fi
 
 configs=(configs/fig2_kernel_mse_ratio.json configs/fig4_output_mse_vs_m.json
          configs/scale_sweep.json configs/L_sweep.json
@@ -34,7 +53,7 @@ configs=(configs/fig2_kernel_mse_ratio.json configs/fig4_output_mse_vs_m.json
 for c in "${configs[@]}"; do
   [ -f "$c" ] || continue
   name=$(basename "$c" .json)
-  dir=results/$name
+  dir=$out/$name
   start=$(date +%s)
   [ "$run" = 0 ] || "$favor" run "$c" --out "$dir" --quiet
   # Significance of every pairwise difference and against uniform attention (comparisons.csv)
@@ -70,7 +89,7 @@ for c in "${configs[@]}"; do
 done
 
 # Performer Fig. 3 counterpart: wall time vs L, exact vs FAVOR (machine-dependent).
-dir=results/timing_vs_L
+dir=$out/timing_vs_L
 if [ "$timing" = 1 ]; then
   start=$(date +%s)
   "$favor" run configs/timing_vs_L.json --out "$dir" --quiet

@@ -1,10 +1,32 @@
 #!/usr/bin/env bash
-# The README's main command: set up (install + build), then run a config (default:
-# configs/default.json) and write its tables under results/.
+# The README's main command: set up (install what is missing, build only build/favor), run a
+# config (default: configs/default.json) into out/<config name>/ of the repository (untracked;
+# --out DIR chooses another place) and print where it wrote, the cell count and one line of
+# headline numbers (scripts/headline.py); the full tables stay in the files (summary.md,
+# summary.csv, errors.csv). Progress and errors go to stderr as favor prints them. Paths are
+# relative to the current directory, as for favor itself.
 # Usage: scripts/run.sh [CONFIG.json] [favor run flags...]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-scripts/setup.sh
-config=${1:-configs/default.json}
+root=$(cd "$(dirname "$0")/.." && pwd)
+usage() { echo "usage: scripts/run.sh [CONFIG.json] [favor run flags...]   (writes out/<config name>/ unless --out DIR)"; }
+case ${1:-} in
+  -h|--help) usage; exit 0 ;;
+  -*) usage >&2; echo "run.sh: the first argument is the config, got '$1'" >&2; exit 2 ;;
+esac
+config=${1:-$root/configs/default.json}
 shift || true
-exec build/favor run "$config" "$@"
+[ -f "$config" ] || { usage >&2; echo "run.sh: $config: no such config file" >&2; exit 2; }
+out="" prev=""
+for arg in "$@"; do   # an --out of the user's wins
+  case $arg in --out=*) out=${arg#--out=} ;; esac
+  [ "$prev" != --out ] || out=$arg
+  prev=$arg
+done
+if [ -z "$out" ]; then
+  out=$(realpath -m --relative-to=. "$root/out/$(basename "$config" .json)")
+  set -- --out "$out" "$@"
+fi
+"$root/scripts/setup.sh" --target favor
+# favor's stdout (the summary table, "wrote DIR/") is left out: the tables are in the files.
+"$root/build/favor" run "$config" "$@" > /dev/null
+/usr/bin/python3 "$root/scripts/headline.py" "${out%/}"

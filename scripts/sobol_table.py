@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Writes lib/src/sobol_directions.cpp: Sobol direction numbers for the first 1024 dimensions.
 
 The numbers are Joe & Kuo's "new-joe-kuo-6.21201" set (S. Joe and F. Y. Kuo, "Constructing

@@ -2,15 +2,8 @@
 # The whole test suite built with -DFAVOR_BLAS=blis (favor's products on Debian's BLIS,
 # LAPACK still OpenBLAS's) in build-blis/: keeps the BLAS option of docs/speed.md building
 # and its numbers within the tests' tolerances. Installs libblis-dev if it is missing.
-# Usage: scripts/test_blis.sh [extra cmake args...]   (BUILD_DIR=build-blis by default)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-if ! dpkg-query -W -f='${Status}' libblis-dev 2>/dev/null | grep -q "install ok installed"; then
-  echo "[test_blis] installing: libblis-dev"
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends libblis-dev >/dev/null
-fi
-BUILD_DIR=${BUILD_DIR:-build-blis} scripts/setup.sh -DFAVOR_BLAS=blis "$@"
-"${BUILD_DIR:-build-blis}/favor" --version
-(cd "${BUILD_DIR:-build-blis}" && ctest --output-on-failure -j "$(nproc)")
+# Usage: scripts/test_blis.sh [-DVAR=VALUE]...   (extra cmake args; BUILD_DIR=build-blis by default)
+case ${1:-} in
+  -h|--help) echo "usage: scripts/test_blis.sh [-DVAR=VALUE]...   (extra cmake args; BUILD_DIR=build-blis by default)"; exit 0 ;;
+esac
+VARIANT_SCRIPT=scripts/test_blis.sh exec "$(dirname "$0")/test_variant.sh" blis "$@"

@@ -12,10 +12,16 @@
 # Exit status: 0 ok, 1 a check failed, 77 Slurm could not run here (the reason is printed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+usage() { echo "usage: scripts/test_slurm.sh   (no arguments; as root or with sudo, after scripts/setup.sh)"; }
+case ${1:-} in
+  "") ;;
+  -h|--help) usage; exit 0 ;;
+  *) usage >&2; echo "test_slurm.sh: takes no arguments, got '$1'" >&2; exit 2 ;;
+esac
 root=$(pwd)
 favor=$(readlink -f "${FAVOR:-build/favor}")
 [ -x "$favor" ] || { echo "test_slurm: build favor first (scripts/setup.sh)" >&2; exit 1; }
-[ "$(id -u)" -eq 0 ] || exec sudo -E "$0" "$@"   # slurmd and munged need root
+[ "$(id -u)" -eq 0 ] || exec sudo -E "$0"   # slurmd and munged need root
 missing=()
 for p in slurm-wlm munge; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

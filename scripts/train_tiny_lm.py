@@ -11,10 +11,8 @@ in that order) is held out when i % 10 == 9, the rest is the training text. Each
 bytes are followed by one NUL byte (a document separator); the streams are the
 concatenations in file order.
 
-Model (TinyLM below): vocabulary 256 (bytes), d_model 128, 4 layers, 2 heads of dimension
-64 (8 heads in all), MLP 4x with GELU, pre-LayerNorm, RoPE (base 10000, rotate-half on the head dimension) on
-q and k, causal softmax attention with the logit scale 1/sqrt(64), input and output
-embeddings tied. Context: trained at 256 bytes for --steps steps (batch 16), then at 1024
+Model: TinyLM of scripts/tiny_lm.py (8 heads of dimension 64, RoPE; its docstring has the
+architecture). Context: trained at 256 bytes for --steps steps (batch 16), then at 1024
 bytes for --long-steps steps (batch 4); RoPE lets the model run at the longer context.
 AdamW (lr 3e-3, betas 0.9/0.95, weight decay 0.1 on matrices), 30 warm-up steps, cosine
 decay to lr/10 over all steps, gradient norm clipped at 1.
@@ -32,7 +30,7 @@ smoothing: unigram p(b) = (c(b) + 1) / (N + 256); bigram p(b | a) = (c(a, b) + 1
 
 Writes --out (torch.save of {"config", "state_dict" in float16, "meta"}) and prints a
 summary (also stored in meta). The weights are float16 to keep the file small; TinyLM
-loads them into float32 (load_tiny_lm); the held-out numbers are those of the float16
+loads them into float32 (tiny_lm.load_tiny_lm); the held-out numbers are those of the float16
 weights.
 
 Then (or alone, from the saved weights, with --data-only) the data set in the folder of
@@ -51,15 +49,14 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tiny_lm import CONFIG, TinyLM  # noqa: E402
 
 TEXT_GLOB = "/usr/lib/python3.11/*.py"
 EXCERPT = {"text": "/usr/lib/python3.11/heapq.py", "offset": 4096, "L": 1024}  # held out (file 69)
 HELD_OUT_EVERY = 10  # file i is held out when i % 10 == 9
-
-CONFIG = {"vocab": 256, "d_model": 128, "n_layers": 4, "n_heads": 2, "head_dim": 64,
-          "mlp": 512, "rope_base": 10000.0, "context": 1024}
 
 
 # ----------------------------------------------------------------------------- data
@@ -88,110 +85,6 @@ def split_streams(pattern=TEXT_GLOB):
 
 def as_tensor(b):
     return torch.frombuffer(bytearray(b), dtype=torch.uint8).long()
-
-
-# ----------------------------------------------------------------------------- model
-
-def rope(x, base):
-    """Rotary position embedding, rotate-half form: x (B, H, L, d), position = row index."""
-    L, d = x.shape[-2], x.shape[-1]
-    half = d // 2
-    inv = base ** (-torch.arange(half, dtype=torch.float64) / half)
-    ang = torch.arange(L, dtype=torch.float64)[:, None] * inv[None, :]
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
-
-
-class RotaryCausalAttention(nn.Module):
-    """Causal multi-head self-attention with RoPE on q and k.
-
-    qkv(x) returns the tensors that enter the softmax: q, k (after RoPE) and v, each
-    (B, H, L, head_dim); the logits are q k^T * scale with scale = head_dim ** -0.5.
-    forward(x): x (B, L, d_model), returns (B, L, d_model) = out(softmax(...) v, heads
-    concatenated)."""
-    is_causal = True
-
-    def __init__(self, d_model, n_heads, head_dim, rope_base):
-        super().__init__()
-        self.n_heads, self.head_dim, self.rope_base = n_heads, head_dim, rope_base
-        self.scale = head_dim ** -0.5
-        # Named wqkv (not qkv / c_attn) on purpose: capture_qkv's fused-projection layout
-        # would take its output before RoPE. This module is captured through qkv() instead.
-        self.wqkv = nn.Linear(d_model, 3 * n_heads * head_dim, bias=False)
-        self.out = nn.Linear(n_heads * head_dim, d_model, bias=False)
-
-    def qkv(self, x):
-        B, L, _ = x.shape
-        q, k, v = self.wqkv(x).view(B, L, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        return rope(q, self.rope_base), rope(k, self.rope_base), v
-
-    def forward(self, x):
-        B, L, _ = x.shape
-        q, k, v = self.qkv(x)
-        s = (q @ k.transpose(-1, -2)) * self.scale
-        mask = torch.ones(L, L, dtype=torch.bool, device=x.device).triu(1)
-        a = s.masked_fill(mask, float("-inf")).softmax(dim=-1)
-        o = (a @ v).transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim)
-        return self.out(o)
-
-
-class Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(c["d_model"])
-        self.attn = RotaryCausalAttention(c["d_model"], c["n_heads"], c["head_dim"], c["rope_base"])
-        self.ln2 = nn.LayerNorm(c["d_model"])
-        self.mlp = nn.Sequential(nn.Linear(c["d_model"], c["mlp"]), nn.GELU(),
-                                 nn.Linear(c["mlp"], c["d_model"]))
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class TinyLM(nn.Module):
-    """Byte-level decoder-only transformer: tokens (B, L) int64 -> logits (B, L, 256)."""
-
-    def __init__(self, c=CONFIG):
-        super().__init__()
-        self.config = dict(c)
-        self.emb = nn.Embedding(c["vocab"], c["d_model"])
-        self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
-        self.ln_f = nn.LayerNorm(c["d_model"])
-        nn.init.normal_(self.emb.weight, std=0.02)
-        for b in self.blocks:
-            for lin in (b.attn.wqkv, b.attn.out, b.mlp[0], b.mlp[2]):
-                nn.init.normal_(lin.weight, std=0.02)
-            nn.init.normal_(b.attn.out.weight, std=0.02 / math.sqrt(2 * c["n_layers"]))
-            nn.init.normal_(b.mlp[2].weight, std=0.02 / math.sqrt(2 * c["n_layers"]))
-
-    def forward(self, tokens):
-        x = self.emb(tokens)
-        for b in self.blocks:
-            x = b(x)
-        return self.ln_f(x) @ self.emb.weight.t()
-
-
-def tiny_qkv(module, args, kwargs):
-    """capture_qkv's user function for TinyLM: (q, k, v, scale) of a RotaryCausalAttention
-    called as module(x); None for any other module."""
-    if not isinstance(module, RotaryCausalAttention):
-        return None
-    x = args[0] if args else kwargs["x"]
-    q, k, v = module.qkv(x)
-    return q, k, v, module.scale
-
-
-def load_tiny_lm(path):
-    """The committed model in float32, eval mode, and its saved meta."""
-    try:
-        blob = torch.load(path, map_location="cpu")
-    except (OSError, RuntimeError) as e:
-        sys.exit(f"{path}: cannot load the model: {e}")
-    model = TinyLM(blob["config"])
-    model.load_state_dict({k: v.float() for k, v in blob["state_dict"].items()})
-    return model.eval(), blob.get("meta", {})
 
 
 # ----------------------------------------------------------------------------- baselines
@@ -239,7 +132,8 @@ def cpu_seconds():
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(usage="%(prog)s [--out PT] [--seed N] [--data-only] [--bench] [options]   "
+                                 "(-h lists them)", description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="data/tiny_lm.pt")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--steps", type=int, default=160, help="steps at context 256, batch 16")
@@ -409,7 +303,7 @@ def write_readme(out, meta, config, man, rows, weights):
         "## Files",
         "",
         f"- `{os.path.basename(weights)}`: the weights ({os.path.getsize(weights)} bytes, float16;"
-        " `load_tiny_lm` in `scripts/train_tiny_lm.py` reads them into float32).",
+        " `load_tiny_lm` in `scripts/tiny_lm.py` reads them into float32).",
         "- `manifest.json`: the capture (scripts/capture_qkv.py): per layer its module name, B, H, "
         "L, d, d_v, causal, dtype, the model's logit scale, the factor q was multiplied by, "
         "sha256 of every file; `input` gives the text, offset, sha256 of the bytes and of the model.",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The study "On attention from a trained model" (README): every estimator of
+# The study "On attention from a trained model" (docs/results.md): every estimator of
 # configs/trained_heads.json (causal, as the model uses its heads) and
 # configs/trained_heads_noncausal.json on every layer of data/ (the tiny byte-level LM's
 # captured heads), at equal feature budgets, then `favor compare` (comparisons.csv,
@@ -8,18 +8,22 @@
 #   writes OUT_DIR/trained_heads/layer<i>/, OUT_DIR/trained_heads_noncausal/layer<i>/ and
 #   OUT_DIR/trained_heads.md, OUT_DIR/trained_heads_vs_entropy.png (a few minutes on 2 cores)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-usage() { echo "usage: scripts/trained_heads.sh [--no-build] [--report-only] [OUT_DIR]" >&2; exit 2; }
-build=1 run=1 out=results
+usage() { echo "usage: scripts/trained_heads.sh [--no-build] [--report-only] [OUT_DIR (default results)]"; }
+bad() { usage >&2; echo "trained_heads.sh: $1" >&2; exit 2; }
+build=1 run=1 out=""
 for arg in "$@"; do
   case $arg in
+    -h|--help) usage; exit 0 ;;
     --no-build) build=0 ;;
     --report-only) build=0 run=0 ;;
-    -*) usage ;;
-    *) out=$arg ;;
+    -*) bad "unknown option '$arg'" ;;
+    *) [ -z "$out" ] || bad "one OUT_DIR only, got '$out' and '$arg'"; out=$arg ;;
   esac
 done
-[ "$build" = 0 ] || scripts/setup.sh
+case $out in ""|/*) ;; *) out=$PWD/$out ;; esac   # a given OUT_DIR: from the current directory
+cd "$(dirname "$0")/.."
+out=${out:-results}
+[ "$build" = 0 ] || scripts/setup.sh --target favor
 favor=${FAVOR:-build/favor}
 py=/usr/bin/python3
 layers=$(ls -d data/layer*/ | sed 's#data/layer\([0-9]*\)/#\1#' | sort -n)

@@ -15,6 +15,7 @@ DATA_DIR/layer<i>/{q,k}.npy; writes
         below uniform's by `favor compare`'s verdict (a<b against uniform, Holm-adjusted).
 Every number comes from those files.
 """
+import argparse
 import glob
 import math
 import os
@@ -187,9 +188,12 @@ def table(studies, out):
 
 
 def main():
-    if len(sys.argv) != 3:
-        die("usage: trained_heads_report.py OUT_DIR DATA_DIR")
-    out, data = sys.argv[1:]
+    ap = argparse.ArgumentParser(usage="%(prog)s OUT_DIR DATA_DIR   (scripts/trained_heads.sh runs it)",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("out", metavar="OUT_DIR", help="holds trained_heads*/layer<i>/; the figure and table go here")
+    ap.add_argument("data", metavar="DATA_DIR", help="the captured heads, DATA_DIR/layer<i>/{q,k}.npy")
+    a = ap.parse_args()
+    out, data = a.out, a.data
     studies = {label: load_study(out, name, causal, data) for name, causal, label in STUDIES
                if os.path.isdir(os.path.join(out, name))}
     if not studies:

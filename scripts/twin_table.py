@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Captured heads beside their fitted input-family twins: the head statistics
 (scripts/head_stats.py) and the estimators' output errors (`favor run`) of each, in one
 Markdown table (docs/input_families.md).
@@ -138,7 +138,8 @@ def distance(rows):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(usage="%(prog)s [DATA_DIR] [options]   (-h lists them)",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("data", nargs="?", default=os.path.join(REPO, "data"))
     ap.add_argument("--synthetic", default=None, help="write synthetic heads into this directory and use them")
     ap.add_argument("--favor", default=os.path.join(REPO, "build", "favor"))

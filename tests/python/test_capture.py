@@ -20,7 +20,7 @@ F = torch.nn.functional
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 import capture_qkv  # noqa: E402
-import train_tiny_lm  # noqa: E402
+import tiny_lm  # noqa: E402
 
 FAVOR = os.environ.get("FAVOR", os.path.join(ROOT, "build", "favor"))
 TOL = 1e-5
@@ -276,11 +276,11 @@ def test_user_function_rotary(tmp_path, causal):
     """TinyLM (RoPE inside the attention's forward) through its user function tiny_qkv;
     causal=False here is a deliberately wrong declaration and must not match."""
     torch.manual_seed(5)
-    cfg = dict(train_tiny_lm.CONFIG, d_model=32, n_layers=2, n_heads=2, head_dim=16, mlp=64)
-    model = train_tiny_lm.TinyLM(cfg).eval()
+    cfg = dict(tiny_lm.CONFIG, d_model=32, n_layers=2, n_heads=2, head_dim=16, mlp=64)
+    model = tiny_lm.TinyLM(cfg).eval()
     tokens = torch.randint(0, 256, (B, L))
-    man, errs = layer_errors(model, tokens, str(tmp_path), train_tiny_lm.RotaryCausalAttention,
-                             qkv_fn=train_tiny_lm.tiny_qkv,
+    man, errs = layer_errors(model, tokens, str(tmp_path), tiny_lm.RotaryCausalAttention,
+                             qkv_fn=tiny_lm.tiny_qkv,
                              **({} if causal else {"causal": False}))
     assert [l["name"] for l in man["layers"]] == ["blocks.0.attn", "blocks.1.attn"]
     assert [l["causal"] for l in man["layers"]] == [causal, causal]
@@ -344,8 +344,8 @@ def test_manifest_and_configs(tmp_path):
 
 
 def test_rotary_without_function_is_refused(tmp_path):
-    cfg = dict(train_tiny_lm.CONFIG, d_model=32, n_layers=1, n_heads=2, head_dim=16, mlp=64)
-    model = train_tiny_lm.TinyLM(cfg)
+    cfg = dict(tiny_lm.CONFIG, d_model=32, n_layers=1, n_heads=2, head_dim=16, mlp=64)
+    model = tiny_lm.TinyLM(cfg)
 
     class Fused(nn.Module):  # a fused layout that also holds a rotary table
         def __init__(self):
