@@ -25,7 +25,10 @@
 #include <string>
 #include <vector>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/estimator.hpp"
 #include "favor/blas.hpp"
 #include "favor/config.hpp"

@@ -7,7 +7,10 @@
 #include <tuple>
 #include <type_traits>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/estimator.hpp"
 #include "favor/half.hpp"
 #include "favor/inputs.hpp"

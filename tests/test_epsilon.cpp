@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/error.hpp"
 #include "favor/inputs.hpp"
 #include "favor/projections.hpp"

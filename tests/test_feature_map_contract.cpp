@@ -20,7 +20,10 @@
 #include <string>
 
 #include "helpers.hpp"
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/estimator.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/inputs.hpp"

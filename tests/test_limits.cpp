@@ -11,7 +11,10 @@
 #include <limits>
 
 #include "helpers.hpp"
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"

@@ -13,7 +13,10 @@
 #include <string>
 #include <unistd.h>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/config.hpp"
 #include "favor/experiment.hpp"
 #include "favor/inputs.hpp"

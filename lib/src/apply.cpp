@@ -6,7 +6,10 @@
 #include <limits>
 #include <type_traits>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
 #include "favor/parallel.hpp"

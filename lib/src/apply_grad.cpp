@@ -4,7 +4,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "favor/backward.hpp"
+#include "favor/backward_linear.hpp"
 #include "favor/error.hpp"
 #include "favor/npy.hpp"
 #include "favor/parallel.hpp"

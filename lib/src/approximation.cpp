@@ -8,11 +8,15 @@
 #include <map>
 #include <optional>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/cells.hpp"
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
 #include "experiment_parts.hpp"
+#include "favor/experiment.hpp"
 #include "favor/grid.hpp"
 #include "favor/inputs.hpp"
 #include "favor/metric_table.hpp"

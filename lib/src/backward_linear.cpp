@@ -21,8 +21,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "favor/attention.hpp"
-#include "favor/backward.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
+#include "favor/backward_linear.hpp"
 #include "favor/blas.hpp"
 #include "favor/error.hpp"
 #include "favor/parallel.hpp"

@@ -4,23 +4,6 @@
 
 namespace favor {
 
-std::optional<std::size_t> m_for_features(const FeatureMap& map, std::size_t F, std::size_t d) {
-    if (!map.uses_m()) return map.num_features(1, d);
-    // num_features is linear in m for the maps that use it: `per` columns per random vector.
-    const std::size_t per = map.num_features(1, d);
-    if (per == 0 || F % per != 0) return std::nullopt;
-    return F / per;
-}
-
-std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std::size_t d) {
-    if (cfg.num_features.empty()) return cfg.m;
-    const FeatureMap& map = *cfg.variants[v].map;
-    if (!map.uses_m()) return {*m_for_features(map, 0, d)};
-    std::vector<std::size_t> out;
-    for (std::size_t F : cfg.num_features) out.push_back(m_for_features(map, F, d).value_or(0));
-    return out;
-}
-
 std::size_t config_cells(const Config& c) {
     switch (c.experiment) {
         case ExperimentKind::approximation: return ApproxCells(c).size();

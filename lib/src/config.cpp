@@ -9,7 +9,6 @@
 #include <limits>
 #include <set>
 
-#include "favor/cells.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
 #include "favor/metric_table.hpp"
@@ -184,7 +183,7 @@ std::vector<std::string> parse_metrics(const json& j, const Field& root) {
 }
 
 // `m` or `num_features` (exactly one, when some variant has features). Every F must give each
-// map that uses m a whole m <= kMaxM (cells.hpp: F / 2 for trig and hyperbolic).
+// map that uses m a whole m <= kMaxM (m_for_features: F / 2 for trig and hyperbolic).
 void parse_budget(const json& j, const Field& root, bool any_features, Config& c) {
     if (j.contains("m") && j.contains("num_features"))
         root.at("num_features").fail("give either m or num_features (feature columns per variant), not both");
@@ -288,6 +287,23 @@ void parse_kind(const json& j, const Field& root, Config& c) {
 }
 
 }  // namespace
+
+std::optional<std::size_t> m_for_features(const FeatureMap& map, std::size_t F, std::size_t d) {
+    if (!map.uses_m()) return map.num_features(1, d);
+    // num_features is linear in m for the maps that use it: `per` columns per random vector.
+    const std::size_t per = map.num_features(1, d);
+    if (per == 0 || F % per != 0) return std::nullopt;
+    return F / per;
+}
+
+std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std::size_t d) {
+    if (cfg.num_features.empty()) return cfg.m;
+    const FeatureMap& map = *cfg.variants[v].map;
+    if (!map.uses_m()) return {*m_for_features(map, 0, d)};
+    std::vector<std::size_t> out;
+    for (std::size_t F : cfg.num_features) out.push_back(m_for_features(map, F, d).value_or(0));
+    return out;
+}
 
 void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t Lk) {
     const Field root{c.file, ""};

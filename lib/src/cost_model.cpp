@@ -11,7 +11,10 @@
 #include <map>
 #include <stdexcept>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/attention_blocks.hpp"
 #include "favor/byte_sizes.hpp"
 #include "favor/cells.hpp"

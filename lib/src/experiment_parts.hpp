@@ -3,7 +3,8 @@
 // run_experiment (experiment.cpp) calls these.
 #include <nlohmann/json.hpp>
 
-#include "favor/experiment.hpp"
+#include "favor/config.hpp"
+#include "favor/run_result.hpp"
 
 namespace favor {
 

@@ -12,54 +12,6 @@
 
 namespace favor {
 
-// Each map's factory, defined in its own file under lib/src/maps/.
-FeatureMapPtr make_trig(const FieldObject&, double epsilon);
-FeatureMapPtr make_positive(const FieldObject&, double epsilon);
-FeatureMapPtr make_hyperbolic(const FieldObject&, double epsilon);
-FeatureMapPtr make_relu(const FieldObject&, double epsilon);
-FeatureMapPtr make_oprf(const FieldObject&, double epsilon);
-FeatureMapPtr make_elu(const FieldObject&, double epsilon);
-FeatureMapPtr make_dpfp(const FieldObject&, double epsilon);
-FeatureMapPtr make_nystrom(const FieldObject&, double epsilon);
-FeatureMapPtr make_gerf(const FieldObject&, double epsilon);
-FeatureMapPtr make_sderf(const FieldObject&, double epsilon);
-FeatureMapPtr make_saderf(const FieldObject&, double epsilon);
-
-const std::vector<FeatureMapEntry>& feature_map_registry() {
-    static const std::vector<FeatureMapEntry> r = {
-        {"trig", "exp(|x|^2/2)/sqrt(m) [sin Wx, cos Wx] (random Fourier features)", {"shift"}, make_trig},
-        {"positive", "exp(-|x|^2/2)/sqrt(m) exp(Wx) (FAVOR+)", {"epsilon_after", "shift"}, make_positive},
-        {"hyperbolic", "exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)]", {"epsilon_after", "shift"}, make_hyperbolic},
-        {"relu", "relu(Wx)/sqrt(m) (generalized attention; not an estimator of SM)", {}, make_relu},
-        {"oprf", "optimal positive features, FAVOR++ (\"A\": number < 1/8 or \"optimal\")", {"A", "epsilon_after", "shift"}, make_oprf},
-        {"elu", "elu(x) + 1, F = d, no projection (linear transformer baseline; not an estimator of SM)", {}, make_elu},
-        {"dpfp", "relu([x, -x]) * roll(..., s), s = 1..nu, F = 2 d nu, no projection (\"nu\", default 1; baseline)",
-         {"nu"}, make_dpfp},
-        {"nystrom", "Nystromformer: m segment-mean landmarks, pinv (\"pinv\": iterative|exact, \"iterations\"); "
-                    "no row normalisation, not causal (baseline)",
-         {"pinv", "iterations"}, make_nystrom},
-        {"gerf", "generalized exponential features: oprf on (t x, y/t) (\"A\", \"t\": numbers or \"optimal\")", {"A", "t", "epsilon_after", "shift"}, make_gerf},
-        {"sderf", "symmetric dense-exponential features, FAVOR# (matrix A fitted to the data)", {"epsilon_after", "shift"}, make_sderf},
-        {"saderf", "simplified asymmetric dense-exponential features, FAVOR#: oprf on (Psi x, Psi^-1 y), fitted", {"epsilon_after", "shift"}, make_saderf},
-    };
-    return r;
-}
-
-const std::vector<std::string>& feature_names() {
-    static const std::vector<std::string> names = [] {
-        std::vector<std::string> n;
-        for (const auto& e : feature_map_registry()) n.push_back(e.name);
-        return n;
-    }();
-    return names;
-}
-
-const FeatureMapEntry* find_feature_map(const std::string& name) {
-    for (const auto& e : feature_map_registry())
-        if (name == e.name) return &e;
-    return nullptr;
-}
-
 template <class T>
 void project_block(const FeatureBlock<T>& b) {
     // The tile kernel on W^T (d x m), instead of a BLAS call that packs both operands and

@@ -5,7 +5,10 @@
 #include <cmath>
 #include <vector>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/blas.hpp"
 #include "favor/half.hpp"
 #include "favor/parallel.hpp"

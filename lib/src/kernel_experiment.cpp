@@ -10,6 +10,7 @@
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
 #include "experiment_parts.hpp"
+#include "favor/experiment.hpp"
 #include "favor/cells.hpp"
 #include "favor/parallel.hpp"
 #include "favor/projections.hpp"

@@ -6,7 +6,10 @@
 #include <cmath>
 #include <type_traits>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/output_metrics.hpp"
 #include "favor/report.hpp"
 

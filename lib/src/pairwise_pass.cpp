@@ -13,7 +13,10 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/blas.hpp"
 #include "favor/memory.hpp"
 #include "favor/parallel.hpp"

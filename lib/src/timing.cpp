@@ -9,11 +9,15 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "favor/attention.hpp"
+#include "favor/attention_blocks.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/favor_forward.hpp"
+#include "favor/linear_attention.hpp"
 #include "favor/blas.hpp"
 #include "favor/cells.hpp"
 #include "favor/estimator.hpp"
 #include "experiment_parts.hpp"
+#include "favor/experiment.hpp"
 #include "favor/inputs.hpp"
 #include "favor/memory.hpp"
 #include "favor/parallel.hpp"

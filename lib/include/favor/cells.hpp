@@ -21,14 +21,6 @@
 
 namespace favor {
 
-// The m at which `map` has F feature columns in dimension d, or nullopt when no m gives F
-// (an odd F for trig). A map whose F does not depend on m gives its own F.
-std::optional<std::size_t> m_for_features(const FeatureMap& map, std::size_t F, std::size_t d);
-
-// The m values variant `v` runs at in dimension d, in grid order (one for a fixed-F map
-// under num_features).
-std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std::size_t d);
-
 // The number of grid cells of any config: the size of its kind's grid below.
 std::size_t config_cells(const Config& cfg);
 

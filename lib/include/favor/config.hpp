@@ -112,6 +112,15 @@ Config load_config(const std::string& path, const ConfigOverrides& overrides);
 Config load_config(const std::string& path, const std::vector<std::string>& sets = {});
 Config parse_config(const nlohmann::json& j, const std::string& file);
 
+// The budget axis (docs/design.md section 5: `m` or `num_features`) per variant.
+// The m at which `map` has F feature columns in dimension d, or nullopt when no m gives F
+// (an odd F for trig). A map whose F does not depend on m gives its own F.
+std::optional<std::size_t> m_for_features(const FeatureMap& map, std::size_t F, std::size_t d);
+
+// The m values variant `v` runs at in dimension d, in grid order (one for a fixed-F map
+// under num_features).
+std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std::size_t d);
+
 // Fails (Error naming the config field) unless every variant's map can run with every m of
 // the grid in dimension d for L queries and Lk keys (FeatureMap::check_sizes; 0: not known).
 // The config checks random inputs; runs on .npy inputs call it once the shapes are known.

@@ -1,4 +1,4 @@
-#include "favor/exp_family.hpp"
+#include "exp_family.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-// The Jacobian of the exp family's features (favor/exp_family.hpp) for the backward pass,
+// The Jacobian of the exp family's features (exp_family.hpp) for the backward pass,
 // docs/design.md section 2.7. With u = G_s x (x = xs q) and
 //   e_j = w_j^T A w_j + w_j^T B u - |u|^2/2 + (1/4) log det(I - 4A),  phi_j = exp(e_j - S) / sqrt(F),
 // de_j/du = B w_j - u, so for h_j = g_j phi_j
@@ -8,7 +8,7 @@
 // fixed: the gradient of a training step, where fitted values are refitted, not differentiated.
 #include <cmath>
 
-#include "favor/exp_family.hpp"
+#include "exp_family.hpp"
 
 namespace favor {
 

@@ -9,7 +9,7 @@
 //   A* = oprf's A*(rho), rho = (t^2 mean|x|^2 + mean|y|^2 / t^2 + 2 xbar.ybar) / d.
 #include <cmath>
 
-#include "favor/exp_family.hpp"
+#include "exp_family.hpp"
 #include "favor/theory.hpp"
 
 namespace favor {

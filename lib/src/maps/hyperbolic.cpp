@@ -1,5 +1,5 @@
 // hyperbolic: phi(x) = exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)] (Performer Lemma 1).
-#include "favor/exp_family.hpp"
+#include "exp_family.hpp"
 #include "favor/theory.hpp"
 
 namespace favor {

@@ -2,7 +2,7 @@
 //   phi(x) = (1-4A)^{d/4}/sqrt(m) exp(A|w|^2 + sqrt(1-4A) w.x - |x|^2/2),  A < 1/8,
 // unbiased for any such A (A = 0 is the positive map). "A": "optimal" (the default) takes
 // A* = (1 - 2 rho - sqrt((2 rho + 1)^2 + 8 rho)) / 16, rho = mean_{i,j} |x_i + y_j|^2 / d.
-#include "favor/exp_family.hpp"
+#include "exp_family.hpp"
 #include "favor/theory.hpp"
 
 namespace favor {

@@ -1,5 +1,5 @@
 // positive: phi(x) = exp(-|x|^2/2)/sqrt(m) exp(Wx) (Performer Lemma 1, FAVOR+).
-#include "favor/exp_family.hpp"
+#include "exp_family.hpp"
 #include "favor/theory.hpp"
 
 namespace favor {

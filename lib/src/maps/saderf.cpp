@@ -10,7 +10,7 @@
 // Extra cost: O(L d) to fit, d multiplies per row.
 #include <cmath>
 
-#include "favor/exp_family.hpp"
+#include "exp_family.hpp"
 #include "favor/theory.hpp"
 
 namespace favor {

@@ -8,7 +8,7 @@
 // O(L d^2 + d^3) to fit, O(d^2) per row and O(m d^2) per block of rows.
 #include <cmath>
 
-#include "favor/exp_family.hpp"
+#include "exp_family.hpp"
 #include "favor/theory.hpp"
 
 namespace favor {

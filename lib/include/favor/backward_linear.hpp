@@ -1,31 +1,15 @@
 #pragma once
-// Backward passes: the gradients of exact softmax attention and of linear (random-feature)
-// attention with respect to Q, K and V for an upstream gradient G = dLoss/dOut
-// (docs/design.md section 2.7). Every function is deterministic: blocks fixed by the sizes,
-// each block on one thread, sums over blocks in a fixed order, so the numbers do not depend
-// on `threads`.
+// The backward pass of linear (random-feature) attention and of the whole FAVOR estimator:
+// the gradients with respect to Q, K and V for an upstream gradient G = dLoss/dOut
+// (docs/design.md section 2.7), deterministic as backward_exact.hpp's.
 #include <vector>
 
+#include "favor/backward_exact.hpp"
 #include "favor/estimator.hpp"
 #include "favor/feature_grad.hpp"
 #include "favor/tensor.hpp"
 
 namespace favor {
-
-// dQ (L, d), dK (Lk, d), dV (Lk, dv).
-template <class T>
-struct Gradients {
-    Mat<T> dQ, dK, dV;
-};
-
-// Gradient of Out = A V, A = softmax(Q K^T / sqrt d) (causal: row i sees keys j <= i):
-//   dV = A^T G,  dS = A o (G V^T - rowsum(G o Out)),  dQ = dS K / sqrt d,  dK = dS^T Q / sqrt d.
-// Two passes: query blocks (each row's log-sum-exp, rowsum(G o Out) and dQ), then key blocks
-// (dK, dV, recomputing A from the log-sum-exp); memory O(block x L), never an L x L matrix.
-// Q: (L, d), K: (Lk, d), V: (Lk, dv), G: (L, dv); causal needs Lk = L.
-template <class T>
-Gradients<T> exact_attention_backward(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const Mat<T>& G,
-                                      bool causal = false, int threads = 1);
 
 // Gradients of Out = D^{-1} phiQ (Psi^T [V, 1]), Psi_j = exp(lk_j - M) phiK_j (the ratio
 // estimator of docs/design.md section 2.2 on stabilised features, M = max lk) with respect to
@@ -52,9 +36,5 @@ FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& 
 template <class T>
 Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                             const Mat<T>& G, bool causal = false, int threads = 1);
-
-// Throws Error unless Q (L, d), K (Lk, d), V (Lk, dv), G (L, dv) fit (and, causal, Lk = L).
-template <class T>
-void check_backward_shapes(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const Mat<T>& G, bool causal);
 
 }  // namespace favor

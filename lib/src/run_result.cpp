@@ -1,0 +1,29 @@
+// A run's result as its set of files (favor/run_result.hpp, docs/design.md section 6).
+#include "favor/run_result.hpp"
+
+namespace favor {
+
+ResultFiles result_files(const RunResult& r) {
+    ResultFiles files;
+    const std::string name = r.info.contains("config") ? r.info["config"].value("name", std::string()) : "";
+    if (!r.errors.columns.empty()) files.emplace_back("errors.csv", to_csv(r.errors));
+    if (!r.summary.columns.empty()) {
+        files.emplace_back("summary.csv", to_csv(r.summary));
+        std::string md = "# " + name + "\n\n" + to_markdown(r.summary);
+        if (!r.notes_md.empty()) md += "\n" + r.notes_md;
+        files.emplace_back("summary.md", md);
+    }
+    if (!r.baselines.columns.empty()) files.emplace_back("baselines.csv", to_csv(r.baselines));
+    if (!r.timing.columns.empty()) {
+        files.emplace_back("timing.csv", to_csv(r.timing));
+        std::string md = "# " + name + "\n\n" + to_markdown(r.timing);
+        if (!r.notes_md.empty()) md += "\n" + r.notes_md;
+        files.emplace_back("timing.md", md);
+    }
+    files.emplace_back("run.json", r.info.dump(2) + "\n");   // last: a set with run.json is whole
+    return files;
+}
+
+void write_results(const RunResult& r, OutputDir& out) { out.replace(result_files(r)); }
+
+}  // namespace favor
