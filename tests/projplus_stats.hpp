@@ -1,5 +1,5 @@
 #pragma once
-// The positive estimator's statistics under the projections of tests/test_projplus.cpp, shared
+// The positive estimator's statistics under the projections of tests/test_qmc_simplex_plus.cpp, shared
 // with the measurement behind docs/estimators.md's numbers (bench/projplus_measure.cpp).
 #include <cmath>
 #include <cstdint>

@@ -198,7 +198,7 @@ TEST_CASE("input_seeds: N = 1 gives today's tables, N draws aggregate over (inpu
     }
 }
 
-// (Resume with input seeds: test_integrity.cpp, "resume from a journal gives byte-identical tables".)
+// (Resume with input seeds: test_result_dir.cpp, "resume from a journal gives byte-identical tables".)
 TEST_CASE("input_seeds: shards and sweeps over input seeds reproduce the run byte for byte", "[budgets][merge]") {
     const json j = seeds_config();
     const RunResult full = run_with(j);

@@ -1,6 +1,6 @@
 // OPRF / FAVOR++ (Likhosherstov et al., "Chefs' Random Tables", arXiv 2205.15317):
 // unbiasedness over A < 1/8, the closed-form variance, orthogonal coupling, and what A*
-// actually minimises. Complements tests/test_estimators.cpp (iid, A = -0.2 and 0.05).
+// actually minimises. Complements tests/test_theory.cpp (iid, A = -0.2 and 0.05).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
