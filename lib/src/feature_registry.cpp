@@ -3,6 +3,8 @@
 // (tests/test_feature_map_contract.cpp) walk it.
 #include "favor/feature_registry.hpp"
 
+#include "favor/names.hpp"
+
 namespace favor {
 
 // Each map's factory, defined in its own file under lib/src/maps/.
@@ -39,18 +41,10 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
 }
 
 const std::vector<std::string>& feature_names() {
-    static const std::vector<std::string> names = [] {
-        std::vector<std::string> n;
-        for (const auto& e : feature_map_registry()) n.push_back(e.name);
-        return n;
-    }();
+    static const std::vector<std::string> names = entry_names(feature_map_registry());
     return names;
 }
 
-const FeatureMapEntry* find_feature_map(const std::string& name) {
-    for (const auto& e : feature_map_registry())
-        if (name == e.name) return &e;
-    return nullptr;
-}
+const FeatureMapEntry* find_feature_map(const std::string& name) { return find_entry(feature_map_registry(), name); }
 
 }  // namespace favor

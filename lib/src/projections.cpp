@@ -54,19 +54,11 @@ const std::vector<ProjectionEntry>& projection_registry() {
 }
 
 const std::vector<std::string>& projection_names() {
-    static const std::vector<std::string> names = [] {
-        std::vector<std::string> n;
-        for (const auto& e : projection_registry()) n.push_back(e.name);
-        return n;
-    }();
+    static const std::vector<std::string> names = entry_names(projection_registry());
     return names;
 }
 
-const ProjectionEntry* find_projection(const std::string& name) {
-    for (const auto& e : projection_registry())
-        if (name == e.name) return &e;
-    return nullptr;
-}
+const ProjectionEntry* find_projection(const std::string& name) { return find_entry(projection_registry(), name); }
 
 Projection::Projection() : entry_(&projection_registry().front()) {}
 

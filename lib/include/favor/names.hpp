@@ -44,4 +44,19 @@ std::string name_of(const std::vector<std::pair<E, std::string>>& table, E e) {
     return "?";
 }
 
+// A registry (entries with a `name` member, e.g. feature maps, projections): its names in order,
+// and the entry named `s` (nullptr when none is).
+template <class Entry>
+std::vector<std::string> entry_names(const std::vector<Entry>& registry) {
+    std::vector<std::string> out;
+    for (const Entry& e : registry) out.push_back(e.name);
+    return out;
+}
+template <class Entry>
+const Entry* find_entry(const std::vector<Entry>& registry, const std::string& s) {
+    for (const Entry& e : registry)
+        if (s == e.name) return &e;
+    return nullptr;
+}
+
 }  // namespace favor
