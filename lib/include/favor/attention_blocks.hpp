@@ -1,7 +1,7 @@
 #pragma once
 // The block sizes of the attention passes (docs/design.md section 2), in one place: the passes
 // (exact_attention.cpp, linear_attention.cpp, causal_linear.cpp, favor_forward.cpp,
-// half_attention.cpp) split their rows by these, and the cost model (limits.cpp) charges the
+// half_attention.cpp) split their rows by these, and the cost model (cost_model.cpp) charges the
 // buffers they hold from the same values, so an estimate cannot drift from the code.
 // Every size is a function of the problem's sizes only, never of the thread count: the blocks
 // are added up in block order, so results do not depend on how they are spread over threads.

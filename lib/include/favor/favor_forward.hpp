@@ -52,7 +52,7 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
                         bool causal = false, int threads = 1);
 // Whether favor_forward(_into) runs fused for an estimator of `map` with this rounding and
 // shift (and some keys); otherwise it returns favor_attention's output, made from both (L, F)
-// feature matrices. The memory estimate (limits.cpp) charges the path this names.
+// feature matrices. The memory estimate (cost_model.cpp) charges the path this names.
 bool forward_fused(const FeatureMap& map, Rounding rounding, bool shift, bool causal);
 
 }  // namespace favor
