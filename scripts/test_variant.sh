@@ -25,6 +25,7 @@ case ${1:-} in
 esac
 variant=$1; shift
 for arg in "$@"; do [[ $arg == -D?* ]] || bad "unknown argument '$arg' (extra cmake args are -DVAR=VALUE)"; done
+unset VARIANT_SCRIPT   # the usage's name only: the suite's own script tests must not inherit it
 if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
   echo "[test_$variant] installing: $package"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"

@@ -7,6 +7,7 @@
 # of the source tree. Scripts that import torch are skipped without it.
 # Usage (ctest): cli_scripts.sh FAVOR_BINARY SOURCE_DIR
 set -uo pipefail
+unset VARIANT_SCRIPT   # set by test_clang.sh / test_blis.sh for their usage line only
 src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/repo"
