@@ -19,6 +19,11 @@ FeatureMapPtr make_nystrom(const FieldObject&, double epsilon);
 FeatureMapPtr make_gerf(const FieldObject&, double epsilon);
 FeatureMapPtr make_sderf(const FieldObject&, double epsilon);
 FeatureMapPtr make_saderf(const FieldObject&, double epsilon);
+FeatureMapPtr make_aderf(const FieldObject&, double epsilon);
+FeatureMapPtr make_taylor2(const FieldObject&, double epsilon);
+FeatureMapPtr make_hedgehog(const FieldObject&, double epsilon);
+FeatureMapPtr make_poisson(const FieldObject&, double epsilon);
+FeatureMapPtr make_geometric(const FieldObject&, double epsilon);
 
 const std::vector<FeatureMapEntry>& feature_map_registry() {
     static const std::vector<FeatureMapEntry> r = {
@@ -36,6 +41,13 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
         {"gerf", "generalized exponential features: oprf on (t x, y/t) (\"A\", \"t\": numbers or \"optimal\")", {"A", "t", "epsilon_after", "shift"}, make_gerf},
         {"sderf", "symmetric dense-exponential features, FAVOR# (matrix A fitted to the data)", {"epsilon_after", "shift"}, make_sderf},
         {"saderf", "simplified asymmetric dense-exponential features, FAVOR#: oprf on (Psi x, Psi^-1 y), fitted", {"epsilon_after", "shift"}, make_saderf},
+        {"aderf", "asymmetric dense-exponential features, FAVOR#: oprf on (P x, P^-T y), P and A fitted in closed form", {"epsilon_after", "shift"}, make_aderf},
+        {"taylor2", "1 + x.y + (x.y)^2/2 exactly (Based's 2nd-order Taylor map), F = 1 + d + d(d+1)/2, no projection (biased)", {}, make_taylor2},
+        {"hedgehog", "softmax([2x, -2x]), F = 2d, no projection (Hedgehog's map untrained; baseline)", {}, make_hedgehog},
+        {"poisson", "discrete (Poisson) features of Chefs' Random Tables: prod_l (x_l/sqrt(lambda))^k_l, k_l ~ Poisson(lambda) "
+                    "(\"lambda\": number or \"optimal\"); not positive", {"lambda"}, make_poisson},
+        {"geometric", "discrete (geometric) features of Chefs' Random Tables: prod_l x_l^k_l / sqrt(k_l! p (1-p)^k_l), "
+                      "k_l ~ Geom(p) (\"p\": number or \"optimal\"); not positive", {"p"}, make_geometric},
     };
     return r;
 }

@@ -57,10 +57,21 @@ struct ExpRows {
     const T* P;
     double us;
     std::vector<T> ubuf, vbuf;
-    ExpRows(const FeatureBlock<T>& b, const std::vector<double>& diag, double scale, const std::vector<double>& B)
+    ExpRows(const FeatureBlock<T>& b, const std::vector<double>& diag, const std::vector<double>& G, double scale,
+            const std::vector<double>& B)
         : U(b.X), us(b.xs * scale) {
         const std::size_t rows = b.rows, d = b.d;
-        if (!diag.empty()) {
+        if (!G.empty()) {   // u_i = us G X_i, accumulated in double
+            ubuf.resize(rows * d);
+            for (std::size_t i = 0; i < rows; ++i)
+                for (std::size_t r = 0; r < d; ++r) {
+                    double t = 0.0;
+                    for (std::size_t c = 0; c < d; ++c) t += G[r * d + c] * double(b.X[i * d + c]);
+                    ubuf[i * d + r] = T(us * t);
+                }
+            U = ubuf.data();
+            us = 1.0;
+        } else if (!diag.empty()) {
             ubuf.resize(rows * d);
             for (std::size_t i = 0; i < rows; ++i)
                 for (std::size_t c = 0; c < d; ++c) ubuf[i * d + c] = T(us * diag[c] * double(b.X[i * d + c]));
@@ -112,7 +123,8 @@ void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
     const int s = b.side == Side::query ? 0 : 1;
     const std::vector<double>& diag = shape_.diag[s];
     const bool dense = !B_.empty();
-    if ((dense && A_mat_.size() != d * d) || (!diag.empty() && diag.size() != d))
+    const std::vector<double>& G = shape_.dense[s];
+    if ((dense && A_mat_.size() != d * d) || (!diag.empty() && diag.size() != d) || (!G.empty() && G.size() != d * d))
         throw std::logic_error("ExpFamilyMap: parameters fitted for another dimension");
     const double A = shape_.A;
     // e_ij = w_j^T A w_j + w_j^T B u_i - |u_i|^2/2 + (1/4) log det(I - 4A), u_i = G_s x_i.
@@ -124,7 +136,7 @@ void ExpFamilyMap::block_impl(const FeatureBlock<T>& b) const {
     // "max_wx": the shift leaves out the -|u|^2/2 term, so epsilon lands where the official
     // code puts it; with epsilon = 0 it would only lose range, so then it is not used.
     const bool wx = after_ == EpsilonAfter::max_wx && epsilon() != 0.0;
-    const ExpRows<T> in(b, diag, shape_.scale[s], B_);
+    const ExpRows<T> in(b, diag, G, shape_.scale[s], B_);
     const T* U = in.U;
     const double us = in.us, us2 = us * us;
     // P W^T straight into the feature rows, then the exponents and their row maxima;
@@ -166,6 +178,25 @@ template void ExpFamilyMap::block_impl<float>(const FeatureBlock<float>&) const;
 template void ExpFamilyMap::block_impl<double>(const FeatureBlock<double>&) const;
 template void ExpFamilyMap::finish_impl<float>(float*, std::size_t, std::size_t, const double*, double) const;
 template void ExpFamilyMap::finish_impl<double>(double*, std::size_t, std::size_t, const double*, double) const;
+
+std::vector<double> ExpFamilyMap::side_norms2(const Mat<double>& Z, Side side) const {
+    const int s = side == Side::query ? 0 : 1;
+    const std::size_t n = Z.shape(0), d = Z.shape(1);
+    const std::vector<double>& g = shape_.diag[s];
+    const std::vector<double>& G = shape_.dense[s];
+    std::vector<double> out(n, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t r = 0; r < d; ++r) {
+            double u = g.empty() ? Z(i, r) : g[r] * Z(i, r);
+            if (!G.empty()) {
+                u = 0.0;
+                for (std::size_t c = 0; c < d; ++c) u += G[r * d + c] * Z(i, c);
+            }
+            u *= shape_.scale[s];
+            out[i] += u * u;
+        }
+    return out;
+}
 
 std::vector<double> column_means(const Mat<double>& X) {
     const std::size_t L = X.shape(0), d = X.shape(1);

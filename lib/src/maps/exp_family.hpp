@@ -8,7 +8,7 @@
 // needs 8A < I). A is a scalar times I (positive, hyperbolic: A = 0, Performer Lemma 1;
 // oprf, gerf, saderf: FAVOR++, arXiv 2205.15317 eq. 7) or a symmetric matrix given by its
 // eigen-decomposition (sderf). G_s is a scalar (gerf: t, 1/t), a diagonal (saderf: Psi,
-// Psi^{-1}) or I. Hyperbolic adds the mirrored half with -w_j.
+// Psi^{-1}), a dense matrix (aderf: P, P^{-T}) or I. Hyperbolic adds the mirrored half with -w_j.
 // Exponents are shifted by their max before exp (per row for queries, one constant for the
 // keys), then epsilon is added (docs/estimators.md).
 //
@@ -38,6 +38,7 @@ struct ExpShape {
     std::vector<double> U;           // ... and its eigenvectors: d x d row-major, column l for a_l
     double scale[2] = {1.0, 1.0};    // G_s = scale[s] diag(diag[s]); s = 0 query, 1 key
     std::vector<double> diag[2];     // per-coordinate factors (empty: all 1)
+    std::vector<double> dense[2];    // or a dense G_s / scale[s]: d x d row-major (empty: none)
 };
 
 class ExpFamilyMap : public FeatureMapKernels<ExpFamilyMap> {
@@ -63,6 +64,8 @@ public:
 protected:
     double A() const { return shape_.A; }
     const ExpShape& shape() const { return shape_; }
+    // |G_s z_i|^2 for every row z_i of Z (n, d): the norms the variance of a scalar A reads.
+    std::vector<double> side_norms2(const Mat<double>& Z, Side side) const;
 
 private:
     ExpShape shape_;

@@ -2,7 +2,8 @@
 // docs/design.md section 2.7. With u = G_s x (x = xs q) and
 //   e_j = w_j^T A w_j + w_j^T B u - |u|^2/2 + (1/4) log det(I - 4A),  phi_j = exp(e_j - S) / sqrt(F),
 // de_j/du = B w_j - u, so for h_j = g_j phi_j
-//   J^T g = G_s^T (B W^T h - (sum_j h_j) u)  (times xs for the unscaled row q);
+//   J^T g = G_s^T (B W^T h - (sum_j h_j) u)  (times xs for the unscaled row q; G_s diagonal,
+//   or dense for aderf);
 // the mirrored half of hyperbolic has e_{m+j} with -w_j (B = I), giving W^T (h_+ - h_-).
 // S (the shift), A, B, G_s (oprf's A*, gerf's A and t, sderf's A, saderf's Psi) are held
 // fixed: the gradient of a training step, where fitted values are refitted, not differentiated.
@@ -20,6 +21,7 @@ void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
     std::vector<double> gs(d, g.xs * shape_.scale[s]);   // xs G_s, diagonal
     if (!shape_.diag[s].empty())
         for (std::size_t c = 0; c < d; ++c) gs[c] *= shape_.diag[s][c];
+    const std::vector<double>& Gd = shape_.dense[s];   // aderf: G_s = scale G, gs = xs scale
     const bool dense = !B_.empty();
     const double a = std::sqrt(1.0 - 4.0 * shape_.A);
     std::vector<double> u(d), hw(d), du(d);
@@ -40,6 +42,10 @@ void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
         }
         for (std::size_t c = 0; c < d; ++c) {
             u[c] = gs[c] * double(g.X[i * d + c]);
+            if (!Gd.empty()) {
+                u[c] = 0.0;
+                for (std::size_t k = 0; k < d; ++k) u[c] += gs[c] * Gd[c * d + k] * double(g.X[i * d + k]);
+            }
             double bh = a * hw[c];
             if (dense) {
                 bh = 0.0;
@@ -47,7 +53,15 @@ void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
             }
             du[c] = bh - hsum * u[c];
         }
-        for (std::size_t c = 0; c < d; ++c) g.dX[i * d + c] = T(gs[c] * du[c]);
+        if (Gd.empty()) {
+            for (std::size_t c = 0; c < d; ++c) g.dX[i * d + c] = T(gs[c] * du[c]);
+            continue;
+        }
+        for (std::size_t c = 0; c < d; ++c) {   // xs scale G^T du
+            double t = 0.0;
+            for (std::size_t r = 0; r < d; ++r) t += Gd[r * d + c] * du[r];
+            g.dX[i * d + c] = T(gs[c] * t);
+        }
     }
 }
 

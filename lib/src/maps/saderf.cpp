@@ -55,20 +55,8 @@ public:
     }
     // oprf's variance for (Psi x, Psi^{-1} y): per row |Psi x|^2 and |Psi^{-1} y|^2.
     PairMse pair_mse_rows(const Mat<double>& X, const Mat<double>& Y, std::size_t m) const override {
-        const std::size_t d = X.shape(1);
-        auto norms = [&](const Mat<double>& Z, int side) {
-            const std::vector<double>& g = shape().diag[side];
-            std::vector<double> n(Z.shape(0), 0.0);
-            for (std::size_t i = 0; i < Z.shape(0); ++i)
-                for (std::size_t c = 0; c < d; ++c) {
-                    const double u = (g.empty() ? 1.0 : g[c]) * Z(i, c);
-                    n[i] += u * u;
-                }
-            return n;
-        };
-        return [x2 = norms(X, 0), y2 = norms(Y, 1), A = A(), d, m](std::size_t i, std::size_t j, double xy) {
-            return oprf_feature_variance(A, x2[i], y2[j], xy, d) / double(m);
-        };
+        return [x2 = side_norms2(X, Side::query), y2 = side_norms2(Y, Side::key), A = A(), d = X.shape(1), m](
+                   std::size_t i, std::size_t j, double xy) { return oprf_feature_variance(A, x2[i], y2[j], xy, d) / double(m); };
     }
 
 private:
