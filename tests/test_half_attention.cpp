@@ -108,10 +108,13 @@ TEST_CASE("at scale 0.25 every estimator in float16 and bfloat16 stays within 10
     const Approximation<float> a =
         favor_attention(make_estimator<float>(v, m, d, 3, 0, r).for_inputs(h.q, h.k), h.q, h.k, h.v);
     const double e64 = output_mse(ref, o64), e16 = output_mse(ref, a.out);
-    CAPTURE(e64, e16, e16 / e64);
+    // A map nearly exact at this scale (taylor2: error (x.y)^3/6) meets the rounding floor
+    // instead: the error of exact attention itself emulated in this format.
+    const double floor = output_mse(ref, exact_attention_rounded(h.q, h.k, h.v, r, false, 1));
+    CAPTURE(e64, e16, e16 / e64, floor);
     REQUIRE(count_nonfinite(a.out) == 0);
     REQUIRE(a.overflow == 0);
-    REQUIRE(e16 <= 10 * e64);
+    REQUIRE(e16 <= 10 * std::max(e64, floor));
 }
 
 TEST_CASE("half-rounded W and features are representable in the format", "[half]") {

@@ -96,7 +96,7 @@ TEST_CASE("aderf's mean log second moment is below saderf's, gerf's and oprf's",
     REQUIRE(g <= o + 1e-12);
 }
 
-TEST_CASE("aderf fitted to data is unbiased with its closed-form MSE; L < d takes the ridge", "[field][aderf][stats]") {
+TEST_CASE("aderf fitted to data is unbiased with its closed-form MSE, also at L < d (the ridge)", "[field][aderf][stats]") {
     // Fitted once to the rows (as the approximation runner fits it), then N = 20000 iid W
     // (m = 8) on two pairs of those rows: mean within 5 standard errors of SM, sample MSE
     // within 5 standard errors of the squared errors of the closed form. L = 3 < d = 6: M1, M2
