@@ -202,7 +202,8 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape
     if (output_fused(cols, *v.map, dtype_rounding(cfg.dtype), v.shift, cfg.causal)) fused_forward_cost(x, cfg.causal, W, out, c);
     else unfused_cost(x, cfg.causal, W, out, c);
     const auto [pair_flops, pair_exps] = pairwise_cost(x, cols, cfg.causal, inner, c);
-    const double flops = 2.0 * (Lq + Lkd) * double(x.m) * double(x.d) + 4.0 * (Lq + Lkd) * x.F * e + pair_flops;
+    // The map's own feature flops (feature_map.hpp: X W^T, or what it computes instead).
+    const double flops = v.map->feature_flops(x.L, x.Lk, x.m, x.d) + 4.0 * (Lq + Lkd) * x.F * e + pair_flops;
     c.seconds = double(x.heads) * (gemm_seconds(flops, x.s) + ((Lq + Lkd) * x.F + pair_exps) / kVexpRate);
     return c;
 }
@@ -383,7 +384,7 @@ std::pair<double, double> timing_cell(const Config& cfg, const Variant& v, std::
         const double F = double(v.map->num_features(m, d));
         bytes = w_bytes(m, d, s, v.projection) + double(s) * 2 * Ld * F + 32.0 * Ld +
                 double(s) * F * double(dv + 1) * (std::ceil(Ld / kLinearRows) + 3) + Ld * dv * double(s);
-        secs = (gemm_seconds(2.0 * 2 * Ld * double(m) * d + 4.0 * 2 * Ld * F * double(dv + 1), s) + 2 * Ld * F / kVexpRate) /
+        secs = (gemm_seconds(v.map->feature_flops(L, L, m, d) + 4.0 * 2 * Ld * F * double(dv + 1), s) + 2 * Ld * F / kVexpRate) /
                threads;
     }
     return {bytes, secs * double(cfg.timing.warmup + cfg.timing.repeats)};
@@ -501,7 +502,7 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads) {
         head += w_bytes(o.m, sh.d, s, v.projection) +
                 std::max(fit, double(s) * (L + Lk) * F + 32.0 * (L + Lk) +
                                   double(s) * F * (dv + 1) * (std::ceil(Lk / kLinearRows) + 3) * (o.causal ? 2 : 1));
-        seconds = H * (gemm_seconds(2.0 * (L + Lk) * double(o.m) * d + 4.0 * (L + Lk) * F * (dv + 1), s) +
+        seconds = H * (gemm_seconds(v.map->feature_flops(std::size_t(L), std::size_t(Lk), o.m, sh.d) + 4.0 * (L + Lk) * F * (dv + 1), s) +
                        (L + Lk) * F / kVexpRate);
     }
     const double save = outs + 8.0 * H * L * dv + double(s) * H * L * dv;
