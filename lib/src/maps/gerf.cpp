@@ -1,5 +1,7 @@
-// gerf: generalized exponential random features ("Chefs' Random Tables", arXiv 2205.15317,
-// sec. 3; FAVOR#, arXiv 2302.00787) for SM(x, y) = exp(x . y), with the asymmetric sides
+// gerf: oprf with a scalar asymmetry t between the sides, i.e. FAVOR#'s SADERF (arXiv
+// 2302.00787, sec. 4) with Psi = t I; with t = 1 it is the GERF of "Chefs' Random Tables"
+// (arXiv 2205.15317, sec. 3: same B, C on both sides) with s = +1, real A (docs/estimators.md,
+// gerf, on the attribution). For SM(x, y) = exp(x . y), the sides
 //   phi_q(x) = (1-4A)^{d/4}/sqrt(m) exp(A|w|^2 + sqrt(1-4A) t w.x - t^2 |x|^2/2),
 //   phi_k(y) = (1-4A)^{d/4}/sqrt(m) exp(A|w|^2 + sqrt(1-4A)/t w.y - |y|^2/(2 t^2)),
 // i.e. B1 B2 = 1 - 4A, C_k = -B_k^2/(2(1-4A)), A < 1/8, t > 0: oprf applied to (t x, y / t),
