@@ -50,7 +50,7 @@ configs=(configs/fig2_kernel_mse_ratio.json configs/fig4_output_mse_vs_m.json
          configs/scale_sweep.json configs/L_sweep.json
          configs/beyond_kernel_mse.json configs/beyond_output_mse_vs_m.json
          configs/sota_kernel_mse.json configs/sota_output_mse_vs_m.json
-         configs/field_output_mse.json)
+         configs/field_output_mse.json configs/field_trained_heads.json)
 for c in "${configs[@]}"; do
   [ -f "$c" ] || continue
   name=$(basename "$c" .json)
@@ -80,6 +80,8 @@ for c in "${configs[@]}"; do
       "$py" scripts/plot.py "$dir" --metric output_rel_error --out "$dir/sota_output_rel_error_vs_m.png" ;;
     field_output_mse)  # every estimator against uniform attention at equal feature columns
       "$py" scripts/plot.py "$dir" --ratio --out "$dir/${name}_ratio.png" ;;
+    field_trained_heads)  # the same on data/'s heads: relative error over uniform attention's
+      "$py" scripts/plot.py "$dir" --ratio --metric output_rel_error --out "$dir/$name.png" ;;
     L_sweep|scale_sweep)  # relative error ||Out - Out_hat||_F / ||Out||_F; scale: ratio to uniform
       [ "$name" != scale_sweep ] || ! has_col "$dir" baseline_output_mse ||
         "$py" scripts/plot.py "$dir" --ratio --out "$dir/${name}_ratio.png"
