@@ -7,6 +7,8 @@
 #include <cmath>
 
 #include "helpers.hpp"
+#include "favor/config.hpp"
+#include "favor/cost_model.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/inputs.hpp"
 #include "favor/projections.hpp"
@@ -185,4 +187,16 @@ TEST_CASE("hedgehog: phi(x) = softmax([2x, -2x]), each row summing to 1", "[fiel
         }
         REQUIRE(sum == Approx(1.0).epsilon(1e-14));
     }
+}
+
+TEST_CASE("the cost model counts aderf's d x d product per row", "[field][aderf][limits]") {
+    // aderf and oprf differ only in feature_flops (both fitted, F = m): at d = 64, m = 16 the
+    // product Px adds 2 d^2 = 8x the 2 m d of X W^T per row, so the estimated time is higher.
+    auto seconds = [](const char* features) {
+        const json j = {{"name", "c"}, {"inputs", {{"source", "random"}, {"L", 4096}, {"d", 64}}}, {"m", {16}},
+                        {"variants", {{{"features", features}, {"projection", "orthogonal"}}}}, {"metrics", {"output_mse"}}};
+        return estimate_run(parse_config(j, "c.json"), 1).seconds;
+    };
+    CAPTURE(seconds("aderf"), seconds("oprf"));
+    REQUIRE(seconds("aderf") > seconds("oprf"));
 }
