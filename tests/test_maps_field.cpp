@@ -9,6 +9,7 @@
 #include "helpers.hpp"
 #include "favor/config.hpp"
 #include "favor/cost_model.hpp"
+#include "favor/feature_grad.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/inputs.hpp"
 #include "favor/projections.hpp"
@@ -199,4 +200,35 @@ TEST_CASE("the cost model counts aderf's d x d product per row", "[field][aderf]
     };
     CAPTURE(seconds("aderf"), seconds("oprf"));
     REQUIRE(seconds("aderf") > seconds("oprf"));
+}
+
+TEST_CASE("poisson's gradient at a zero coordinate is the product of the other powers", "[field][discrete][backward]") {
+    // Row x with x_2 = 0: features with k_2 = 1 are linear in x_2 there, with k_2 >= 2 flat.
+    // The vjp (times exp(log scale): it is taken relative to the stabilised features) against
+    // central differences of g . phi(x) of the unstabilised features, h = 1e-6 (error O(h^2)
+    // relative to terms of order 1; 1e-7 allowed).
+    const std::size_t d = 4, m = 64;
+    const FeatureMapPtr f = map_named("poisson", {{"lambda", 0.8}});
+    const Mat<double> W = normal(m, d, 1.0, 21), G = normal(1, m, 1.0, 22);
+    Mat<double> x = Mat<double>::from_shape({1, d});
+    x(0, 0) = 0.5, x(0, 1) = -0.7, x(0, 2) = 0.0, x(0, 3) = 0.9;
+    auto gphi = [&](const Mat<double>& z) {
+        const Features<double> fz = compute_features(*f, z, 1.0, W, Side::query);
+        double s = 0.0;
+        for (std::size_t j = 0; j < m; ++j) s += G(0, j) * fz.phi(0, j);
+        return s * std::exp(fz.log_scale[0]);
+    };
+    const Features<double> fx = compute_features(*f, x, 1.0, W, Side::query);
+    const Mat<double> dX = feature_vjp(*f, x, 1.0, W, Side::query, fx.phi, G);
+    int hits = 0;   // features with k_2 = 1 (some must exist for the test to mean anything)
+    for (std::size_t c = 0; c < d; ++c) {
+        Mat<double> a = x, b = x;
+        a(0, c) += 1e-6;
+        b(0, c) -= 1e-6;
+        const double fd = (gphi(a) - gphi(b)) / 2e-6, an = dX(0, c) * std::exp(fx.log_scale[0]);
+        CAPTURE(c, fd, an);
+        REQUIRE(std::fabs(fd - an) <= 1e-7 * std::max(1.0, std::fabs(fd)));
+        if (c == 2 && std::fabs(an) > 1e-3) ++hits;
+    }
+    REQUIRE(hits == 1);
 }

@@ -8,7 +8,8 @@
 //   geometric(p):     p(k) = p (1-p)^k,  E (f f)^2 = p^{-d} prod_l I_0(2 |x_l y_l| / sqrt(1-p)).
 // The m features are phi_j = f(k_j, x) / sqrt(m), k_j drawn from row j of W: k_jl = F^{-1}(Phi(W_jl))
 // (inverse-CDF of the law at the normal CDF of W's entry), so a W with N(0, I) rows gives iid
-// k_j (iid W: all independent). "optimal" fits (docs/estimators.md): lambda* = sqrt(mean_{ij} S_ij / d),
+// k_j (iid W: all independent). The gradient holds W's draws, the fitted parameters and the
+// shift fixed. "optimal" fits (docs/estimators.md): lambda* = sqrt(mean_{ij} S_ij / d),
 // the minimiser of the mean over pairs of log E (f f)^2; p* the minimiser of that mean's
 // homogeneity proxy -d log p + sum_l log I_0(2 s_l / sqrt(1-p)), s_l^2 = mean x_l^2 mean y_l^2.
 // Cost: d normal CDFs and quantiles per row of W and block, then the nonzero k_jl (expected
@@ -17,6 +18,7 @@
 #include <cmath>
 
 #include "exp_family.hpp"
+#include "favor/feature_grad.hpp"
 #include "favor/feature_maps.hpp"
 
 namespace favor {
@@ -85,6 +87,9 @@ public:
     void block_impl(const FeatureBlock<T>& b) const;
     template <class T>
     void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
+    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
+    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
+    std::string gradient_refusal() const override { return ""; }
 
 private:
     Law law_;
@@ -124,6 +129,8 @@ private:
         return out;
     }
     static double geometric_optimal_p(const std::vector<double>& s);
+    template <class T>
+    void vjp_impl(const FeatureGrad<T>& g) const;
 };
 
 // Golden-section search of the (unimodal: a convex plus an increasing convex term) proxy on
@@ -144,42 +151,79 @@ double DiscreteMap::geometric_optimal_p(const std::vector<double>& s) {
     return 0.5 * (a + c);
 }
 
-// phi_j(x) = sign_j exp(log_c_j + sum k_jl log|x_l|), each row shifted by its largest exponent
-// (row_log); 0 where some x_l = 0 has k_jl > 0. Both sides finished here.
-template <class T>
-void DiscreteMap::block_impl(const FeatureBlock<T>& b) const {
-    const std::vector<Draw> ks = draws(b.W);
-    const std::size_t m = ks.size(), d = b.d;
-    std::vector<double> la(d), e(m);
-    std::vector<int> neg(d), zero(d);
-    std::vector<char> sign(m), live(m);
-    for (std::size_t i = 0; i < b.rows; ++i) {
-        for (std::size_t l = 0; l < d; ++l) {
-            const double v = b.xs * double(b.X[i * d + l]);
+// One row's exponents: e_j = log_c_j + sum_l k_jl log|v_l| over the coordinates v_l != 0,
+// sign_j = the parity of the powers of negative v_l, zeros_j = how many k_jl > 0 fall on a
+// v_l = 0 (the feature is 0 unless none does), shift = max e_j over features with zeros_j = 0
+// (0 when there is none): phi_j = sign_j exp(e_j - shift) exp(shift).
+struct RowExponents {
+    std::vector<double> la, e;
+    std::vector<int> neg, zero, sign, zeros;
+    double shift = 0.0;
+    RowExponents(std::size_t d, std::size_t m) : la(d), e(m), neg(d), zero(d), sign(m), zeros(m) {}
+    template <class T>
+    void compute(const std::vector<Draw>& ks, const T* x, double xs) {
+        for (std::size_t l = 0; l < la.size(); ++l) {
+            const double v = xs * double(x[l]);
             zero[l] = v == 0.0;
             neg[l] = v < 0.0;
             la[l] = zero[l] ? 0.0 : std::log(std::fabs(v));
         }
         double top = -INFINITY;
-        for (std::size_t j = 0; j < m; ++j) {
-            double s = ks[j].log_c;
-            int par = 0;
-            live[j] = 1;
+        for (std::size_t j = 0; j < ks.size(); ++j) {
+            e[j] = ks[j].log_c;
+            sign[j] = 0;
+            zeros[j] = 0;
             for (const auto& [l, k] : ks[j].powers) {
-                s += k * la[l];
-                par ^= neg[l] & k;
-                if (zero[l]) live[j] = 0;
+                e[j] += k * la[l];
+                sign[j] ^= neg[l] & k;
+                zeros[j] += zero[l];
             }
-            e[j] = s;
-            sign[j] = char(par);
-            if (live[j]) top = std::max(top, s);
+            if (zeros[j] == 0) top = std::max(top, e[j]);
         }
-        b.row_log[i] = std::isfinite(top) ? top : 0.0;
+        shift = std::isfinite(top) ? top : 0.0;
+    }
+    double value(std::size_t j) const {   // sign_j exp(e_j - shift), for zeros_j = 0
+        const double v = std::exp(e[j] - shift);
+        return sign[j] ? -v : v;
+    }
+};
+
+// phi_j(x) = sign_j exp(log_c_j + sum k_jl log|x_l|), each row shifted by its largest exponent
+// (row_log); 0 where some x_l = 0 has k_jl > 0. Both sides finished here.
+template <class T>
+void DiscreteMap::block_impl(const FeatureBlock<T>& b) const {
+    const std::vector<Draw> ks = draws(b.W);
+    RowExponents r(b.d, ks.size());
+    for (std::size_t i = 0; i < b.rows; ++i) {
+        r.compute(ks, b.X + i * b.d, b.xs);
+        b.row_log[i] = r.shift;
         T* out = b.out + i * b.F;
-        for (std::size_t j = 0; j < m; ++j) {
-            const double v = live[j] ? std::exp(e[j] - b.row_log[i]) : 0.0;
-            out[j] = T((sign[j] ? -v : v) + epsilon());
+        for (std::size_t j = 0; j < ks.size(); ++j) out[j] = T((r.zeros[j] == 0 ? r.value(j) : 0.0) + epsilon());
+    }
+}
+
+// d phi_j / d v_l = k_jl phi_j / v_l for v_l != 0; at v_l = 0 only k_jl = 1 with no other
+// zero hit contributes: the product of the other powers, sign_j exp(e_j - shift). The shift
+// (recomputed as block_impl computes it) and the fitted lambda or p are held fixed; dq = xs dv.
+template <class T>
+void DiscreteMap::vjp_impl(const FeatureGrad<T>& g) const {
+    const std::vector<Draw> ks = draws(g.W);
+    const std::size_t d = g.d;
+    RowExponents r(d, ks.size());
+    std::vector<double> dv(d);
+    for (std::size_t i = 0; i < g.rows; ++i) {
+        r.compute(ks, g.X + i * d, g.xs);
+        std::fill(dv.begin(), dv.end(), 0.0);
+        for (std::size_t j = 0; j < ks.size(); ++j) {
+            const double Gj = double(g.G[i * g.F + j]);
+            if (r.zeros[j] > 1 || Gj == 0.0) continue;
+            const double val = r.value(j);
+            for (const auto& [l, k] : ks[j].powers) {
+                if (r.zeros[j] == 0) dv[l] += Gj * val * k / (g.xs * double(g.X[i * d + l]));
+                else if (r.zero[l] && k == 1) dv[l] += Gj * val;
+            }
         }
+        for (std::size_t l = 0; l < d; ++l) g.dX[i * d + l] = T(g.xs * dv[l]);
     }
 }
 
