@@ -61,11 +61,12 @@ namespace {
 
 const std::vector<std::string> kTopKeys = {
     "name", "description", "experiment", "seed", "dtype", "inputs", "variants", "m", "num_features", "trials",
-    "input_seeds", "metrics", "output_dir", "causal", "d", "norm", "angle", "repeats", "warmup", "time_budget_s"};
+    "input_seeds", "metrics", "output_dir", "causal", "d", "norm", "angle", "repeats",
+    "norm_x", "norm_y", "bias", "warmup", "time_budget_s"};
 
 // Which top-level keys each experiment kind takes (besides the common ones).
 bool key_applies(const std::string& key, ExperimentKind k) {
-    static const std::set<std::string> kernel_only = {"d", "norm", "angle"};
+    static const std::set<std::string> kernel_only = {"d", "norm", "angle", "norm_x", "norm_y", "bias"};
     static const std::set<std::string> timing_only = {"repeats", "warmup", "time_budget_s"};
     static const std::set<std::string> with_inputs = {"inputs", "metrics", "causal"};
     if (kernel_only.count(key)) return k == ExperimentKind::kernel;
@@ -236,16 +237,33 @@ void parse_input_seeds(const json& j, const Field& root, Config& c) {
     for (std::uint64_t s = 0; s < n; ++s) c.input_seeds.push_back(s);
 }
 
+// The kernel's norms: "norm" (|x| = |y|), or "norm_x" and "norm_y" (two axes), never both.
+void parse_kernel_norms(const json& j, const Field& root, KernelSpec& k) {
+    const bool split = j.contains("norm_x") || j.contains("norm_y");
+    if (split && j.contains("norm"))
+        root.at("norm").fail("give either \"norm\" (|x| = |y|) or \"norm_x\" and \"norm_y\", not both");
+    if (!split) {
+        if (!j.contains("norm")) root.at("norm").fail("missing (a number or a list; or \"norm_x\" and \"norm_y\")");
+        k.norm = read_positive_list(j["norm"], root.at("norm"));
+        return;
+    }
+    for (const char* key : {"norm_x", "norm_y"})
+        if (!j.contains(key)) root.at(key).fail("missing (a number or a list; it goes with the other of norm_x, norm_y)");
+    k.norm = read_positive_list(j["norm_x"], root.at("norm_x"));
+    k.norm_y = read_positive_list(j["norm_y"], root.at("norm_y"));
+}
+
 // The keys of one experiment kind, and the checks that need more than one field.
 void parse_kind(const json& j, const Field& root, Config& c) {
     switch (c.experiment) {
     case ExperimentKind::kernel:
-        for (const char* key : {"d", "norm", "angle"})
+        for (const char* key : {"d", "angle"})
             if (!j.contains(key)) root.at(key).fail("missing (a number or a list)");
         c.kernel.d = read_uint_list(j["d"], root.at("d"), kMaxD);
         if (c.kernel.d.front() < 2)
             root.at("d").fail("must be >= 2 for pairs at an angle, got " + std::to_string(c.kernel.d.front()));
-        c.kernel.norm = read_positive_list(j["norm"], root.at("norm"));
+        parse_kernel_norms(j, root, c.kernel);
+        if (j.contains("bias")) c.kernel.bias = read_bool(j["bias"], root.at("bias"));
         c.kernel.angle = read_number_list(j["angle"], root.at("angle"));
         for (std::size_t i = 0; i < c.variants.size(); ++i)
             if (!c.variants[i].map->is_kernel())
@@ -360,8 +378,10 @@ json Config::resolved() const {
     if (input_seeds_set()) j["input_seeds"] = input_seeds;   // recorded only when not the default
     if (experiment == ExperimentKind::kernel) {
         j["d"] = kernel.d;
-        j["norm"] = kernel.norm;
+        if (kernel.norm_y.empty()) j["norm"] = kernel.norm;
+        else j["norm_x"] = kernel.norm, j["norm_y"] = kernel.norm_y;
         j["angle"] = kernel.angle;
+        if (kernel.bias) j["bias"] = true;   // recorded only when asked for
     } else {
         json in{{"source", inputs.source}};
         if (!inputs.npy()) {

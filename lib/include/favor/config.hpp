@@ -54,10 +54,13 @@ struct ApproximationSpec {
     std::vector<std::string> metrics;  // requested (metric_table.hpp)
     bool wants(const std::string& metric) const;
 };
-// "experiment": "kernel": pairs (x, y) of common length `norm` at angle `angle`.
+// "experiment": "kernel": pairs (x, y) of common length `norm` at angle `angle`, or, with
+// "norm_x" and "norm_y" instead of "norm", |x| from `norm` and |y| from `norm_y` (two axes).
 struct KernelSpec {
     std::vector<std::size_t> d;        // each >= 2
     std::vector<double> norm, angle;
+    std::vector<double> norm_y;        // empty: |y| = |x| (the "norm" key)
+    bool bias = false;                 // "bias": the rel_bias columns (docs/design.md section 6)
 };
 // "experiment": "timing": wall time of each variant.
 struct TimingSpec {
