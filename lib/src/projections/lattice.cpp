@@ -57,8 +57,11 @@ std::vector<std::uint32_t> korobov_vector(std::size_t d) {
     if (it != cache.end()) return it->second;
     std::uint32_t best_a = 1;
     double best = korobov_p2(1, d);
+    // Ties (a and n - a give the same criterion: B_2 is symmetric about 1/2) and near-ties go
+    // to the smaller a: a new a must be lower by 1e-12 relative, so last-bit rounding (FMA or
+    // not) cannot change the choice.
     for (std::uint32_t a = 3; a < kLatticeN; a += 2)
-        if (const double p = korobov_p2(a, d); p < best) best = p, best_a = a;
+        if (const double p = korobov_p2(a, d); p < best * (1.0 - 1e-12)) best = p, best_a = a;
     std::vector<std::uint32_t> z(d);
     for (std::size_t j = 0, v = 1; j < d; ++j, v = (v * best_a) & (kLatticeN - 1)) z[j] = std::uint32_t(v);
     return cache[d] = z;
