@@ -21,7 +21,8 @@ Where the values come from:
     normal CDF is Python's statistics.NormalDist.inv_cdf, the same AS241, which differs from
     the C++ build by FMA contraction only); to 1e-14 for fastfood (S H G Pi H B with the
     fwht above) and 4e-15 for lattice (the Korobov search and radical inverse written here
-    from lib/src/projections/lattice.cpp, Phi^-1 as for qmc).
+    from lib/src/projections/lattice.cpp, Phi^-1 as for qmc); orthogonal-pnc to 1e-12 (numpy's
+    QR; the chi quantile written here from lib/src/projections/orthogonal_pnc.cpp).
 
 The script never overwrites a golden file that differs from what it computes unless given
 --update: a difference beyond the test's tolerances means the streams changed, which breaks
@@ -318,6 +319,60 @@ def fastfood_rows(key, P, d):
     return rows
 
 
+def gamma_p(a, x):
+    """lib/src/projections/orthogonal_pnc.cpp: the regularised lower incomplete gamma."""
+    if x <= 0.0:
+        return 0.0
+    log_front = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1.0:
+        term = 1.0 / a
+        total, n = term, 1.0
+        while abs(term) > 1e-17 * total:
+            term *= x / (a + n)
+            total += term
+            n += 1.0
+        return math.exp(log_front) * total
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c, dd = 1.0 / tiny, 1.0 / b
+    h = dd
+    i = 1.0
+    while i < 1000.0:
+        an = -i * (i - a)
+        b += 2.0
+        dd = an * dd + b
+        dd = 1.0 / (tiny if abs(dd) < tiny else dd)
+        c = b + an / c
+        if abs(c) < tiny:
+            c = tiny
+        delta = dd * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-16:
+            break
+        i += 1.0
+    return 1.0 - math.exp(log_front) * h
+
+
+def chi_quantile(u, d):
+    a = 0.5 * d
+    lo, hi = 0.0, math.sqrt(float(d)) + 40.0
+    it = 0
+    while it < 200 and hi - lo > 1e-15 * hi:
+        mid = 0.5 * (lo + hi)
+        if gamma_p(a, 0.5 * mid * mid) < u:
+            lo = mid
+        else:
+            hi = mid
+        it += 1
+    return 0.5 * (lo + hi)
+
+
+def pnc_norm(key, r, d):
+    in_block = r % d
+    u = uniform_at(key, r // d * d + in_block // 2 * 2)
+    return chi_quantile(1.0 - u if in_block % 2 == 1 else u, d)
+
+
 LATTICE_N = 1024
 
 
@@ -423,6 +478,10 @@ def draw_projection(p, m, d, seed, trial):
         nk = key("W-fastfood-norms")
         return stack_blocks(m, P, lambda b: fastfood_rows(block_key("W-fastfood-block", b), P, d),
                             lambda r: chi_at(nk, r, P))
+    if p == "orthogonal-pnc":
+        nk = key("W-pnc-norms")
+        return stack_blocks(m, d, lambda b: orthogonal_block(block_key("W-orthogonal-block", b), d, True),
+                            lambda r: pnc_norm(nk, r, d))
     if p == "lattice":
         return lattice_rows(m, d, key("W-lattice-shift"))
     if p == "givens":
@@ -483,6 +542,8 @@ W_CASES = [  # (projection, m, d, seed, trial)
     ("fastfood", 20, 8, 41, 1),
     ("lattice", 8, 4, 43, 0),
     ("lattice", 12, 16, 43, 1),
+    ("orthogonal-pnc", 5, 3, 47, 0),
+    ("orthogonal-pnc", 12, 4, 47, 1),
 ]
 PYTHON_TOL = {"iid": 1e-15, "hadamard": 1e-15, "hadamard-fixed": 1e-15, "givens": 1e-15,
               "qmc": 4e-15, "fastfood": 1e-14, "lattice": 4e-15}  # else 1e-12
