@@ -49,7 +49,8 @@ fi
 configs=(configs/fig2_kernel_mse_ratio.json configs/fig4_output_mse_vs_m.json
          configs/scale_sweep.json configs/L_sweep.json
          configs/beyond_kernel_mse.json configs/beyond_output_mse_vs_m.json
-         configs/sota_kernel_mse.json configs/sota_output_mse_vs_m.json)
+         configs/sota_kernel_mse.json configs/sota_output_mse_vs_m.json
+         configs/new_projections_output_mse.json)
 for c in "${configs[@]}"; do
   [ -f "$c" ] || continue
   name=$(basename "$c" .json)
@@ -85,6 +86,17 @@ for c in "${configs[@]}"; do
       ! has_col "$dir" attention_tv_mean ||
         "$py" scripts/plot.py "$dir" --metric attention_tv --out "$dir/${name}_attention_tv.png" ;;
   esac
+  echo "[reproduce] $name: $(( $(date +%s) - start )) s"
+done
+
+# The kernel experiment's bias columns and unequal norms (tables plot.py does not draw: the
+# relative bias vs d against its closed form; MSE relative to oprf vs |x| / |y|).
+for name in fixed_norm_bias kernel_unequal_norms; do
+  dir=$out/$name
+  start=$(date +%s)
+  [ "$run" = 0 ] || "$favor" run "configs/$name.json" --out "$dir" --quiet
+  [ -f "$dir/summary.csv" ] || { echo "[reproduce] $name: no $dir/summary.csv, skipped" >&2; continue; }
+  "$py" scripts/plot_kernel_bias.py "$dir" --out "$dir/$name.png" > /dev/null
   echo "[reproduce] $name: $(( $(date +%s) - start )) s"
 done
 
