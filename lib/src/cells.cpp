@@ -57,8 +57,8 @@ std::size_t ApproxCells::point(std::size_t cell) const {
 }
 
 KernelCells::KernelCells(const Config& cfg)
-    : nd_(cfg.kernel.d.size()), nm_(cfg.m.size()), nn_(cfg.kernel.norm.size()),
-      nny_(std::max<std::size_t>(cfg.kernel.norm_y.size(), 1)), na_(cfg.kernel.angle.size()),
+    : nd_(cfg.kernel.d.size()), nm_(cfg.m.size()), nn_(cfg.kernel.pairs ? cfg.kernel.pairs : cfg.kernel.norm.size()),
+      nny_(std::max<std::size_t>(cfg.kernel.norm_y.size(), 1)), na_(cfg.kernel.pairs ? 1 : cfg.kernel.angle.size()),
       grid_({cfg.variants.size(), nd_, nm_, nn_, nny_, na_}) {}
 
 KernelIndex KernelCells::at(std::size_t cell) const {

@@ -2,6 +2,7 @@
 // (or `norm` and `norm_y`) at angle `angle`, against Lemma 2 and the Theorem 2 bound (the
 // paper's Fig. 2); with "bias", the relative bias against its closed form (fixed norms: the
 // Bessel kernel of theory.hpp).
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "experiment_parts.hpp"
 #include "favor/experiment.hpp"
 #include "favor/cells.hpp"
+#include "favor/npy.hpp"
 #include "favor/parallel.hpp"
 #include "favor/projections.hpp"
 #include "favor/report.hpp"
@@ -24,9 +26,11 @@
 namespace favor {
 
 namespace {
-// A point: x of length `norm` and y of length `norm_y` at angle `angle`.
+// A point: x of length `norm` and y of length `norm_y` at angle `angle`; with "pairs", the
+// rows of q and k it was made from.
 struct KernelPoint {
     double norm, norm_y, angle;
+    std::size_t q_row = 0, k_row = 0;
 };
 struct KernelCell {
     std::size_t first;                 // grid index of its first point (the journal's key)
@@ -39,6 +43,47 @@ struct KernelCell {
 // and trig with fixed norms in square blocks, whose rows are then uniform on the sphere of
 // radius sqrt(d) once the pair's random frame is averaged over (exact for orthogonal-fixed;
 // for hadamard-fixed at d = next_pow2(d) only in that average, as the kernel runner draws it).
+// The rows of a "pairs" file as (rows, d), flattened over its leading dimensions; Error
+// naming the field and file unless it is (..., rows, d) with the config's d, finite, not empty.
+NpyArray pair_rows(const std::string& field, const std::string& path, std::size_t d) {
+    NpyArray a;
+    try {
+        a = read_npy(path);
+    } catch (const Error& e) {
+        throw Error("pairs." + field + ": " + e.what());
+    }
+    if (a.shape.size() < 2 || a.shape.back() != d || a.data.empty())
+        throw Error("pairs." + field + ": " + path + ": shape " + shape_str(a.shape) +
+                    ", needs (..., rows, d) with rows >= 1 and d = " + std::to_string(d) + " (the config's d)");
+    if (const auto bad = first_nonfinite(a))
+        throw Error("pairs." + field + ": " + path + ": entry " + std::to_string(*bad) + " is not finite");
+    return a;
+}
+
+// The "pairs" points: pair p is (q_i, k_j) with i = floor(nq u(2p)), j = floor(nk u(2p + 1))
+// from the stream (seed, "kernel-pairs", d), rows scaled by d^-1/4 as attention scales them;
+// a point keeps |x|, |y| and their angle (the trials place it in their random frame).
+std::vector<KernelPoint> data_pairs(const Config& cfg) {
+    const std::size_t d = cfg.kernel.d.front();
+    const NpyArray q = pair_rows("q", cfg.kernel.pairs_q, d), k = pair_rows("k", cfg.kernel.pairs_k, d);
+    const std::size_t nq = q.data.size() / d, nk = k.data.size() / d;
+    const std::uint64_t key = stream_key({cfg.seed, tag("kernel-pairs"), d});
+    const double scale = 1.0 / std::sqrt(std::sqrt(double(d)));
+    std::vector<KernelPoint> pts;
+    for (std::size_t p = 0; p < cfg.kernel.pairs; ++p) {
+        const std::size_t i = std::min(nq - 1, std::size_t(double(nq) * uniform_at(key, 2 * p)));
+        const std::size_t j = std::min(nk - 1, std::size_t(double(nk) * uniform_at(key, 2 * p + 1)));
+        double x2 = 0, y2 = 0, xy = 0;
+        for (std::size_t c = 0; c < d; ++c) {
+            const double x = scale * q.data[i * d + c], y = scale * k.data[j * d + c];
+            x2 += x * x, y2 += y * y, xy += x * y;
+        }
+        const double cosine = x2 > 0 && y2 > 0 ? std::clamp(xy / std::sqrt(x2 * y2), -1.0, 1.0) : 1.0;
+        pts.push_back({std::sqrt(x2), std::sqrt(y2), std::acos(cosine), i, j});
+    }
+    return pts;
+}
+
 std::optional<double> mean_ratio_theory(const Variant& var, std::size_t d, double x2, double y2, double xy) {
     const ProjectionEntry& e = var.projection.entry();
     const std::string map = var.map->name();
@@ -57,11 +102,12 @@ std::optional<double> mean_ratio_theory(const Variant& var, std::size_t d, doubl
 Table kernel_summary(const Config& cfg, const std::vector<KernelCell>& cells, const std::vector<std::vector<double>>& sq,
                      const std::vector<std::vector<double>>& th, const std::vector<std::vector<double>>& rel) {
     const std::size_t T = cfg.trials;
-    const bool split = !cfg.kernel.norm_y.empty();
+    const bool split = !cfg.kernel.norm_y.empty() || cfg.kernel.pairs, pairs = cfg.kernel.pairs > 0;
     RunResult res;
     res.summary.columns = {"variant", "features", "projection", "d", "m", "norm", "angle", "trials",
                            "sm", "mse", "mse_sem", "mse_theory", "theorem2_bound"};
     if (split) res.summary.columns[5] = "norm_x", res.summary.columns.insert(res.summary.columns.begin() + 6, "norm_y");
+    if (pairs) res.summary.columns.insert(res.summary.columns.begin() + 5, {"q_row", "k_row"});
     if (cfg.kernel.bias) res.summary.columns.insert(res.summary.columns.end(), {"rel_bias", "rel_bias_sem", "rel_bias_theory"});
     for (std::size_t ci = 0; ci < cells.size(); ++ci) {
         const KernelCell& c = cells[ci];
@@ -84,6 +130,7 @@ Table kernel_summary(const Config& cfg, const std::vector<KernelCell>& cells, co
                                             format_number(s.mean), format_number(s.sem), format_number(theory),
                                             format_number(bound)};
             if (split) row.insert(row.begin() + 6, format_number(ly));
+            if (pairs) row.insert(row.begin() + 5, {format_count(c.points[r].q_row), format_count(c.points[r].k_row)});
             if (cfg.kernel.bias) {
                 std::vector<double> rb(T);
                 for (std::size_t t = 0; t < T; ++t) rb[t] = rel[ci][t * n + r];
@@ -130,13 +177,18 @@ namespace {
 
 // The cells of the grid (cells.hpp) that `shard` owns, grouped: one KernelCell per
 // (variant, d, m) with its (norm, angle) pairs in grid order.
-std::vector<KernelCell> owned_cells(const Config& cfg, const KernelCells& grid, const std::vector<std::size_t>& owned) {
+std::vector<KernelCell> owned_cells(const Config& cfg, const KernelCells& grid, const std::vector<std::size_t>& owned,
+                                    const std::vector<KernelPoint>& pairs) {
     std::vector<KernelCell> cells;
     for (std::size_t cell : owned) {
         const KernelIndex at = grid.at(cell);
         const std::size_t d = cfg.kernel.d[at.d], m = cfg.m[at.m];
         if (cells.empty() || cells.back().variant != at.variant || cells.back().d != d || cells.back().m != m)
             cells.push_back({cell, at.variant, d, m, {}});
+        if (!pairs.empty()) {
+            cells.back().points.push_back(pairs[at.norm]);
+            continue;
+        }
         const double l = cfg.kernel.norm[at.norm];
         cells.back().points.push_back({l, cfg.kernel.norm_y.empty() ? l : cfg.kernel.norm_y[at.norm_y],
                                        cfg.kernel.angle[at.angle]});
@@ -207,7 +259,7 @@ std::size_t resume_trials(const Journal& j, const std::vector<KernelCell>& cells
 RunResult run_kernel_experiment(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
     const KernelCells grid(cfg);
     const std::vector<std::size_t> owned = grid.owned(opt.shard);
-    const std::vector<KernelCell> cells = owned_cells(cfg, grid, owned);
+    const std::vector<KernelCell> cells = owned_cells(cfg, grid, owned, cfg.kernel.pairs ? data_pairs(cfg) : std::vector<KernelPoint>{});
     info["shard"]["cells"] = owned.size();   // (norm, angle) points: summary rows
 
     const std::size_t T = cfg.trials, total = cells.size() * T;

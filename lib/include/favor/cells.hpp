@@ -66,7 +66,8 @@ struct KernelIndex {
 };
 
 // The kernel grid: variant x kernel.d x m x kernel.norm x kernel.norm_y x kernel.angle, the
-// norm_y axis of size 1 when absent (so a single-norm config has the cells it always had).
+// norm_y axis of size 1 when absent (so a single-norm config has the cells it always had); with
+// "pairs", the norm axis is the pairs (norm = pair index) and norm_y, angle have size 1.
 class KernelCells {
 public:
     explicit KernelCells(const Config& cfg);
