@@ -99,8 +99,11 @@ for name in fixed_norm_bias kernel_unequal_norms; do
   "$py" scripts/plot_kernel_bias.py "$dir" --out "$dir/$name.png" > /dev/null
   echo "[reproduce] $name: $(( $(date +%s) - start )) s"
 done
-# Kernel MSE at pairs sampled from data/'s captured heads (a table only: one point per pair).
-[ "$run" = 0 ] || "$favor" run configs/kernel_pairs_trained.json --out "$out/kernel_pairs_trained" --quiet
+# Tables only: kernel MSE at pairs sampled from data/'s captured heads (one point per pair),
+# and the new projections' kernel MSE and bias (docs/estimators.md's numbers).
+for name in kernel_pairs_trained new_projections_kernel; do
+  [ "$run" = 0 ] || "$favor" run "configs/$name.json" --out "$out/$name" --quiet
+done
 
 # Performer Fig. 3 counterpart: wall time vs L, exact vs FAVOR (machine-dependent).
 dir=$out/timing_vs_L

@@ -9,7 +9,7 @@
 // minimising the weighted P_2 criterion (Sloan & Joe 1994; weights gamma_j = 1/j^2)
 //   P_2(z) = -1 + (1/n) sum_l prod_j (1 + gamma_j 2 pi^2 B_2(frac(l z_j / n))),
 //   B_2(x) = x^2 - x + 1/6,
-// computed here (no table), once per d (O(n^2 d / 2): 0.1 s at d = 256). d <= kLatticeMaxD.
+// computed here (no table), once per d (O(n^2 d / 2): 0.17 s of CPU at d = 256). d <= kLatticeMaxD.
 #include <cmath>
 #include <map>
 #include <mutex>
