@@ -38,11 +38,6 @@ struct KernelCell {
     std::vector<KernelPoint> points;   // the (norm, norm_y, angle) points of it in this shard
 };
 
-// E[phi(x).phi(y)] / SM(x, y) in closed form, if there is one: 1 for a map that estimates SM
-// with rows N(0, I_d); the Bessel kernel (theory.hpp) for positive, hyperbolic (the same mean)
-// and trig with fixed norms in square blocks, whose rows are then uniform on the sphere of
-// radius sqrt(d) once the pair's random frame is averaged over (exact for orthogonal-fixed;
-// for hadamard-fixed at d = next_pow2(d) only in that average, as the kernel runner draws it).
 // The rows of a "pairs" file as (rows, d), flattened over its leading dimensions; Error
 // naming the field and file unless it is (..., rows, d) with the config's d, finite, not empty.
 NpyArray pair_rows(const std::string& field, const std::string& path, std::size_t d) {
@@ -84,6 +79,11 @@ std::vector<KernelPoint> data_pairs(const Config& cfg) {
     return pts;
 }
 
+// E[phi(x).phi(y)] / SM(x, y) in closed form, if there is one: 1 for a map that estimates SM
+// with rows N(0, I_d); the Bessel kernel (theory.hpp) for positive, hyperbolic (the same mean)
+// and trig with fixed norms in square blocks, whose rows are then uniform on the sphere of
+// radius sqrt(d) once the pair's random frame is averaged over (exact for orthogonal-fixed;
+// for hadamard-fixed at d = next_pow2(d) only in that average, as the kernel runner draws it).
 std::optional<double> mean_ratio_theory(const Variant& var, std::size_t d, double x2, double y2, double xy) {
     const ProjectionEntry& e = var.projection.entry();
     const std::string map = var.map->name();
