@@ -19,7 +19,10 @@ Where the values come from:
     4e-15 for qmc (lib/src/qmc.cpp: Sobol points from Joe & Kuo's direction numbers, read from
     SciPy's copy when SciPy is installed, else from lib/src/sobol_directions.cpp; the inverse
     normal CDF is Python's statistics.NormalDist.inv_cdf, the same AS241, which differs from
-    the C++ build by FMA contraction only).
+    the C++ build by FMA contraction only); to 1e-14 for fastfood (S H G Pi H B with the
+    fwht above) and 4e-15 for lattice (the Korobov search and radical inverse written here
+    from lib/src/projections/lattice.cpp, Phi^-1 as for qmc); orthogonal-pnc to 1e-12 (numpy's
+    QR; the chi quantile written here from lib/src/projections/orthogonal_pnc.cpp).
 
 The script never overwrites a golden file that differs from what it computes unless given
 --update: a difference beyond the test's tolerances means the streams changed, which breaks
@@ -290,6 +293,141 @@ def qmc_gaussian(m, d, key):
     return W
 
 
+def fastfood_rows(key, P, d):
+    """lib/src/projections/fastfood.cpp: unit rows of H G Pi H B (P x d)."""
+    B = [-1.0 if uniform_at(key, i) < 0.5 else 1.0 for i in range(P)]
+    perm = list(range(P))
+    k = 0
+    for i in range(P - 1, 0, -1):
+        j = int(uniform_at(key, P + k) * float(i + 1))
+        perm[i], perm[j] = perm[j], perm[i]
+        k += 1
+    G = fill_normal(stream_key([key, 1]), P)
+    g2 = 0.0
+    for g in G:
+        g2 += g * g
+    unit = math.sqrt(float(P) / g2)
+    rows = [[0.0] * d for _ in range(P)]
+    for j in range(d):
+        v = [0.0] * P
+        v[j] = B[j]
+        fwht(v)
+        t = [G[l] * v[perm[l]] for l in range(P)]
+        fwht(t)
+        for i in range(P):
+            rows[i][j] = unit * t[i]
+    return rows
+
+
+def gamma_p(a, x):
+    """lib/src/projections/orthogonal_pnc.cpp: the regularised lower incomplete gamma."""
+    if x <= 0.0:
+        return 0.0
+    log_front = a * math.log(x) - x - math.lgamma(a)
+    if x < a + 1.0:
+        term = 1.0 / a
+        total, n = term, 1.0
+        while abs(term) > 1e-17 * total:
+            term *= x / (a + n)
+            total += term
+            n += 1.0
+        return math.exp(log_front) * total
+    tiny = 1e-300
+    b = x + 1.0 - a
+    c, dd = 1.0 / tiny, 1.0 / b
+    h = dd
+    i = 1.0
+    while i < 1000.0:
+        an = -i * (i - a)
+        b += 2.0
+        dd = an * dd + b
+        dd = 1.0 / (tiny if abs(dd) < tiny else dd)
+        c = b + an / c
+        if abs(c) < tiny:
+            c = tiny
+        delta = dd * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-16:
+            break
+        i += 1.0
+    return 1.0 - math.exp(log_front) * h
+
+
+def chi_quantile(u, d):
+    a = 0.5 * d
+    lo, hi = 0.0, math.sqrt(float(d)) + 40.0
+    it = 0
+    while it < 200 and hi - lo > 1e-15 * hi:
+        mid = 0.5 * (lo + hi)
+        if gamma_p(a, 0.5 * mid * mid) < u:
+            lo = mid
+        else:
+            hi = mid
+        it += 1
+    return 0.5 * (lo + hi)
+
+
+def pnc_norm(key, r, d):
+    in_block = r % d
+    u = uniform_at(key, r // d * d + in_block // 2 * 2)
+    return chi_quantile(1.0 - u if in_block % 2 == 1 else u, d)
+
+
+LATTICE_N = 1024
+
+
+def korobov_vector(d):
+    """lib/src/projections/lattice.cpp: the Korobov a minimising weighted P_2 (n = 1024)."""
+    n = LATTICE_N
+    b2 = []
+    for k in range(n):
+        x = float(k) / float(n)
+        b2.append(2.0 * math.pi * math.pi * (x * x - x + 1.0 / 6.0))
+    b2 = np.array(b2)
+    ls = np.arange(n, dtype=np.int64)
+
+    def p2(a):
+        prod = np.ones(n)
+        v = 1
+        for j in range(d):
+            prod = prod * (1.0 + (1.0 / float((j + 1) * (j + 1))) * b2[(ls * v) & (n - 1)])
+            v = (v * a) & (n - 1)
+        total = 0.0
+        for x in prod:
+            total += float(x)
+        return total / float(n) - 1.0
+
+    best_a, best = 1, p2(1)
+    for a in range(3, n, 2):
+        p = p2(a)
+        if p < best * (1.0 - 1e-12):
+            best, best_a = p, a
+    z, v = [], 1
+    for j in range(d):
+        z.append(v)
+        v = (v * best_a) & (n - 1)
+    return z
+
+
+def lattice_rows(m, d, key):
+    z = korobov_vector(d)
+    shift = [uniform_at(key, j) for j in range(d)]
+    nd = statistics.NormalDist()
+    W = []
+    for i in range(m):
+        phi = int(format(i, "032b")[::-1], 2)
+        row = []
+        for j in range(d):
+            u = float((phi * z[j]) & 0xFFFFFFFF) * 2.0 ** -32 + shift[j]
+            if u >= 1.0:
+                u -= 1.0
+            if u <= 0.0:
+                u = 2.0 ** -53
+            row.append(nd.inv_cdf(u))
+        W.append(row)
+    return W
+
+
 def stack_blocks(m, block_rows, make_block, norm):
     W = []
     b = 0
@@ -335,6 +473,17 @@ def draw_projection(p, m, d, seed, trial):
                             lambda r: norms[r])
     if p == "qmc":
         return qmc_gaussian(m, d, key("W-qmc"))
+    if p == "fastfood":
+        P = next_pow2(d)
+        nk = key("W-fastfood-norms")
+        return stack_blocks(m, P, lambda b: fastfood_rows(block_key("W-fastfood-block", b), P, d),
+                            lambda r: chi_at(nk, r, P))
+    if p == "orthogonal-pnc":
+        nk = key("W-pnc-norms")
+        return stack_blocks(m, d, lambda b: orthogonal_block(block_key("W-orthogonal-block", b), d, True),
+                            lambda r: pnc_norm(nk, r, d))
+    if p == "lattice":
+        return lattice_rows(m, d, key("W-lattice-shift"))
     if p == "givens":
         nk = key("W-givens-norms")
         return stack_blocks(m, d, lambda b: givens_block(block_key("W-givens-block", b), d),
@@ -389,9 +538,15 @@ W_CASES = [  # (projection, m, d, seed, trial)
     ("qmc", 8, 4, 37, 0),
     ("qmc", 12, 16, 37, 1),
     ("qmc", 5, 3, U64_MAX, 2),
+    ("fastfood", 5, 3, 41, 0),
+    ("fastfood", 20, 8, 41, 1),
+    ("lattice", 8, 4, 43, 0),
+    ("lattice", 12, 16, 43, 1),
+    ("orthogonal-pnc", 5, 3, 47, 0),
+    ("orthogonal-pnc", 12, 4, 47, 1),
 ]
 PYTHON_TOL = {"iid": 1e-15, "hadamard": 1e-15, "hadamard-fixed": 1e-15, "givens": 1e-15,
-              "qmc": 4e-15}  # else 1e-12
+              "qmc": 4e-15, "fastfood": 1e-14, "lattice": 4e-15}  # else 1e-12
 
 
 def hexu64(x):

@@ -50,7 +50,8 @@ configs=(configs/fig2_kernel_mse_ratio.json configs/fig4_output_mse_vs_m.json
          configs/scale_sweep.json configs/L_sweep.json
          configs/beyond_kernel_mse.json configs/beyond_output_mse_vs_m.json
          configs/sota_kernel_mse.json configs/sota_output_mse_vs_m.json
-         configs/field_output_mse.json configs/field_trained_heads.json)
+         configs/field_output_mse.json configs/field_trained_heads.json
+         configs/new_projections_output_mse.json)
 for c in "${configs[@]}"; do
   [ -f "$c" ] || continue
   name=$(basename "$c" .json)
@@ -91,6 +92,22 @@ for c in "${configs[@]}"; do
         "$py" scripts/plot.py "$dir" --metric attention_tv --out "$dir/${name}_attention_tv.png" ;;
   esac
   echo "[reproduce] $name: $(( $(date +%s) - start )) s"
+done
+
+# The kernel experiment's bias columns and unequal norms (tables plot.py does not draw: the
+# relative bias vs d against its closed form; MSE relative to oprf vs |x| / |y|).
+for name in fixed_norm_bias kernel_unequal_norms; do
+  dir=$out/$name
+  start=$(date +%s)
+  [ "$run" = 0 ] || "$favor" run "configs/$name.json" --out "$dir" --quiet
+  [ -f "$dir/summary.csv" ] || { echo "[reproduce] $name: no $dir/summary.csv, skipped" >&2; continue; }
+  "$py" scripts/plot_kernel_bias.py "$dir" --out "$dir/$name.png" > /dev/null
+  echo "[reproduce] $name: $(( $(date +%s) - start )) s"
+done
+# Tables only: kernel MSE at pairs sampled from data/'s captured heads (one point per pair),
+# and the new projections' kernel MSE and bias (docs/estimators.md's numbers).
+for name in kernel_pairs_trained new_projections_kernel; do
+  [ "$run" = 0 ] || "$favor" run "configs/$name.json" --out "$out/$name" --quiet
 done
 
 # Performer Fig. 3 counterpart: wall time vs L, exact vs FAVOR (machine-dependent).

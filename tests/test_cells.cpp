@@ -72,6 +72,24 @@ TEST_CASE("kernel cells: variant x d x m x norm x angle, angle fastest", "[cells
     check_shards(grid, 4);
 }
 
+TEST_CASE("kernel cells with norm_x and norm_y: a norm_y axis between norm and angle", "[cells]") {
+    const Config cfg = config_of(R"({"name": "k", "experiment": "kernel", "d": 4, "norm_x": [0.5, 1, 2],
+        "norm_y": [0.25, 4], "angle": [0, 1, 2], "variants": [{"features": "positive", "projection": "iid"}],
+        "m": [4, 16], "trials": 1})");
+    const KernelCells grid(cfg);
+    CHECK(grid.size() == 2 * 3 * 2 * 3);
+    CHECK(config_cells(cfg) == grid.size());
+    for (std::size_t c = 0; c < grid.size(); ++c) {
+        const KernelIndex at = grid.at(c);
+        CAPTURE(c);
+        CHECK(grid.find(at) == c);
+        CHECK(grid.pair(c) == (at.norm * 2 + at.norm_y) * 3 + at.angle);
+    }
+    CHECK(grid.at(3).norm_y == 1);
+    CHECK(grid.at(3).angle == 0);
+    check_shards(grid, 4);
+}
+
 TEST_CASE("timing cells: the series in the runner's order, one for exact", "[cells]") {
     const Config cfg = config_of(R"({"name": "t", "experiment": "timing", "inputs": {"source": "random", "L": [64, 128, 256], "d": [8, 16]},
         "variants": [{"features": "exact"}, {"features": "positive", "projection": "iid"}], "m": [4, 8]})");

@@ -1,12 +1,16 @@
 // The experiment runner: determinism (thread count, grid order, shards), trends, and the
 // kernel experiment against Lemma 2 / Theorem 2.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <set>
 
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
+#include "favor/npy.hpp"
 
 using namespace favor;
 using nlohmann::json;
@@ -105,4 +109,57 @@ TEST_CASE("kernel experiment: within 3 standard errors of Lemma 2, orthogonal be
         }
     }
     REQUIRE(checked == 3 * 24);
+}
+
+TEST_CASE("kernel experiment with pairs from .npy files: the sampled rows, their norms and angle", "[experiment][kernel]") {
+    // q (2, 20, 4) with unequal coordinate scales, k (20, 4): 5 pairs, rows flattened over the
+    // leading dimensions, scaled by d^-1/4. Each summary row names its rows; its norm_x,
+    // norm_y, angle and sm are those of the pair; gerf fits t to the unequal norms, so its
+    // closed-form MSE is below oprf's (equal only where |x| = |y|). Bad files: one line
+    // naming the field and the file.
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path() / ("favor_pairs_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    const std::size_t d = 4;
+    std::vector<double> q(2 * 20 * d), k(20 * d);
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] = (i % d < 2 ? 0.2 : 1.1) * std::sin(1.7 * double(i) + 0.3);
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = 0.5 * std::cos(0.9 * double(i) + 0.1);
+    write_npy((dir / "q.npy").string(), {2, 20, d}, q.data(), false);
+    write_npy((dir / "k.npy").string(), {20, d}, k.data(), true);
+    json j = json::parse(R"({"name": "p", "experiment": "kernel", "seed": 5, "d": 4, "m": 8, "trials": 50,
+        "variants": [{"features": "oprf", "projection": "iid"}, {"features": "gerf", "projection": "iid"}]})");
+    j["pairs"] = {{"q", (dir / "q.npy").string()}, {"k", (dir / "k.npy").string()}, {"count", 5}};
+    const Table s = run_experiment(parse_config(j, "p.json"), {}).summary;
+    REQUIRE(s.rows.size() == 10);
+    const std::size_t cq = s.column("q_row"), ck = s.column("k_row"), cx = s.column("norm_x"),
+                      cy = s.column("norm_y"), ca = s.column("angle"), cth = s.column("mse_theory");
+    const double scale = 1.0 / std::sqrt(2.0);   // d^-1/4 at d = 4
+    for (std::size_t r = 0; r < 5; ++r) {
+        const auto& row = s.rows[r];
+        CAPTURE(row);
+        const std::size_t i = std::stoul(row[cq]), jk = std::stoul(row[ck]);
+        REQUIRE(i < 40);
+        REQUIRE(jk < 20);
+        double x2 = 0, y2 = 0, xy = 0;
+        for (std::size_t c = 0; c < d; ++c) {
+            const double x = scale * q[i * d + c], y = scale * double(float(k[jk * d + c]));
+            x2 += x * x, y2 += y * y, xy += x * y;
+        }
+        REQUIRE(std::stod(row[cx]) == Approx(std::sqrt(x2)).epsilon(1e-12));
+        REQUIRE(std::stod(row[cy]) == Approx(std::sqrt(y2)).epsilon(1e-12));
+        REQUIRE(std::cos(std::stod(row[ca])) == Approx(xy / std::sqrt(x2 * y2)).margin(1e-12));
+        REQUIRE(std::stod(row[s.column("sm")]) == Approx(std::exp(xy)).epsilon(1e-12));
+        REQUIRE(s.rows[r + 5][cq] == row[cq]);   // gerf: the same pairs
+        REQUIRE(std::stod(s.rows[r + 5][cth]) < std::stod(row[cth]));
+    }
+    const json bad_q = {{"q", (dir / "k.npy").string()}, {"k", (dir / "q.npy").string()}, {"count", 5}};
+    j["pairs"] = bad_q;
+    j["d"] = 5;
+    REQUIRE_THROWS_WITH(run_experiment(parse_config(j, "p.json"), {}),
+                        Catch::Contains("pairs.q: ") && Catch::Contains("k.npy: shape (20, 4)"));
+    j["pairs"]["q"] = (dir / "missing.npy").string();
+    REQUIRE_THROWS_WITH(run_experiment(parse_config(j, "p.json"), {}), Catch::StartsWith("pairs.q: "));
+    j["angle"] = 1.0;
+    REQUIRE_THROWS_WITH(parse_config(j, "p.json"), Catch::Contains("angle: not allowed with \"pairs\""));
+    fs::remove_all(dir);
 }

@@ -57,19 +57,20 @@ std::size_t ApproxCells::point(std::size_t cell) const {
 }
 
 KernelCells::KernelCells(const Config& cfg)
-    : nd_(cfg.kernel.d.size()), nm_(cfg.m.size()), nn_(cfg.kernel.norm.size()), na_(cfg.kernel.angle.size()),
-      grid_({cfg.variants.size(), nd_, nm_, nn_, na_}) {}
+    : nd_(cfg.kernel.d.size()), nm_(cfg.m.size()), nn_(cfg.kernel.pairs ? cfg.kernel.pairs : cfg.kernel.norm.size()),
+      nny_(std::max<std::size_t>(cfg.kernel.norm_y.size(), 1)), na_(cfg.kernel.pairs ? 1 : cfg.kernel.angle.size()),
+      grid_({cfg.variants.size(), nd_, nm_, nn_, nny_, na_}) {}
 
 KernelIndex KernelCells::at(std::size_t cell) const {
     const std::vector<std::size_t> a = grid_.at(cell);
-    return {a[0], a[1], a[2], a[3], a[4]};
+    return {a[0], a[1], a[2], a[3], a[5], a[4]};
 }
 
 std::size_t KernelCells::find(const KernelIndex& i) const {
-    return (((i.variant * nd_ + i.d) * nm_ + i.m) * nn_ + i.norm) * na_ + i.angle;
+    return ((((i.variant * nd_ + i.d) * nm_ + i.m) * nn_ + i.norm) * nny_ + i.norm_y) * na_ + i.angle;
 }
 
-std::size_t KernelCells::pair(std::size_t cell) const { return cell % (nn_ * na_); }
+std::size_t KernelCells::pair(std::size_t cell) const { return cell % (nn_ * nny_ * na_); }
 
 TimingCells::TimingCells(const Config& cfg)
     : grid_({cfg.variants.size(), std::max<std::size_t>(cfg.m.size(), 1), cfg.inputs.L.size(), cfg.inputs.d.size(),

@@ -61,11 +61,12 @@ namespace {
 
 const std::vector<std::string> kTopKeys = {
     "name", "description", "experiment", "seed", "dtype", "inputs", "variants", "m", "num_features", "trials",
-    "input_seeds", "metrics", "output_dir", "causal", "d", "norm", "angle", "repeats", "warmup", "time_budget_s"};
+    "input_seeds", "metrics", "output_dir", "causal", "d", "norm", "angle", "repeats",
+    "norm_x", "norm_y", "bias", "pairs", "warmup", "time_budget_s"};
 
 // Which top-level keys each experiment kind takes (besides the common ones).
 bool key_applies(const std::string& key, ExperimentKind k) {
-    static const std::set<std::string> kernel_only = {"d", "norm", "angle"};
+    static const std::set<std::string> kernel_only = {"d", "norm", "angle", "norm_x", "norm_y", "bias", "pairs"};
     static const std::set<std::string> timing_only = {"repeats", "warmup", "time_budget_s"};
     static const std::set<std::string> with_inputs = {"inputs", "metrics", "causal"};
     if (kernel_only.count(key)) return k == ExperimentKind::kernel;
@@ -236,17 +237,55 @@ void parse_input_seeds(const json& j, const Field& root, Config& c) {
     for (std::uint64_t s = 0; s < n; ++s) c.input_seeds.push_back(s);
 }
 
+// The kernel's norms: "norm" (|x| = |y|), or "norm_x" and "norm_y" (two axes), never both.
+void parse_kernel_norms(const json& j, const Field& root, KernelSpec& k) {
+    const bool split = j.contains("norm_x") || j.contains("norm_y");
+    if (split && j.contains("norm"))
+        root.at("norm").fail("give either \"norm\" (|x| = |y|) or \"norm_x\" and \"norm_y\", not both");
+    if (!split) {
+        if (!j.contains("norm")) root.at("norm").fail("missing (a number or a list; or \"norm_x\" and \"norm_y\")");
+        k.norm = read_positive_list(j["norm"], root.at("norm"));
+        return;
+    }
+    for (const char* key : {"norm_x", "norm_y"})
+        if (!j.contains(key)) root.at(key).fail("missing (a number or a list; it goes with the other of norm_x, norm_y)");
+    k.norm = read_positive_list(j["norm_x"], root.at("norm_x"));
+    k.norm_y = read_positive_list(j["norm_y"], root.at("norm_y"));
+}
+
+// The kernel's "pairs": {"q": PATH, "k": PATH, "count": N}, instead of norms and angles, with
+// one "d" (the files' last dimension, checked when the run reads them).
+void parse_kernel_pairs(const json& j, const Field& root, KernelSpec& k) {
+    const Field w = root.at("pairs");
+    if (!j["pairs"].is_object()) w.fail("must be an object {\"q\": PATH, \"k\": PATH, \"count\": N}");
+    for (const char* key : {"norm", "norm_x", "norm_y", "angle"})
+        if (j.contains(key)) root.at(key).fail("not allowed with \"pairs\" (the pairs give the norms and angles)");
+    const json& v = j["pairs"];
+    check_keys(v, {"q", "k", "count"}, w);
+    for (const char* key : {"q", "k"}) {
+        if (!v.contains(key)) w.at(key).fail("missing (path of the .npy file)");
+        const std::string p = read_string(v[key], w.at(key));
+        if (p.empty()) w.at(key).fail("must not be empty");
+        (key[0] == 'q' ? k.pairs_q : k.pairs_k) = p;
+    }
+    if (!v.contains("count")) w.at("count").fail("missing (how many (q_i, k_j) pairs to sample)");
+    k.pairs = read_uint(v["count"], w.at("count"), 1, kMaxTrials);
+    if (k.d.size() != 1) root.at("d").fail("must be one number with \"pairs\" (the files' last dimension)");
+}
+
 // The keys of one experiment kind, and the checks that need more than one field.
 void parse_kind(const json& j, const Field& root, Config& c) {
     switch (c.experiment) {
     case ExperimentKind::kernel:
-        for (const char* key : {"d", "norm", "angle"})
-            if (!j.contains(key)) root.at(key).fail("missing (a number or a list)");
+        for (const char* key : {"d", "angle"})
+            if (!j.contains(key) && !(key[0] == 'a' && j.contains("pairs"))) root.at(key).fail("missing (a number or a list)");
         c.kernel.d = read_uint_list(j["d"], root.at("d"), kMaxD);
         if (c.kernel.d.front() < 2)
             root.at("d").fail("must be >= 2 for pairs at an angle, got " + std::to_string(c.kernel.d.front()));
-        c.kernel.norm = read_positive_list(j["norm"], root.at("norm"));
-        c.kernel.angle = read_number_list(j["angle"], root.at("angle"));
+        if (j.contains("pairs")) parse_kernel_pairs(j, root, c.kernel);
+        else parse_kernel_norms(j, root, c.kernel);
+        if (j.contains("bias")) c.kernel.bias = read_bool(j["bias"], root.at("bias"));
+        if (!c.kernel.pairs) c.kernel.angle = read_number_list(j["angle"], root.at("angle"));
         for (std::size_t i = 0; i < c.variants.size(); ++i)
             if (!c.variants[i].map->is_kernel())
                 root.at("variants").at(i).at("features").fail(
@@ -360,8 +399,13 @@ json Config::resolved() const {
     if (input_seeds_set()) j["input_seeds"] = input_seeds;   // recorded only when not the default
     if (experiment == ExperimentKind::kernel) {
         j["d"] = kernel.d;
-        j["norm"] = kernel.norm;
-        j["angle"] = kernel.angle;
+        if (kernel.pairs) j["pairs"] = {{"q", kernel.pairs_q}, {"k", kernel.pairs_k}, {"count", kernel.pairs}};
+        else {
+            if (kernel.norm_y.empty()) j["norm"] = kernel.norm;
+            else j["norm_x"] = kernel.norm, j["norm_y"] = kernel.norm_y;
+            j["angle"] = kernel.angle;
+        }
+        if (kernel.bias) j["bias"] = true;   // recorded only when asked for
     } else {
         json in{{"source", inputs.source}};
         if (!inputs.npy()) {
@@ -414,16 +458,17 @@ Config load_config(const std::string& path, const ConfigOverrides& overrides) {
     if (path.empty()) throw Error("config file: empty path");
     // A regular file of at most kMaxConfigBytes: no FIFO, device or endless file.
     json j = parse_json_text(read_regular_file(path, "config file", kMaxConfigBytes), path);
-    // npy paths in the file are relative to the file's folder.
-    if (j.is_object() && j.contains("inputs") && j["inputs"].is_object()) {
-        const fs::path base = fs::path(path).parent_path();
-        for (const char* key : {"q", "k", "v"}) {
-            json& p = j["inputs"][key];
-            if (p.is_string() && !p.get<std::string>().empty() && fs::path(p.get<std::string>()).is_relative())
-                p = (base / p.get<std::string>()).lexically_normal().string();
-            else if (p.is_null()) j["inputs"].erase(key);
+    // npy paths in the file are relative to the file's folder (inputs, and kernel pairs).
+    for (const char* obj : {"inputs", "pairs"})
+        if (j.is_object() && j.contains(obj) && j[obj].is_object()) {
+            const fs::path base = fs::path(path).parent_path();
+            for (const char* key : {"q", "k", "v"}) {
+                json& p = j[obj][key];
+                if (p.is_string() && !p.get<std::string>().empty() && fs::path(p.get<std::string>()).is_relative())
+                    p = (base / p.get<std::string>()).lexically_normal().string();
+                else if (p.is_null()) j[obj].erase(key);
+            }
         }
-    }
     apply_overrides(j, overrides);
     return parse_config(j, path);
 }

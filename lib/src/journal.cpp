@@ -186,4 +186,11 @@ double journal_kernel_value(const Journal& j, const std::string& cell, bool may_
     return v;
 }
 
+double journal_signed_value(const Journal& j, const std::string& cell) {
+    double v = 0.0;
+    if (!parse_real(cell, v, false))
+        throw Error(j.path() + ": '" + cell.substr(0, 40) + "' is not a finite number (a damaged journal; rerun without --resume)");
+    return v;
+}
+
 }  // namespace favor

@@ -20,6 +20,9 @@ Mat<double> draw_hadamard_fixed(std::size_t m, std::size_t d, std::uint64_t seed
 Mat<double> draw_givens(std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial);
 Mat<double> draw_simplex_plus(std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial);
 Mat<double> draw_qmc(std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial);
+Mat<double> draw_fastfood(std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial);
+Mat<double> draw_lattice(std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial);
+Mat<double> draw_orthogonal_pnc(std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial);
 
 namespace {
 // ProjectionEntry::block_rows of the block shapes in use.
@@ -49,6 +52,12 @@ const std::vector<ProjectionEntry>& projection_registry() {
          draw_simplex_plus, square_blocks, kGaussianRows},
         {"qmc", "Phi^-1 of Owen-scrambled Sobol points, row i = point i (d <= 1024)", 1, kSobolMaxDim, draw_qmc,
          no_blocks, kGaussianRows},
+        {"fastfood", "FastFood: first d columns of S H G Pi H B blocks (p = next_pow2(d) rows), chi(p) norms", 1, kAnyD,
+         draw_fastfood, pow2_blocks, 0},
+        {"lattice", "Phi^-1 of a randomly shifted extensible rank-1 lattice (Korobov vector, d <= 256)", 1, kLatticeMaxD,
+         draw_lattice, no_blocks, kGaussianRows},
+        {"orthogonal-pnc", "ORF with pairwise antithetic chi(d) norms F^-1(u), F^-1(1-u) (Reid et al. 2024)", 1,
+         kAnyD, draw_orthogonal_pnc, square_blocks, kGaussianRows | kOrthogonalBlocks},
     };
     return r;
 }

@@ -38,6 +38,53 @@ double oprf_feature_variance(double A, double x2, double y2, double xy, std::siz
     return std::exp(log_first) - std::exp(2.0 * xy);
 }
 
+double log_hyp0f1(double b, double s) {
+    if (s == 0.0) return 0.0;
+    // term k+1 / term k = s / ((b + k)(k + 1)) decreases in k: the largest term is at the
+    // first k where it drops below 1. Sum the terms relative to it, both ways from there.
+    std::size_t peak = 0;
+    double log_peak = 0.0;
+    while (s / ((b + double(peak)) * double(peak + 1)) > 1.0) {
+        log_peak += std::log(s / ((b + double(peak)) * double(peak + 1)));
+        ++peak;
+    }
+    double sum = 1.0, t = 1.0;
+    for (std::size_t k = peak; k > 0 && t > 1e-17 * sum; --k) {   // terms below the peak
+        t *= (b + double(k - 1)) * double(k) / s;
+        sum += t;
+    }
+    t = 1.0;
+    for (std::size_t k = peak; t > 1e-17 * sum; ++k) {            // terms above it
+        t *= s / ((b + double(k)) * double(k + 1));
+        sum += t;
+    }
+    return log_peak + std::log(sum);
+}
+
+double hyp0f1_neg(double b, double s) {
+    if (s <= b + 1.0) {
+        double sum = 1.0, t = 1.0;
+        for (std::size_t k = 0; std::fabs(t) > 1e-17 * std::fabs(sum) || k < 2; ++k) {
+            t *= -s / ((b + double(k)) * double(k + 1));
+            sum += t;
+        }
+        return sum;
+    }
+    const double r = 2.0 * std::sqrt(s);
+    if (b == 0.5) return std::cos(r);
+    return std::exp(std::lgamma(b) + (1.0 - b) * std::log(0.5 * r)) * std::cyl_bessel_j(b - 1.0, r);
+}
+
+double fixed_norm_positive_ratio(double x2, double y2, double xy, std::size_t p) {
+    const double z2 = z2_of(x2, y2, xy), P = double(p);
+    return std::exp(log_hyp0f1(0.5 * P, 0.25 * P * z2) - 0.5 * z2);
+}
+
+double fixed_norm_trig_ratio(double x2, double y2, double xy, std::size_t p) {
+    const double u2 = std::max(0.0, u2_of(x2, y2, xy)), P = double(p);
+    return std::exp(0.5 * u2) * hyp0f1_neg(0.5 * P, 0.25 * P * u2);
+}
+
 double oprf_optimal_A(double rho) {
     return (1.0 - 2.0 * rho - std::sqrt((2.0 * rho + 1.0) * (2.0 * rho + 1.0) + 8.0 * rho)) / 16.0;
 }

@@ -59,12 +59,15 @@ private:
     std::vector<std::size_t> flat_to_cell_;   // product index -> grid index (npos: none)
 };
 
-// Axis indices of one kernel cell: a variant at (d, m), one (norm, angle) pair.
+// Axis indices of one kernel cell: a variant at (d, m), one (norm, norm_y, angle) point
+// (norm_y = 0 when the config gives one "norm": |y| = |x|).
 struct KernelIndex {
-    std::size_t variant = 0, d = 0, m = 0, norm = 0, angle = 0;
+    std::size_t variant = 0, d = 0, m = 0, norm = 0, angle = 0, norm_y = 0;
 };
 
-// The kernel grid: variant x kernel.d x m x kernel.norm x kernel.angle.
+// The kernel grid: variant x kernel.d x m x kernel.norm x kernel.norm_y x kernel.angle, the
+// norm_y axis of size 1 when absent (so a single-norm config has the cells it always had); with
+// "pairs", the norm axis is the pairs (norm = pair index) and norm_y, angle have size 1.
 class KernelCells {
 public:
     explicit KernelCells(const Config& cfg);
@@ -74,11 +77,11 @@ public:
     std::size_t find(const KernelIndex& i) const;
     // The cells `shard` owns (grid index K mod N), ascending.
     std::vector<std::size_t> owned(const Shard& shard) const { return grid_.cells(shard); }
-    // The (norm, angle) pair of `cell`, numbered norm, angle ascending with angle fastest.
+    // The (norm, norm_y, angle) point of `cell`, numbered ascending with angle fastest.
     std::size_t pair(std::size_t cell) const;
 
 private:
-    std::size_t nd_, nm_, nn_, na_;
+    std::size_t nd_, nm_, nn_, nny_, na_;
     Grid grid_;
 };
 

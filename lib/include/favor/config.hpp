@@ -54,10 +54,17 @@ struct ApproximationSpec {
     std::vector<std::string> metrics;  // requested (metric_table.hpp)
     bool wants(const std::string& metric) const;
 };
-// "experiment": "kernel": pairs (x, y) of common length `norm` at angle `angle`.
+// "experiment": "kernel": pairs (x, y) of common length `norm` at angle `angle`, or, with
+// "norm_x" and "norm_y" instead of "norm", |x| from `norm` and |y| from `norm_y` (two axes).
 struct KernelSpec {
     std::vector<std::size_t> d;        // each >= 2
     std::vector<double> norm, angle;
+    std::vector<double> norm_y;        // empty: |y| = |x| (the "norm" key)
+    // "pairs": {"q", "k", "count"}: `pairs` pairs (q_i, k_j) sampled from the rows of two .npy
+    // files (d their last dimension, which must be the one "d"); 0: none (norm/angle grid).
+    std::string pairs_q, pairs_k;
+    std::size_t pairs = 0;
+    bool bias = false;                 // "bias": the rel_bias columns (docs/design.md section 6)
 };
 // "experiment": "timing": wall time of each variant.
 struct TimingSpec {

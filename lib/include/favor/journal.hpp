@@ -71,5 +71,8 @@ void check_journal_entry(const Journal& j, const JournalRows& rows, std::size_t 
 // Kernel runs: one journaled squared error (row 0) or closed form (row 1; empty: none, NaN),
 // checked as a kernel_mse cell and not negative (both are mean squares); Error otherwise.
 double journal_kernel_value(const Journal& j, const std::string& cell, bool may_be_empty);
+// A kernel entry's relative error ("bias" runs): any finite number; throws Error naming the
+// journal otherwise.
+double journal_signed_value(const Journal& j, const std::string& cell);
 
 }  // namespace favor

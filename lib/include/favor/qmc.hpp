@@ -13,6 +13,9 @@ namespace favor {
 // Dimensions with embedded direction numbers (Joe & Kuo's new-joe-kuo-6.21201, the first
 // 1024; lib/src/sobol_directions.cpp): `qmc` needs d <= kSobolMaxDim.
 constexpr std::size_t kSobolMaxDim = 1024;
+// The `lattice` projection's largest d (lib/src/projections/lattice.cpp): its Korobov vector
+// is searched once per d at a cost O(n^2 d) with n = 1024 lattice points.
+constexpr std::size_t kLatticeMaxD = 256;
 
 // Phi^{-1}(p), the standard normal quantile: Wichura's AS241 (PPND16, Applied Statistics 37
 // (1988) 477-484), relative error about 1e-16. -inf at p = 0, +inf at p = 1, NaN outside

@@ -34,3 +34,26 @@ double oprf_feature_variance(double A, double x2, double y2, double xy, std::siz
 double oprf_optimal_A(double rho);
 
 }  // namespace favor
+
+namespace favor {
+
+// Fixed row norms (orthogonal-fixed, hadamard-fixed; Demni & Kadri, arXiv 2310.07370): a row
+// w uniform on the sphere of radius sqrt(p) in R^p has E exp(w.v) = 0F1(; p/2; p|v|^2/4)
+// = Gamma(p/2) (2/r)^(p/2-1) I_{p/2-1}(r) and E cos(w.v) = 0F1(; p/2; -p|v|^2/4)
+// = Gamma(p/2) (2/r)^(p/2-1) J_{p/2-1}(r), r = sqrt(p)|v| (a Bessel kernel, not SM).
+// log 0F1(; b; s) for s >= 0, b > 0: the series sum_k s^k / ((b)_k k!) summed around its
+// largest term, so it neither overflows nor loses digits (all terms are positive).
+double log_hyp0f1(double b, double s);
+// 0F1(; b; -s) for s >= 0, b > 0: the alternating series while s <= b + 1 (terms then decrease
+// from the first, so at most a digit cancels), else Gamma(b) s^((1-b)/2) J_{b-1}(2 sqrt(s))
+// with std::cyl_bessel_j in float64 (b = 1/2: cos(2 sqrt(s)), where the order is negative).
+double hyp0f1_neg(double b, double s);
+// E[phi(x).phi(y)] / SM(x, y) for the positive (and hyperbolic) map with rows uniform on the
+// sphere of radius sqrt(p) in R^p (p = d for a square block):
+//   exp(-(|x|^2 + |y|^2)/2) 0F1(; p/2; p|z|^2/4) / exp(x.y) = exp(log 0F1 - |z|^2/2).
+double fixed_norm_positive_ratio(double x2, double y2, double xy, std::size_t p);
+// The same for trig: exp((|x|^2 + |y|^2)/2) 0F1(; p/2; -p|u|^2/4) / exp(x.y)
+//   = exp(|u|^2/2) 0F1(; p/2; -p|u|^2/4), u = x - y.
+double fixed_norm_trig_ratio(double x2, double y2, double xy, std::size_t p);
+
+}  // namespace favor
