@@ -14,6 +14,7 @@
 #include "favor/metric_table.hpp"
 #include "favor/names.hpp"
 #include "favor/projections.hpp"
+#include "favor/tensor_io.hpp"
 #include "favor/tensor_layout.hpp"
 
 namespace favor {

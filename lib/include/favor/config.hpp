@@ -15,7 +15,6 @@
 #include "favor/half.hpp"
 #include "favor/input_families.hpp"
 #include "favor/json_text.hpp"
-#include "favor/tensor_io.hpp"
 #include "favor/variant.hpp"
 
 namespace favor {
@@ -133,6 +132,7 @@ void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t 
 
 // The tensor files of an approximation config with npy inputs, as load_qkv reads them: the
 // layout, and the largest L of the grid as the row limit (each point takes its first L rows).
+struct QkvSource;   // tensor_io.hpp
 QkvSource npy_source(const Config& c);
 
 // Size limit of a config file: far above any real one (they are a few kB).
