@@ -183,7 +183,7 @@ TEST_CASE("bad layouts are refused with the reason", "[tensor_file]") {
     CHECK(layout_problem("").find("needs the axes L and D") != std::string::npos);
 }
 
-TEST_CASE("load_qkv: L < H refused without a layout, accepted with one; the first rows; L < d warned", "[tensor_file]") {
+TEST_CASE("load_qkv: L < H refused without a layout and accepted with one, the first rows, L < d warned", "[tensor_file]") {
     const TempNpy q("q", {1, 8, 4, 6}), v("v", {1, 8, 4, 3});   // (B, L, H, d) = (1, 8, 4, 6)
     QkvSource s;
     s.q = s.k = q.path;
