@@ -180,6 +180,7 @@ def good_files():
         ("be_f2_fortran_3x2.npy", npy(header("'>f2'", "True", "(3, 2)"), fortran_values((3, 2), BE2)), ">f2", (3, 2)),
         ("bf16_v2_2x2.npy", npy(header("'<V2'", shape="(2, 2)"), bf16_values(4)), "<V2", (2, 2)),
         ("bf16_pipe_v2_5.npy", npy(header("'|V2'", shape="(5,)"), bf16_values(5)), "|V2", (5,)),
+        ("bf16_named_3.npy", npy(header("'bfloat16'", shape="(3,)"), bf16_values(3)), "bfloat16", (3,)),
     ]
 
 

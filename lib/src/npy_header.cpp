@@ -251,10 +251,11 @@ HeaderKeys header_keys(const std::string& name, const Value& dict) {
     return k;
 }
 
-// descr: a float dtype of 2, 4 or 8 bytes in either byte order, or a 2-byte void ('<V2', '|V2':
-// how numpy saves ml_dtypes' bfloat16, little-endian); sets dtype, element type, byte order.
+// descr: a float dtype of 2, 4 or 8 bytes in either byte order, or bfloat16, little-endian: a
+// 2-byte void ('<V2', '|V2': how numpy.save writes ml_dtypes' bfloat16, ml_dtypes issue 41) or
+// 'bfloat16' (the header that issue's workaround writes); sets dtype, element type, byte order.
 void read_descr(const std::string& name, const Value& descr, Header& h) {
-    const char* supported = "supported: <f2, <f4, <f8, >f2, >f4, >f8, and <V2 or |V2 read as bfloat16";
+    const char* supported = "supported: <f2, <f4, <f8, >f2, >f4, >f8, and bfloat16, <V2 or |V2 read as bfloat16";
     if (descr.kind != Value::Str)
         fail(name, std::string("unsupported dtype (descr is ") + kind_name(descr.kind) + "; " + supported + ")");
     h.dtype = descr.str;
@@ -263,7 +264,7 @@ void read_descr(const std::string& name, const Value& descr, Header& h) {
     if (order && t[1] == 'f' && (t[2] == '2' || t[2] == '4' || t[2] == '8')) {
         h.elem = t[2] == '2' ? Elem::f16 : t[2] == '4' ? Elem::f32 : Elem::f64;
         h.big_endian = t[0] == '>';
-    } else if (t == "<V2" || t == "|V2") {
+    } else if (t == "<V2" || t == "|V2" || t == "bfloat16") {
         h.elem = Elem::bf16;
     } else {
         fail(name, "unsupported dtype " + quote(t) + " (" + supported + ")");
