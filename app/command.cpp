@@ -1,6 +1,7 @@
 // The helpers every command shares (command.hpp).
 #include "command.hpp"
 
+#include <filesystem>
 #include <iostream>
 
 #include "favor/flag_values.hpp"
@@ -26,6 +27,14 @@ std::string joined(const std::vector<std::string>& items) {
 }
 
 void warn(const std::string& msg) { std::cerr << "favor: warning: " << one_line(msg) << "\n"; }
+
+std::string absolute_dir(const std::string& path) {
+    std::error_code ec;
+    std::string s = std::filesystem::absolute(path, ec).lexically_normal().string();
+    if (ec) return path;
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+}
 
 MemoryBudget budget_of(const std::string& cmd, const Text& max_memory) {
     if (max_memory) return memory_budget(parse_size_text(cmd + ": --max-memory", *max_memory));

@@ -95,7 +95,7 @@ int run_merge(const std::vector<std::string>&) {
     const RunResult r = merge_results(dirs, opt);
     write_results(r, dir);
     if (!quiet)
-        std::cout << "merged " << dirs.size() << " result directories into " << out << "/ ("
+        std::cout << "merged " << dirs.size() << " result directories into " << absolute_dir(out) << "/ ("
                   << (r.errors.rows.empty() ? r.summary.rows.size() : r.errors.rows.size()) << " rows"
                   << (r.info.value("partial", false) ? "; PARTIAL: shards missing, see run.json" : "") << ")\n";
     if (r.info.value("partial", false))

@@ -18,6 +18,7 @@
 #include "favor/result_dir.hpp"
 #include "favor/run_plan.hpp"
 #include "favor/stop_signals.hpp"
+#include "favor/tensor_file.hpp"
 #include "progress.hpp"
 
 namespace favor::cli {
@@ -141,7 +142,9 @@ int report_stop(const RunResult& r, const std::string& out, const std::vector<st
 void setup_run(CLI::App& run) {
     RunFlags& rf = run_flags();
     run.add_option("config", rf.config, "experiment config (JSON)")->required();
-    bind(run, rf.out, "--out", "output directory (default: the config's output_dir)");
+    bind(run, rf.out, "--out",
+         "output directory (default: the config's output_dir; a relative path in the config file is taken from the "
+         "file's folder, a relative --out or --set path from the working directory)");
     run.add_option("--set", rf.sets, "override a config value: PATH=VALUE, e.g. inputs.scale=0.5 (repeatable)");
     bind(run, {
         {&rf.m, "--m", "numbers of random features, e.g. 16,32,64"},
@@ -174,10 +177,12 @@ int run_run(const std::vector<std::string>& argv) {
     const std::optional<QkvShapes> shapes = npy_shapes(cfg);
     const RunPlan plan = plan_run(cfg, requested, opt.shard, shapes ? &*shapes : nullptr, budget);
     opt.threads = plan.threads;
+    if (shapes)
+        for (const auto& w : shapes->warnings) warn(w);
     OutputDir dir(out);   // before any work: a bad or busy --out fails at once
     if (cfg.inputs.npy())
-        for (const auto& [key, path] : {std::pair{"q", &cfg.inputs.q}, {"k", &cfg.inputs.k}, {"v", &cfg.inputs.v}})
-            dir.refuse_inside(*path, cfg.file + ": inputs." + key);
+        for (const auto& [key, spec] : {std::pair{"q", &cfg.inputs.q}, {"k", &cfg.inputs.k}, {"v", &cfg.inputs.v}})
+            dir.refuse_inside(parse_tensor_ref(*spec, key).path, cfg.file + ": inputs." + key);
     for (const auto& w : plan.warnings) warn(w);
     note_estimate(plan.cost.peak, budget, " on " + std::to_string(opt.threads) + " threads");
     const std::unique_ptr<Journal> journal = open_journal(cfg, opt.shard, f, dir, out);
@@ -189,13 +194,14 @@ int run_run(const std::vector<std::string>& argv) {
     progress.finish();
     if (!r.complete) {
         journal->sync();
-        return report_stop(r, out, argv);
+        return report_stop(r, absolute_dir(out), argv);
     }
     write_results(r, dir);
     if (!f.quiet) {
         std::cout << to_markdown(r.timing.columns.empty() ? means_only(r.summary) : r.timing);
         if (!r.notes_md.empty()) std::cout << "\n" << r.notes_md;
-        std::cout << "\nwrote " << out << "/ in " << r.info.value("wall_seconds", 0.0) << " s\n";
+        // The directory as an absolute path (docs/design.md section 5, "Paths").
+        std::cout << "\nwrote " << absolute_dir(out) << "/ in " << r.info.value("wall_seconds", 0.0) << " s\n";
     }
     return 0;
 }
@@ -221,6 +227,8 @@ int run_validate(const std::vector<std::string>&) {
     const MemoryBudget budget = budget_of("validate", f.max_memory);
     const RunPlan plan = plan_run(cfg, threads_of("validate", f.threads), shard, shapes ? &*shapes : nullptr, budget);
     for (const auto& w : plan.warnings) warn(w);
+    if (shapes)
+        for (const auto& w : shapes->warnings) warn(w);
     if (cfg.experiment == ExperimentKind::approximation && !cfg.variants.empty()) {
         const std::string w = compare_power_warning(cells / cfg.variants.size(), cfg.variants.size(), cfg.trials);
         if (!w.empty()) warn("validate: " + w);
@@ -232,6 +240,7 @@ int run_validate(const std::vector<std::string>&) {
     std::cout << "estimate: peak memory " << plan.cost.summary() << ", " << seconds_text(plan.cost.seconds) << " on "
               << plan.threads << " thread(s); budget " << format_bytes(double(budget.bytes)) << " (" << budget.source
               << ")\n";
+    std::cout << "output directory: " << absolute_dir(cfg.output_dir) << "/\n";
     std::cout << f.config << ": ok, " << cells << " cells x "
               << (cfg.input_seeds_set() ? std::to_string(cfg.input_seeds.size()) + " input seeds x " : "") << cfg.trials
               << " trials\n";

@@ -14,6 +14,7 @@
 #include "favor/projections.hpp"
 #include "favor/result_dir.hpp"
 #include "favor/tensor_io.hpp"
+#include "favor/tensor_layout.hpp"
 
 namespace favor::cli {
 namespace {
@@ -36,7 +37,7 @@ ProjectionFlags& projection_flags() {
 }
 
 struct ApplyFlags {
-    Text q, k, v, out, features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads, max_memory, grad;
+    Text q, k, v, layout, out, features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads, max_memory, grad;
     std::vector<std::string> params;
     bool exact = false, causal = false;
 };
@@ -146,9 +147,11 @@ int run_projection(const std::vector<std::string>&) {
 void setup_apply(CLI::App& apply) {
     ApplyFlags& af = apply_flags();
     bind(apply, {
-        {&af.q, "--q", "queries .npy: (L, d), (H, L, d) or (B, H, L, d)"},
-        {&af.k, "--k", "keys .npy, same leading shape and d"},
-        {&af.v, "--v", "values .npy, same leading shape and length as k"},
+        {&af.q, "--q", "queries: Q.npy, Q.npz[:NAME] or Q.safetensors[:NAME] (NAME default q); (L, d), (H, L, d) "
+                       "or (B, H, L, d), or the axes --layout names"},
+        {&af.k, "--k", "keys (as --q; NAME default k), same leading shape and d"},
+        {&af.v, "--v", "values (as --q; NAME default v), same leading shape and length as k"},
+        {&af.layout, "--layout", "axes of the three files, e.g. BLHD for (B, L, H, d) (default: by rank, BHLD)"},
     });
     apply.add_flag("--exact", af.exact, "exact softmax attention");
     bind(apply, {
@@ -201,7 +204,15 @@ int run_apply(const std::vector<std::string>&) {
     req.threads = a.threads.get();
     req.params = a.params;
     ApplyOptions o = resolve_apply(req);
-    const QkvShapes shapes = read_qkv_shapes(*a.q, *a.k, *a.v, o.causal);
+    QkvSource src;
+    src.q = *a.q, src.k = *a.k, src.v = *a.v, src.causal = o.causal;
+    src.layout_field = "--layout";
+    if (a.layout.get()) {
+        src.layout = *a.layout;
+        if (const std::string why = layout_problem(src.layout); !why.empty()) throw Error("apply: --layout: " + why);
+    }
+    const QkvShapes shapes = read_qkv_shapes(src);
+    for (const auto& w : shapes.warnings) warn(w);
     if (a.grad.get()) check_apply_grad(o, *a.grad, &shapes);
     const ThreadPlan clamp = plan_threads(o.threads, 0.0);
     const Cost cost = estimate_apply(shapes, o, clamp.threads);
@@ -213,7 +224,7 @@ int run_apply(const std::vector<std::string>&) {
     if (room.threads < clamp.threads) warn(room.warning);
     o.threads = room.threads;
     note_estimate(cost.peak, budget);
-    const HeadTensors in = load_qkv(*a.q, *a.k, *a.v, o.causal);
+    const HeadTensors in = load_qkv(src);
     const std::vector<Mat<double>> out = apply_attention(in, o);
     save_heads(*a.out, in.lead, out, o.dtype != DType::float64);
     if (a.grad.get()) write_apply_gradients(*a.grad, *a.out, in, o);

@@ -52,7 +52,12 @@ def fortran_values(shape, fmt):
     return struct.pack(fmt[0] + fmt[1] * n, *out)
 
 
-LE8, LE4, BE8, BE4 = "<d", "<f", ">d", ">f"
+LE8, LE4, BE8, BE4, LE2, BE2 = "<d", "<f", ">d", ">f", "<e", ">e"
+
+
+def bf16_values(n):
+    """0, 1, 2, ... as bfloat16 (the top 16 bits of the float32; exact up to 256), little-endian."""
+    return b"".join(struct.pack("<f", float(i))[2:] for i in range(n))
 OK = values(6, LE8)   # data matching the default header (2, 3) <f8
 
 
@@ -106,7 +111,9 @@ def bad_files():
         ("dtype_i8.npy", npy(h(descr="'<i8'"), OK), "unsupported dtype '<i8'"),
         ("dtype_i4.npy", npy(h(descr="'<i4'"), OK[:24]), "unsupported dtype '<i4'"),
         ("dtype_be_i4.npy", npy(h(descr="'>i4'"), OK[:24]), "unsupported dtype '>i4'"),
-        ("dtype_f2.npy", npy(h(descr="'<f2'"), OK[:12]), "unsupported dtype '<f2'"),
+        ("dtype_i2.npy", npy(h(descr="'<i2'"), OK[:12]), "unsupported dtype '<i2'"),
+        ("dtype_v4.npy", npy(h(descr="'|V4'"), OK[:24]), "unsupported dtype '|V4'"),
+        ("data_f2_as_f4.npy", npy(h(descr="'<f2'"), OK[:24]), "trailing data"),
         ("dtype_f16.npy", npy(h(descr="'<f16'"), OK + OK), "unsupported dtype '<f16'"),
         ("dtype_bool.npy", npy(h(descr="'|b1'"), OK[:6]), "unsupported dtype '|b1'"),
         ("dtype_unicode.npy", npy(h(descr="'<U8'"), OK), "unsupported dtype '<U8'"),
@@ -169,6 +176,11 @@ def good_files():
         ("scalar_0d_f8.npy", npy(header(shape="()"), values(1, LE8)), "<f8", ()),
         ("empty_f4_0x3.npy", npy(header("'<f4'", shape="(0, 3)")), "<f4", (0, 3)),
         ("empty_huge_dim_f8.npy", npy(header(shape="(0, 1099511627776)")), "<f8", (0, 1099511627776)),
+        ("f2_2x3.npy", npy(header("'<f2'"), values(6, LE2)), "<f2", (2, 3)),
+        ("be_f2_fortran_3x2.npy", npy(header("'>f2'", "True", "(3, 2)"), fortran_values((3, 2), BE2)), ">f2", (3, 2)),
+        ("bf16_v2_2x2.npy", npy(header("'<V2'", shape="(2, 2)"), bf16_values(4)), "<V2", (2, 2)),
+        ("bf16_pipe_v2_5.npy", npy(header("'|V2'", shape="(5,)"), bf16_values(5)), "|V2", (5,)),
+        ("bf16_named_3.npy", npy(header("'bfloat16'", shape="(3,)"), bf16_values(3)), "bfloat16", (3,)),
     ]
 
 

@@ -29,4 +29,4 @@ fi
 "$root/scripts/setup.sh" --target favor
 # favor's stdout (the summary table, "wrote DIR/") is left out: the tables are in the files.
 "$root/build/favor" run "$config" "$@" > /dev/null
-/usr/bin/python3 "$root/scripts/headline.py" "${out%/}"
+/usr/bin/python3 "$root/scripts/headline.py" "$(realpath -m "${out%/}")"   # names the directory absolutely

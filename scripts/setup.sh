@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 PACKAGES=(build-essential cmake pkg-config git libopenblas-dev liblapack-dev libxtensor-dev
-          libxtensor-blas-dev libxsimd-dev libcli11-dev nlohmann-json3-dev catch2
+          libxtensor-blas-dev libxsimd-dev libcli11-dev nlohmann-json3-dev catch2 zlib1g-dev
           python3 python3-numpy python3-matplotlib python3-pandas python3-torch python3-pytest
           parallel)
 missing=()

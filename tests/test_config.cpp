@@ -1,6 +1,11 @@
 // Config validation: every bad config is one Error naming the file and the field.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "helpers.hpp"
 #include "favor/config.hpp"
 #include "favor/error.hpp"
@@ -56,7 +61,8 @@ TEST_CASE("bad configs name the field", "[config]") {
         {"metrics=[\"output_mse\",\"atention_mse\"]", "c.json: metrics[1]: unknown metric \"atention_mse\", did you mean 'attention_mse'?"},
         {"norm=[1]", "c.json: norm: does not apply to \"approximation\" experiments"},
         {"experiment=\"kernal\"", "c.json: experiment: unknown experiment \"kernal\", did you mean 'kernel'?"},
-        {"inputs.source=\"npy\"", "c.json: inputs.L: not allowed with source \"npy\""},
+        {"inputs.source=\"npy\"", "c.json: inputs.d: not allowed with source \"npy\""},
+        {"inputs.layout=\"BLHD\"", "c.json: inputs.layout: applies only to source \"npy\""},
     }));
     CAPTURE(set);
     const std::string msg = error_of(set);
@@ -139,4 +145,36 @@ TEST_CASE("typed flag overrides equal their --set text", "[config]") {
     }
     REQUIRE(!message.empty());
     REQUIRE(message == error_of("inputs.L=" + std::to_string(kMaxL + 1)));
+}
+
+TEST_CASE("tensor-file inputs: layout, inputs.L as the rows, paths from the config's folder", "[config]") {
+    const json npy = json::parse(R"({"inputs": {"source": "npy", "q": "q.npz", "k": "t/k.npy", "v": "/abs/v.npy", "L": [64, 16]},
+        "variants": [{"features": "positive"}], "m": 8, "output_dir": "out"})");
+    const Config c = parse_config(npy, "c.json");
+    CHECK(c.inputs.L == std::vector<std::size_t>{16, 64});
+    CHECK(c.resolved()["inputs"]["L"] == json::array({16, 64}));
+    CHECK(!c.resolved()["inputs"].contains("layout"));   // recorded only when set
+    json j = npy;
+    j["inputs"]["layout"] = "BLHD";
+    CHECK(parse_config(j, "c.json").resolved()["inputs"]["layout"] == "BLHD");
+    for (const auto& [layout, expect] : std::vector<std::pair<std::string, std::string>>{
+             {"BLH", "c.json: inputs.layout: needs the axes L and D, got \"BLH\""},
+             {"BLLD", "c.json: inputs.layout: axis L twice in \"BLLD\""},
+             {"BXLD", "c.json: inputs.layout: letters are B (batch), H (head), L (sequence), D (head dimension)"}}) {
+        j["inputs"]["layout"] = layout;
+        CHECK(favor_test::error_of([&] { parse_config(j, "c.json"); }).rfind(expect, 0) == 0);
+    }
+    // load_config: relative paths written in the file from its folder (output_dir too), --set
+    // paths as given, the default output_dir from the working directory.
+    const std::string dir = "/tmp/favor_cfg_paths_" + std::to_string(::getpid());
+    std::filesystem::create_directories(dir + "/sub");
+    std::ofstream(dir + "/sub/c.json") << npy.dump();
+    const Config f = load_config(dir + "/sub/c.json", {"inputs.k=\"rel/k.npy\""});
+    CHECK(f.inputs.q == dir + "/sub/q.npz");
+    CHECK(f.inputs.k == "rel/k.npy");
+    CHECK(f.inputs.v == "/abs/v.npy");
+    CHECK(f.output_dir == dir + "/sub/out");
+    CHECK(load_config(dir + "/sub/c.json", {"output_dir=\"o2\""}).output_dir == "o2");
+    CHECK(load_config(dir + "/sub/c.json", {"output_dir=null"}).output_dir == "results/c");
+    std::filesystem::remove_all(dir);
 }

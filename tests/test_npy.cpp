@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "corpus.hpp"
 #include "helpers.hpp"
 #include "favor/error.hpp"
 #include "favor/npy.hpp"
@@ -32,12 +33,7 @@ namespace {
 
 const fs::path kData = FAVOR_TEST_DATA_DIR;
 
-std::string slurp(const fs::path& p) {
-    std::ifstream in(p, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
+std::string slurp(const fs::path& p) { return favor_test::slurp(p.string()); }
 
 void spit(const fs::path& p, const std::string& bytes) {
     std::ofstream(p, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
@@ -92,14 +88,7 @@ std::vector<std::string> npy_files(const fs::path& dir) {
     return out;
 }
 
-// "file<TAB>text" or "file word word ..." lines, '#' comments skipped.
-std::vector<std::string> manifest_lines(const fs::path& p) {
-    std::vector<std::string> out;
-    std::ifstream in(p);
-    for (std::string line; std::getline(in, line);)
-        if (!line.empty() && line[0] != '#') out.push_back(line);
-    return out;
-}
+std::vector<std::string> manifest_lines(const fs::path& p) { return favor_test::manifest_lines(p.string()); }
 
 // A manifest line "name dtype dim dim ...": the file (or base name), its dtype and shape.
 struct ManifestEntry {

@@ -70,6 +70,14 @@ Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>&
     return h;
 }
 
+// The first `rows` rows of m (all of them when it has no more).
+Mat<double> first_rows(const Mat<double>& m, std::size_t rows) {
+    if (rows >= m.shape(0)) return m;
+    Mat<double> out = Mat<double>::from_shape({rows, m.shape(1)});
+    std::copy(m.data(), m.data() + rows * m.shape(1), out.data());
+    return out;
+}
+
 // Every instance of the grid ((L, d, scale) point x input seed; npy inputs are one point),
 // with inputs and references loaded for those `cells` use.
 template <class T>
@@ -77,9 +85,13 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
                                         nlohmann::json& info, int threads, const std::atomic<bool>* stop) {
     const bool npy = cfg.inputs.npy();
     HeadTensors files;
+    std::size_t file_L = 0;   // npy: q's rows in its file
     if (npy) {
-        files = load_qkv(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
-        check_map_sizes(cfg, files.d(), files.L(), files.k.empty() ? 0 : files.k[0].shape(0));
+        files = load_qkv(npy_source(cfg));
+        const std::size_t Lk = files.k.empty() ? 0 : files.k[0].shape(0);
+        check_map_sizes(cfg, files.d(), cfg.inputs.L.empty() ? files.L() : cfg.inputs.L.front(),
+                        cfg.inputs.L.empty() ? Lk : cfg.inputs.L.front());
+        file_L = files.file_L;
     }
     const std::size_t S = cfg.input_seeds.size();
     std::vector<Instance<T>> out(grid.points() * S);
@@ -91,14 +103,15 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
         const std::size_t p = i / S;
         const PointIndex at = grid.point_at(p);
         Instance<T>& in = out[i];
-        in.L = npy ? files.L() : cfg.inputs.L[at.L];
+        in.L = npy && cfg.inputs.L.empty() ? files.L() : cfg.inputs.L[at.L];
         in.d = npy ? files.d() : cfg.inputs.d[at.d];
         in.input_seed = cfg.input_seeds[i % S];
         if (!npy) in.scale = cfg.inputs.scale[at.scale];
         if (!needed[p] || (stop && stop->load())) continue;   // stopped: no item will run
         if (npy) {
-            for (std::size_t h = 0; h < files.q.size(); ++h)
-                in.heads.push_back(make_head<T>(files.q[h], files.k[h], files.v[h], cfg.causal, threads,
+            for (std::size_t h = 0; h < files.q.size(); ++h)   // the first L rows (inputs.L)
+                in.heads.push_back(make_head<T>(first_rows(files.q[h], in.L), first_rows(files.k[h], in.L),
+                                                first_rows(files.v[h], in.L), cfg.causal, threads,
                                                 dtype_rounding(cfg.dtype), pairwise));
         } else {
             QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale,
@@ -106,7 +119,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
             in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise));
         }
     }
-    if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", files.L()}, {"d", files.d()}, {"heads", files.q.size()}};
+    if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", file_L}, {"d", files.d()}, {"heads", files.q.size()}};
     return out;
 }
 

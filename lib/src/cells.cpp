@@ -15,7 +15,7 @@ std::size_t config_cells(const Config& c) {
 
 ApproxCells::ApproxCells(const Config& cfg) : variants_(cfg.variants), m_(cfg.m), num_features_(cfg.num_features) {
     const bool npy = cfg.inputs.npy();
-    nL_ = npy ? 1 : cfg.inputs.L.size();
+    nL_ = npy ? std::max<std::size_t>(cfg.inputs.L.size(), 1) : cfg.inputs.L.size();   // npy: the row counts, if any
     nd_ = npy ? 1 : cfg.inputs.d.size();
     ns_ = npy ? 1 : cfg.inputs.scale.size();
     nB_ = cfg.num_features.empty() ? cfg.m.size() : cfg.num_features.size();

@@ -14,6 +14,8 @@
 #include "favor/metric_table.hpp"
 #include "favor/names.hpp"
 #include "favor/projections.hpp"
+#include "favor/tensor_io.hpp"
+#include "favor/tensor_layout.hpp"
 
 namespace favor {
 
@@ -77,7 +79,7 @@ bool key_applies(const std::string& key, ExperimentKind k) {
 }
 
 InputSpec parse_inputs(const json& v, const Field& w) {
-    std::vector<std::string> keys = {"source", "L", "d", "d_v", "scale", "q", "k", "v", "per_head"};
+    std::vector<std::string> keys = {"source", "L", "d", "d_v", "scale", "q", "k", "v", "per_head", "layout"};
     keys.insert(keys.end(), family_keys().begin(), family_keys().end());
     check_keys(v, keys, w);
     InputSpec in;
@@ -86,7 +88,7 @@ InputSpec parse_inputs(const json& v, const Field& w) {
         for (const std::string& key : family_keys())
             if (v.contains(key)) w.at(key).fail("applies only to source \"random\" (an input family draws the inputs)");
     if (in.source == "random") {
-        for (const char* key : {"q", "k", "v", "per_head"})
+        for (const char* key : {"q", "k", "v", "per_head", "layout"})
             if (v.contains(key)) w.at(key).fail("applies only to source \"npy\"");
         if (!v.contains("L")) w.at("L").fail("missing (sequence length, a number or a list)");
         if (!v.contains("d")) w.at("d").fail("missing (head dimension, a number or a list)");
@@ -97,16 +99,21 @@ InputSpec parse_inputs(const json& v, const Field& w) {
         in.family = parse_family(v, w);
         for (std::size_t d : in.d) check_family_dimension(in.family, d, w);
     } else if (in.source == "npy") {
-        for (const char* key : {"L", "d", "d_v", "scale"})
+        for (const char* key : {"d", "d_v", "scale"})
             if (v.contains(key))
                 w.at(key).fail(std::string("not allowed with source \"npy\" (the shapes come from the files)"));
         for (const char* key : {"q", "k", "v"}) {
-            if (!v.contains(key)) w.at(key).fail("missing (path of the .npy file)");
+            if (!v.contains(key)) w.at(key).fail("missing (path of the tensor file: .npy, .npz or .safetensors)");
             const std::string p = read_string(v[key], w.at(key));
             if (p.empty()) w.at(key).fail("must not be empty");
             (key[0] == 'q' ? in.q : key[0] == 'k' ? in.k : in.v) = p;
         }
         if (v.contains("per_head")) in.per_head = read_bool(v["per_head"], w.at("per_head"));
+        if (v.contains("L")) in.L = read_uint_list(v["L"], w.at("L"), kMaxL);   // the first L rows of the files
+        if (v.contains("layout")) {
+            in.layout = read_string(v["layout"], w.at("layout"));
+            if (const std::string why = layout_problem(in.layout); !why.empty()) w.at("layout").fail(why);
+        }
     } else {
         w.at("source").fail("must be \"random\" or \"npy\", got \"" + in.source + "\"" +
                             suggestion(in.source, {"random", "npy"}));
@@ -360,6 +367,17 @@ void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t 
     }
 }
 
+QkvSource npy_source(const Config& c) {
+    QkvSource s;
+    s.q = c.inputs.q, s.k = c.inputs.k, s.v = c.inputs.v;
+    s.layout = c.inputs.layout;
+    s.layout_field = "inputs.layout";
+    if (!c.inputs.L.empty()) s.rows = c.inputs.L.back();   // sorted ascending
+    s.rows_field = c.file + ": inputs.L";
+    s.causal = c.causal;
+    return s;
+}
+
 Config parse_config(const json& j, const std::string& file) {
     const Field root{file, ""};
     if (!j.is_object()) throw Error(file + ": the config must be a JSON object, got " + json_type_name(j));
@@ -419,6 +437,8 @@ json Config::resolved() const {
             in["k"] = inputs.k;
             in["v"] = inputs.v;
             in["per_head"] = inputs.per_head;
+            if (!inputs.L.empty()) in["L"] = inputs.L;               // recorded only when set
+            if (!inputs.layout.empty()) in["layout"] = inputs.layout;
         }
         j["inputs"] = in;
         j["causal"] = causal;
@@ -458,17 +478,23 @@ Config load_config(const std::string& path, const ConfigOverrides& overrides) {
     if (path.empty()) throw Error("config file: empty path");
     // A regular file of at most kMaxConfigBytes: no FIFO, device or endless file.
     json j = parse_json_text(read_regular_file(path, "config file", kMaxConfigBytes), path);
-    // npy paths in the file are relative to the file's folder (inputs, and kernel pairs).
-    for (const char* obj : {"inputs", "pairs"})
-        if (j.is_object() && j.contains(obj) && j[obj].is_object()) {
-            const fs::path base = fs::path(path).parent_path();
-            for (const char* key : {"q", "k", "v"}) {
-                json& p = j[obj][key];
-                if (p.is_string() && !p.get<std::string>().empty() && fs::path(p.get<std::string>()).is_relative())
-                    p = (base / p.get<std::string>()).lexically_normal().string();
-                else if (p.is_null()) j[obj].erase(key);
-            }
-        }
+    // Relative paths in the file (tensor inputs, kernel pairs, output_dir) are relative to the
+    // file's folder (design.md section 5, Paths).
+    if (j.is_object()) {
+        const fs::path base = fs::path(path).parent_path();
+        auto resolve = [&base](json& p) {
+            if (p.is_string() && !p.get<std::string>().empty() && fs::path(p.get<std::string>()).is_relative())
+                p = (base / p.get<std::string>()).lexically_normal().string();
+        };
+        for (const char* obj : {"inputs", "pairs"})
+            if (j.contains(obj) && j[obj].is_object())
+                for (const char* key : {"q", "k", "v"}) {
+                    json& p = j[obj][key];
+                    if (p.is_null()) j[obj].erase(key);
+                    else resolve(p);
+                }
+        if (j.contains("output_dir")) resolve(j["output_dir"]);
+    }
     apply_overrides(j, overrides);
     return parse_config(j, path);
 }

@@ -228,7 +228,8 @@ struct ApproxRun {
 
     // The sizes at input point (L, d) (npy inputs: the files'); m and F left 0.
     ItemShape shape(std::size_t li, std::size_t di) const {
-        if (cfg.inputs.npy()) return {0, npy->L, npy->Lk, npy->d, npy->dv, npy->heads, s, 0.0};
+        if (cfg.inputs.npy() && cfg.inputs.L.empty()) return {0, npy->L, npy->Lk, npy->d, npy->dv, npy->heads, s, 0.0};
+        if (cfg.inputs.npy()) return {0, cfg.inputs.L[li], cfg.inputs.L[li], npy->d, npy->dv, npy->heads, s, 0.0};
         const std::size_t d = cfg.inputs.d[di];
         return {0, cfg.inputs.L[li], cfg.inputs.L[li], d, cfg.inputs.d_v.value_or(d), 1, s, 0.0};
     }
@@ -259,7 +260,11 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         in.held += run.draws * H *
                    (double(run.s) * (Lq * d + Lkd * d + Lkd * dv) + 8.0 * (Lq * d + Lkd * d + Lq * dv) +
                     (pairwise ? 16.0 * Lq : 0.0));   // + the exact softmax rows; per input draw
-        const double draw = cfg.inputs.npy() ? 8.0 * H * (Lq * d + Lkd * d + Lkd * dv) * 1.5 : 8.0 * (2 * Lq * d + Lq * dv);
+        // npy: the files whole (all their rows), a permuted copy too with a layout.
+        const bool known = run.npy && run.npy->file_L && run.npy->file_Lk;
+        const double fL = known ? double(run.npy->file_L) : Lq, fLk = known ? double(run.npy->file_Lk) : Lkd;
+        const double draw = cfg.inputs.npy() ? 8.0 * H * (fL * d + fLk * d + fLk * dv) * (cfg.inputs.layout.empty() ? 1.5 : 2.5)
+                                             : 8.0 * (2 * Lq * d + Lq * dv);
         // The exact pass: K^T laid out once (ExactOperands), each thread's tiles (float64).
         in.loading = std::max(in.loading, draw + 8.0 * Lkd * d + exact_tiles(threads, dv, 8));
         const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;

@@ -1,3 +1,4 @@
+#include "favor/tensor_file.hpp"
 #include "favor/experiment.hpp"
 
 #include <sys/stat.h>
@@ -98,10 +99,11 @@ json run_identity(const Config& cfg, const Shard& shard) {
             {"build", {{"favor_version", FAVOR_VERSION}, {"git_commit", FAVOR_GIT_COMMIT},
                        {"compiler", FAVOR_COMPILER}, {"march", FAVOR_MARCH_FLAG}, {"blas", blas_info()}}}};
     if (cfg.inputs.npy())
-        for (const std::string* p : {&cfg.inputs.q, &cfg.inputs.k, &cfg.inputs.v}) {
+        for (const std::string* spec : {&cfg.inputs.q, &cfg.inputs.k, &cfg.inputs.v}) {
+            const std::string p = parse_tensor_ref(*spec, "").path;   // the file (one .npz may hold all three)
             struct stat st {};
-            if (::stat(p->c_str(), &st) == 0)
-                id["inputs"][*p] = {{"bytes", st.st_size},
+            if (::stat(p.c_str(), &st) == 0)
+                id["inputs"][p] = {{"bytes", st.st_size},
                                     {"mtime_ns", std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec}};
         }
     return id;

@@ -115,7 +115,7 @@ void check_json_depth(const std::string& text, const std::string& name) {
 }
 }  // namespace
 
-json parse_json_text(const std::string& text, const std::string& name) {
+json parse_json_text(const std::string& text, const std::string& name, bool comments) {
     // A NUL ends the text for the JSON parser, which would silently ignore the rest.
     if (const auto nul = text.find('\0'); nul != std::string::npos)
         throw Error(name + ": byte " + std::to_string(nul) + " is NUL (expected JSON text)");
@@ -148,7 +148,7 @@ json parse_json_text(const std::string& text, const std::string& name) {
         return true;
     };
     try {
-        return json::parse(text, check, true, /*ignore_comments=*/true);
+        return json::parse(text, check, true, /*ignore_comments=*/comments);
     } catch (const json::parse_error& e) {
         throw JsonSyntaxError(name + ": invalid JSON: " + e.what());
     } catch (const json::exception& e) {   // numbers beyond double range

@@ -206,7 +206,8 @@ RowPlace place_approximation(const Input& in, const ApproxCells& grid, const std
     std::size_t li = 0, di = 0, si = 0;
     double scale = -1.0;
     if (c.inputs.npy()) {
-        if (L != in.info.at("inputs").at("L").get<std::size_t>()) ck.fail("L", r[in.table.column("L")], "is not the length of the npy inputs");
+        if (!c.inputs.L.empty()) li = ck.in_list(c.inputs.L, L, "L", r);   // the first L rows of the files
+        else if (L != in.info.at("inputs").at("L").get<std::size_t>()) ck.fail("L", r[in.table.column("L")], "is not the length of the npy inputs");
         if (d != in.info.at("inputs").at("d").get<std::size_t>()) ck.fail("d", r[in.table.column("d")], "is not the d of the npy inputs");
         if (!r[in.table.column("scale")].empty()) ck.fail("scale", r[in.table.column("scale")], "must be empty for npy inputs");
     } else {
@@ -306,7 +307,7 @@ json sweep_invariant(const Input& in) {
     for (const char* k : {"variants", "m", "num_features", "input_seeds"}) c.erase(k);
     if (is_kernel(in)) {
         for (const char* k : {"d", "norm", "angle"}) c.erase(k);
-    } else if (c.contains("inputs") && !in.cfg.inputs.npy()) {
+    } else if (c.contains("inputs")) {   // npy inputs: L only (the row counts)
         for (const char* k : {"L", "d", "scale"}) c["inputs"].erase(k);
     }
     return c;

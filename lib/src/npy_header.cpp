@@ -4,6 +4,8 @@
 #include "npy_header.hpp"
 
 #include <algorithm>
+#include <cassert>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -249,16 +251,25 @@ HeaderKeys header_keys(const std::string& name, const Value& dict) {
     return k;
 }
 
-// descr: one of the four float dtypes; sets dtype, byte order and item size.
+// descr: a float dtype of 2, 4 or 8 bytes in either byte order, or bfloat16, little-endian: a
+// 2-byte void ('<V2', '|V2': how numpy.save writes ml_dtypes' bfloat16, ml_dtypes issue 41) or
+// 'bfloat16' (the header that issue's workaround writes); sets dtype, element type, byte order.
 void read_descr(const std::string& name, const Value& descr, Header& h) {
+    const char* supported = "supported: <f2, <f4, <f8, >f2, >f4, >f8, and bfloat16, <V2 or |V2 read as bfloat16";
     if (descr.kind != Value::Str)
-        fail(name, std::string("unsupported dtype (descr is ") + kind_name(descr.kind) +
-                       "; supported: <f4, <f8, >f4, >f8)");
+        fail(name, std::string("unsupported dtype (descr is ") + kind_name(descr.kind) + "; " + supported + ")");
     h.dtype = descr.str;
-    if (h.dtype != "<f4" && h.dtype != "<f8" && h.dtype != ">f4" && h.dtype != ">f8")
-        fail(name, "unsupported dtype " + quote(h.dtype) + " (supported: <f4, <f8, >f4, >f8)");
-    h.big_endian = h.dtype[0] == '>';
-    h.itemsize = h.dtype[2] == '4' ? 4 : 8;
+    const std::string& t = h.dtype;
+    const bool order = t.size() == 3 && (t[0] == '<' || t[0] == '>');
+    if (order && t[1] == 'f' && (t[2] == '2' || t[2] == '4' || t[2] == '8')) {
+        h.elem = t[2] == '2' ? Elem::f16 : t[2] == '4' ? Elem::f32 : Elem::f64;
+        h.big_endian = t[0] == '>';
+    } else if (t == "<V2" || t == "|V2" || t == "bfloat16") {
+        h.elem = Elem::bf16;
+    } else {
+        fail(name, "unsupported dtype " + quote(t) + " (" + supported + ")");
+    }
+    h.itemsize = elem_size(h.elem);
 }
 
 // shape: a tuple of at most kMaxRank non-negative integers, each within ptrdiff_t.
@@ -348,6 +359,101 @@ void check_data_size(const std::string& name, const Header& h, std::size_t found
     fail(name, std::string(found < h.data_bytes ? "truncated data" : "trailing data after the array") +
                    " (expected " + std::to_string(h.data_bytes) + " bytes, found " +
                    std::to_string(found) + ")");
+}
+
+double load_elem(const Header& h, const char* p) {
+    const bool swap = h.big_endian == host_little_endian();
+    if (h.elem == Elem::f64) {
+        std::uint64_t u;
+        std::memcpy(&u, p, 8);
+        if (swap) u = bswap(u);
+        double f;
+        std::memcpy(&f, &u, 8);
+        return f;
+    }
+    if (h.elem == Elem::f32) {
+        std::uint32_t u;
+        std::memcpy(&u, p, 4);
+        if (swap) u = bswap(u);
+        float f;
+        std::memcpy(&f, &u, 4);
+        return f;
+    }
+    const auto b0 = static_cast<unsigned char>(p[0]), b1 = static_cast<unsigned char>(p[1]);
+    const std::uint32_t u = swap ? (std::uint32_t(b0) << 8) | b1 : (std::uint32_t(b1) << 8) | b0;
+    if (h.elem == Elem::bf16) {   // the top 16 bits of a float32
+        const std::uint32_t w = u << 16;
+        float f;
+        std::memcpy(&f, &w, 4);
+        return f;
+    }
+    // IEEE binary16: 1 sign, 5 exponent (bias 15), 10 fraction bits.
+    const std::uint32_t e = (u >> 10) & 0x1f, m = u & 0x3ff;
+    const double mag = e == 0    ? std::ldexp(double(m), -24)
+                       : e == 31 ? (m ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity())
+                                 : std::ldexp(double(m | 0x400), int(e) - 25);
+    return (u & 0x8000) ? -mag : mag;
+}
+
+Decoder::Decoder(const Header& h, double* out)
+    : h_(h), out_(out), transpose_(h.fortran && h.shape.size() > 1), index_(h.shape.size(), 0),
+      stride_(h.shape.size(), 1) {
+    for (std::size_t k = h.shape.size(); k-- > 1;) stride_[k - 1] = stride_[k] * h.shape[k];
+}
+
+void Decoder::feed(const char* bytes, std::size_t n) {
+    assert(n % h_.itemsize == 0);
+    for (std::size_t i = 0; i < n; i += h_.itemsize) {
+        out_[pos_] = load_elem(h_, bytes + i);
+        advance();
+    }
+}
+
+// Next destination: sequential in C order; in Fortran order the first index runs fastest.
+void Decoder::advance() {
+    if (!transpose_) {
+        ++pos_;
+        return;
+    }
+    for (std::size_t k = 0; k < index_.size(); ++k) {
+        pos_ += stride_[k];
+        if (++index_[k] < h_.shape[k]) return;
+        pos_ -= stride_[k] * h_.shape[k];
+        index_[k] = 0;
+    }
+}
+
+NpyArray read_npy_stream(const std::string& name, std::size_t size, const ReadExact& read, bool header_only) {
+    // The prefix: magic and version (8 bytes), then the 2- or 4-byte header length.
+    char head[12] = {};
+    std::size_t got = std::min<std::size_t>(size, 8);
+    read(head, got);
+    if (got == 8) {
+        const std::size_t len_bytes = static_cast<unsigned char>(head[6]) == 1 ? 2 : 4;
+        const std::size_t more = std::min(size - 8, len_bytes);
+        read(head + 8, more);
+        got += more;
+    }
+    std::size_t header_len = 0;
+    const std::size_t start = parse_prefix(name, head, size, header_len);   // start == got here
+    std::string text(header_len, '\0');
+    read(&text[0], header_len);
+    const Header h = parse_header(name, text.data(), text.size());
+    check_data_size(name, h, size - start - header_len);
+    NpyArray a;
+    a.shape = h.shape;
+    a.dtype = h.dtype;
+    if (header_only) return a;
+    a.data.resize(h.count);
+    Decoder dec(h, a.data.data());
+    std::vector<char> chunk(std::min<std::size_t>(h.data_bytes, std::size_t(1) << 20));
+    for (std::size_t left = h.data_bytes; left > 0;) {
+        const std::size_t n = std::min(left, chunk.size());   // a multiple of the item size
+        read(chunk.data(), n);
+        dec.feed(chunk.data(), n);
+        left -= n;
+    }
+    return a;
 }
 
 

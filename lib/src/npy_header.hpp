@@ -1,11 +1,15 @@
 #pragma once
 // Internal to lib/src (not installed): the .npy layout shared by the header parser
-// (npy_header.cpp), the reader (npy_read.cpp) and the writer (npy_write.cpp).
+// (npy_header.cpp), the reader (npy_read.cpp) and the writer (npy_write.cpp), and the element
+// decoding the .npz and .safetensors readers share with them (tensor_file.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "favor/npy.hpp"
 
 namespace favor::npy {
 
@@ -28,11 +32,17 @@ inline std::uint64_t bswap(std::uint64_t x) {
     return (std::uint64_t(bswap(std::uint32_t(x))) << 32) | bswap(std::uint32_t(x >> 32));
 }
 
+// The element types favor reads: IEEE binary16, bfloat16 (the top half of a float32), float32,
+// float64. Every one converts to double exactly.
+enum class Elem { f16, bf16, f32, f64 };
+inline std::size_t elem_size(Elem e) { return e == Elem::f64 ? 8 : e == Elem::f32 ? 4 : 2; }
+
 // A checked header: what the data section holds and how it is laid out.
 struct Header {
     std::string dtype;
     bool fortran = false;
     bool big_endian = false;
+    Elem elem = Elem::f64;
     std::size_t itemsize = 0;
     std::vector<std::size_t> shape;
     std::size_t count = 1;        // prod(shape)
@@ -47,5 +57,36 @@ std::size_t parse_prefix(const std::string& name, const char* head, std::size_t 
 Header parse_header(const std::string& name, const char* text, std::size_t len);
 // Fails unless `found` bytes of data are exactly what the header announces.
 void check_data_size(const std::string& name, const Header& h, std::size_t found);
+
+// One element's bytes (h.elem, byte order h.big_endian) as a double: exact for every type.
+double load_elem(const Header& h, const char* p);
+
+// Converts the raw elements, fed in file order and in pieces of whole elements, into doubles in
+// C order (Fortran order transposed as it comes). Shared by .npy, .npz and .safetensors.
+class Decoder {
+public:
+    Decoder(const Header& h, double* out);
+    // `n` bytes, a multiple of the item size.
+    void feed(const char* bytes, std::size_t n);
+
+private:
+    void advance();
+    const Header& h_;
+    double* out_;
+    bool transpose_;
+    std::size_t pos_ = 0;
+    std::vector<std::size_t> index_, stride_;
+};
+
+// A sequential byte stream: reads exactly n bytes into dst or throws favor::Error.
+using ReadExact = std::function<void(char* dst, std::size_t n)>;
+// A .npy image of `size` bytes read front to back through `read`: prefix and header checked,
+// the data size matched against `size` before anything is sized from the header. With
+// `header_only` the data is not read (the array's data is left empty).
+NpyArray read_npy_stream(const std::string& name, std::size_t size, const ReadExact& read, bool header_only);
+
+// The containers (npz_read.cpp, safetensors_read.cpp): one array of the file at `path`.
+NpyArray read_npz(const std::string& path, const std::string& member, bool header_only);
+NpyArray read_safetensors(const std::string& path, const std::string& member, bool header_only);
 
 }  // namespace favor::npy

@@ -1,6 +1,6 @@
 // The .npy reader (npy.hpp): a regular file only, its header checked by npy_header.cpp and
 // its data size matched against the file size before any buffer is sized from the header;
-// the data converted to double in C order as it is read, in chunks.
+// the data converted to double in C order as it is read, in chunks (npy_header.cpp).
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
@@ -20,65 +20,12 @@
 namespace favor {
 namespace {
 
-using npy::bswap;
 using npy::check_data_size;
+using npy::Decoder;
 using npy::fail;
 using npy::Header;
-using npy::host_little_endian;
 using npy::parse_header;
 using npy::parse_prefix;
-
-// Converts the raw elements, fed in file order and in pieces, into doubles in C order.
-class Decoder {
-public:
-    Decoder(const Header& h, double* out)
-        : h_(h), out_(out), swap_(h.big_endian == host_little_endian()),
-          transpose_(h.fortran && h.shape.size() > 1), index_(h.shape.size(), 0),
-          stride_(h.shape.size(), 1) {
-        for (std::size_t k = h.shape.size(); k-- > 1;) stride_[k - 1] = stride_[k] * h.shape[k];
-    }
-
-    // `n` bytes, a multiple of the item size.
-    void feed(const char* bytes, std::size_t n) {
-        assert(n % h_.itemsize == 0);
-        for (std::size_t i = 0; i < n; i += h_.itemsize) {
-            out_[pos_] = h_.itemsize == 4 ? load<std::uint32_t, float>(bytes + i)
-                                          : load<std::uint64_t, double>(bytes + i);
-            advance();
-        }
-    }
-
-private:
-    template <class U, class F>
-    double load(const char* p) const {
-        U u;
-        std::memcpy(&u, p, sizeof u);
-        if (swap_) u = bswap(u);
-        F f;
-        std::memcpy(&f, &u, sizeof f);
-        return static_cast<double>(f);
-    }
-
-    // Next destination: sequential in C order; in Fortran order the first index runs fastest.
-    void advance() {
-        if (!transpose_) {
-            ++pos_;
-            return;
-        }
-        for (std::size_t k = 0; k < index_.size(); ++k) {
-            pos_ += stride_[k];
-            if (++index_[k] < h_.shape[k]) return;
-            pos_ -= stride_[k] * h_.shape[k];
-            index_[k] = 0;
-        }
-    }
-
-    const Header& h_;
-    double* out_;
-    bool swap_, transpose_;
-    std::size_t pos_ = 0;
-    std::vector<std::size_t> index_, stride_;
-};
 
 NpyArray make_array(const Header& h) {
     NpyArray a;
@@ -121,13 +68,8 @@ NpyArray parse_npy(const std::string& name, const char* bytes, std::size_t size)
 
 namespace {
 
-// An open .npy file with its checked header, positioned at the data.
-struct OpenNpy {
-    FilePtr f;
-    Header h;
-};
-
-OpenNpy open_npy(const std::string& path) {
+// A .npy file read front to back (header only, or whole).
+NpyArray read_npy_file(const std::string& path, bool header_only) {
     // Regular files only: a FIFO would block the open, /dev/zero never end.
     const RegularFile rf = open_regular_file(path, ".npy file");
     FilePtr f(::fdopen(rf.fd, "rb"));
@@ -136,48 +78,21 @@ OpenNpy open_npy(const std::string& path) {
         ::close(rf.fd);
         fail(path, "cannot open (" + errno_text(err) + ")");
     }
-    const std::size_t size = rf.size;
-
-    // Prefix, then the header text (at most kMaxHeaderLen bytes, within the file); the data
-    // size must match the file size before anything is sized from the header.
-    char head[12];
-    const std::size_t head_len = std::min(size, sizeof head);
-    read_exact(path, f.get(), head, head_len);
-    std::size_t header_len = 0;
-    const std::size_t start = parse_prefix(path, head, size, header_len);
-    std::string text(header_len, '\0');
-    if (std::fseek(f.get(), static_cast<long>(start), SEEK_SET) != 0)
-        fail(path, "read error (" + errno_text(errno) + ")");
-    read_exact(path, f.get(), &text[0], header_len);
-    Header h = parse_header(path, text.data(), text.size());
-    check_data_size(path, h, size - start - header_len);
-    return {std::move(f), std::move(h)};
+    NpyArray a = npy::read_npy_stream(
+        path, rf.size, [&](char* dst, std::size_t n) { read_exact(path, f.get(), dst, n); }, header_only);
+    if (!header_only && std::fgetc(f.get()) != EOF)
+        fail(path, "trailing data after the array (the file grew while reading)");
+    return a;
 }
-
 
 }  // namespace
 
 NpyHeader read_npy_header(const std::string& path) {
-    const OpenNpy o = open_npy(path);
-    return {o.h.shape, o.h.dtype};
+    const NpyArray a = read_npy_file(path, true);
+    return {a.shape, a.dtype};
 }
 
-NpyArray read_npy(const std::string& path) {
-    OpenNpy o = open_npy(path);
-    const Header& h = o.h;
-    // The data in chunks, converted as it comes.
-    NpyArray a = make_array(h);
-    Decoder dec(h, a.data.data());
-    std::vector<char> chunk(std::min<std::size_t>(h.data_bytes, std::size_t(1) << 20));
-    for (std::size_t left = h.data_bytes; left > 0;) {
-        const std::size_t n = std::min(left, chunk.size());   // a multiple of the item size
-        read_exact(path, o.f.get(), chunk.data(), n);
-        dec.feed(chunk.data(), n);
-        left -= n;
-    }
-    if (std::fgetc(o.f.get()) != EOF) fail(path, "trailing data after the array (the file grew while reading)");
-    return a;
-}
+NpyArray read_npy(const std::string& path) { return read_npy_file(path, false); }
 
 std::optional<std::size_t> first_nonfinite(const NpyArray& a) {
     for (std::size_t i = 0; i < a.data.size(); ++i)

@@ -5,7 +5,7 @@ namespace favor {
 
 std::optional<QkvShapes> npy_shapes(const Config& cfg) {
     if (cfg.experiment != ExperimentKind::approximation || !cfg.inputs.npy()) return std::nullopt;
-    return read_qkv_shapes(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+    return read_qkv_shapes(npy_source(cfg));
 }
 
 RunPlan plan_run(const Config& cfg, int requested, const Shard& shard, const QkvShapes* npy,

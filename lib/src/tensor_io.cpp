@@ -1,10 +1,13 @@
 #include "favor/tensor_io.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "favor/error.hpp"
 #include "favor/files.hpp"
 #include "favor/npy.hpp"
+#include "favor/tensor_file.hpp"
+#include "favor/tensor_layout.hpp"
 
 namespace favor {
 
@@ -18,25 +21,83 @@ void check_rank(const std::vector<std::size_t>& shape, const std::string& path) 
         if (s == 0) throw Error(path + ": shape " + shape_str(shape) + " has an empty dimension");
 }
 
-NpyArray load_checked(const std::string& path) {
-    NpyArray a = read_npy(path);
-    check_rank(a.shape, path);
+// The file's shape in favor's order (the layout's permutation; by rank without one).
+std::vector<std::size_t> canonical(const std::vector<std::size_t>& shape, const QkvSource& s, const std::string& name) {
+    return s.layout.empty() ? shape : canonical_shape(shape, s.layout, name);
+}
+
+// One tensor read whole, in favor's order, every entry finite.
+NpyArray load_checked(const TensorRef& ref, const QkvSource& s) {
+    NpyArray a = read_tensor(ref);
+    if (!s.layout.empty()) to_canonical(a, s.layout, ref.name());
+    check_rank(a.shape, ref.name());
     if (const auto i = first_nonfinite(a))
-        throw Error(path + ": entry " + std::to_string(*i) + " is " + (std::isnan(a.data[*i]) ? "NaN" : "Inf") +
+        throw Error(ref.name() + ": entry " + std::to_string(*i) + " is " + (std::isnan(a.data[*i]) ? "NaN" : "Inf") +
                     " (inputs must be finite)");
     return a;
 }
 
-std::vector<Mat<double>> split_heads(const NpyArray& a) {
+// The (rows, cols) matrix of each head: its first `rows` rows (0: all).
+std::vector<Mat<double>> split_heads(const NpyArray& a, std::size_t keep) {
     const std::size_t rows = a.shape[a.shape.size() - 2], cols = a.shape.back();
+    const std::size_t used = keep ? std::min(keep, rows) : rows;
     const std::size_t heads = a.data.size() / (rows * cols);
     std::vector<Mat<double>> out;
     for (std::size_t h = 0; h < heads; ++h) {
-        Mat<double> m = Mat<double>::from_shape({rows, cols});
-        std::copy(a.data.begin() + std::ptrdiff_t(h * rows * cols), a.data.begin() + std::ptrdiff_t((h + 1) * rows * cols), m.data());
+        Mat<double> m = Mat<double>::from_shape({used, cols});
+        const auto first = a.data.begin() + std::ptrdiff_t(h * rows * cols);
+        std::copy(first, first + std::ptrdiff_t(used * cols), m.data());
         out.push_back(std::move(m));
     }
     return out;
+}
+
+// "(B, H, L, d)": how a tensor of this rank is read without a layout, or the layout's axes.
+std::string reading(std::size_t rank, const QkvSource& s) {
+    if (!s.layout.empty()) return layout_axes(s.layout);
+    return rank == 2 ? "(L, d)" : rank == 3 ? "(H, L, d)" : "(B, H, L, d)";
+}
+
+// Shapes in favor's order, checked together: ranks, no L < H without a layout (the silent
+// misreading of a (B, L, H, d) tensor), the row limit, then check_qkv_shapes; a warning for L < d.
+QkvShapes check_source(std::vector<std::size_t> q, std::vector<std::size_t> k, std::vector<std::size_t> v,
+                       const std::string& qn, const std::string& kn, const std::string& vn, const QkvSource& s) {
+    check_rank(q, qn);
+    check_rank(k, kn);
+    check_rank(v, vn);
+    const std::size_t r = q.size(), file_L = q[r - 2], file_Lk = k[k.size() - 2];
+    if (s.layout.empty() && r >= 3 && file_L < q[r - 3])
+        throw Error(qn + ": shape " + shape_str(q) + " read as " + reading(r, s) + " gives " + std::to_string(q[r - 3]) +
+                    " heads of L = " + std::to_string(file_L) + " rows, fewer rows than heads: if the file is " +
+                    (r == 4 ? "(B, L, H, d) (PyTorch's layout before .transpose(1, 2)), set " + s.layout_field + " to \"BLHD\""
+                            : "(L, H, d), set " + s.layout_field + " to \"LHD\"") +
+                    "; if it is " + reading(r, s) + ", set it to \"" + (r == 4 ? "BHLD" : "HLD") + "\"");
+    if (s.rows)
+        for (auto [shape, name] : {std::pair{&q, &qn}, {&k, &kn}, {&v, &vn}}) {
+            const std::size_t rows = (*shape)[shape->size() - 2];
+            if (rows < s.rows)
+                throw Error(s.rows_field + ": " + std::to_string(s.rows) + " is more than the " + std::to_string(rows) +
+                            " rows (L) of " + *name + " (a tensor file gives its first L rows)");
+            (*shape)[shape->size() - 2] = s.rows;
+        }
+    QkvShapes out = check_qkv_shapes(q, k, v, qn, kn, vn, s.causal);
+    out.file_L = file_L;
+    out.file_Lk = file_Lk;
+    if (file_L < out.d)
+        out.warnings.push_back(qn + ": L = " + std::to_string(file_L) + " rows, fewer than d = " + std::to_string(out.d) +
+                               " (read as " + reading(r, s) + "); if that is not the file's layout, set " + s.layout_field);
+    return out;
+}
+
+TensorRef ref_q(const QkvSource& s) { return parse_tensor_ref(s.q, "q"); }
+TensorRef ref_k(const QkvSource& s) { return parse_tensor_ref(s.k, "k"); }
+TensorRef ref_v(const QkvSource& s) { return parse_tensor_ref(s.v, "v"); }
+
+QkvSource plain_source(const std::string& q, const std::string& k, const std::string& v, bool causal) {
+    QkvSource s;
+    s.q = q, s.k = k, s.v = v, s.causal = causal;
+    s.layout_field = "the layout";
+    return s;
 }
 
 }  // namespace
@@ -74,26 +135,38 @@ QkvShapes check_qkv_shapes(const std::vector<std::size_t>& q, const std::vector<
     return s;
 }
 
+QkvShapes read_qkv_shapes(const QkvSource& s) {
+    const TensorRef q = ref_q(s), k = ref_k(s), v = ref_v(s);
+    return check_source(canonical(read_tensor_header(q).shape, s, q.name()), canonical(read_tensor_header(k).shape, s, k.name()),
+                        canonical(read_tensor_header(v).shape, s, v.name()), q.name(), k.name(), v.name(), s);
+}
+
 QkvShapes read_qkv_shapes(const std::string& qp, const std::string& kp, const std::string& vp, bool causal) {
-    return check_qkv_shapes(read_npy_header(qp).shape, read_npy_header(kp).shape, read_npy_header(vp).shape, qp, kp, vp,
-                            causal);
+    return read_qkv_shapes(plain_source(qp, kp, vp, causal));
+}
+
+HeadTensors load_qkv(const QkvSource& s) {
+    // Each file read and checked (header, data, finite values) in turn, then the shapes
+    // together; each array is split into heads (its first s.rows rows) before the next is read.
+    const TensorRef q = ref_q(s), k = ref_k(s), v = ref_v(s);
+    HeadTensors t;
+    std::vector<std::size_t> qs, ks, vs;
+    auto load = [&s](const TensorRef& r, std::vector<std::size_t>& shape) {
+        const NpyArray a = load_checked(r, s);
+        shape = a.shape;
+        return split_heads(a, s.rows);
+    };
+    t.q = load(q, qs);
+    t.k = load(k, ks);
+    t.v = load(v, vs);
+    const QkvShapes shapes = check_source(qs, ks, vs, q.name(), k.name(), v.name(), s);
+    t.lead = shapes.lead;
+    t.file_L = shapes.file_L;
+    return t;
 }
 
 HeadTensors load_qkv(const std::string& qp, const std::string& kp, const std::string& vp, bool causal) {
-    // Each file read and checked (header, data, finite values) in turn, then the shapes
-    // together; each array is split into heads before the next is read.
-    HeadTensors t;
-    std::vector<std::size_t> qs, ks, vs;
-    auto load = [](const std::string& p, std::vector<std::size_t>& shape) {
-        const NpyArray a = load_checked(p);
-        shape = a.shape;
-        return split_heads(a);
-    };
-    t.q = load(qp, qs);
-    t.k = load(kp, ks);
-    t.v = load(vp, vs);
-    t.lead = check_qkv_shapes(qs, ks, vs, qp, kp, vp, causal).lead;
-    return t;
+    return load_qkv(plain_source(qp, kp, vp, causal));
 }
 
 std::string heads_npy_bytes(const std::string& path, const std::vector<std::size_t>& lead,

@@ -44,8 +44,10 @@ struct InputSpec {
     std::optional<std::size_t> d_v;    // random: defaults to d
     std::vector<double> scale{1.0};    // random: entries N(0, scale^2)
     InputFamily family;                // random: knobs of real heads (input_families.hpp)
-    std::string q, k, v;               // npy: paths (resolved)
+    std::string q, k, v;               // npy: PATH or PATH:NAME (.npy, .npz, .safetensors; resolved)
+    std::string layout;                // npy: the files' axes ("BLHD"); empty: by rank (tensor_layout.hpp)
     bool per_head = false;             // npy: also one errors.csv row per head
+    // npy: `L` (optional) is the grid of row counts: each point takes the files' first L rows.
     bool npy() const { return source == "npy"; }
 };
 
@@ -113,8 +115,10 @@ struct ConfigOverrides {
 // Applies `o` to a config document (the sets first). Errors name the --set path.
 void apply_overrides(nlohmann::json& j, const ConfigOverrides& o);
 
-// Reads, overrides and validates. Relative npy paths in the file are taken relative to the
-// file's folder; those given with --set relative to the working directory.
+// Reads, overrides and validates. Relative paths written in the file (inputs q, k, v and
+// output_dir) are taken relative to the file's folder; those given with --set (and --out)
+// relative to the working directory; the default output_dir, results/<name>, too
+// (docs/design.md section 5, "Paths").
 Config load_config(const std::string& path, const ConfigOverrides& overrides);
 Config load_config(const std::string& path, const std::vector<std::string>& sets = {});
 Config parse_config(const nlohmann::json& j, const std::string& file);
@@ -132,6 +136,11 @@ std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std:
 // the grid in dimension d for L queries and Lk keys (FeatureMap::check_sizes; 0: not known).
 // The config checks random inputs; runs on .npy inputs call it once the shapes are known.
 void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t Lk);
+
+// The tensor files of an approximation config with npy inputs, as load_qkv reads them: the
+// layout, and the largest L of the grid as the row limit (each point takes its first L rows).
+struct QkvSource;   // tensor_io.hpp
+QkvSource npy_source(const Config& c);
 
 // Size limit of a config file: far above any real one (they are a few kB).
 inline constexpr std::size_t kMaxConfigBytes = std::size_t(1) << 20;

@@ -19,8 +19,8 @@ public:
 };
 // JSON text (comments allowed) as a config is read: a NUL byte, a repeated key in an object
 // (JSON parsers keep one silently), nesting deeper than kMaxJsonDepth and syntax errors are
-// errors naming `name` and the place.
-nlohmann::json parse_json_text(const std::string& text, const std::string& name);
+// errors naming `name` and the place. `comments` false: strict JSON (a .safetensors header).
+nlohmann::json parse_json_text(const std::string& text, const std::string& name, bool comments = true);
 // Deepest nesting of arrays and objects favor reads: real configs, run.json and journal
 // headers nest 5 levels; nlohmann's dump and comparison recurse once per level, so a 100 KB
 // text of '[' would overflow the stack. Checked by a scan without recursion first.

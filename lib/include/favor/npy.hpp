@@ -1,6 +1,7 @@
 #pragma once
-// NPY files (numpy's .npy format, versions 1.0, 2.0 and 3.0): a hardened reader for float32 /
-// float64 arrays in either byte order and either memory order, and an atomic writer.
+// NPY files (numpy's .npy format, versions 1.0, 2.0 and 3.0): a hardened reader for float16 /
+// float32 / float64 arrays in either byte order and either memory order (and bfloat16: '<V2',
+// '|V2', 'bfloat16'), and an atomic writer. .npz and .safetensors: tensor_file.hpp.
 // Every malformed or unsupported input throws favor::Error with a one-line message that
 // starts with the file name, e.g. "q.npy: truncated data (expected 4096 bytes, found 100)".
 #include <cstddef>
@@ -13,7 +14,7 @@ namespace favor {
 struct NpyArray {
     std::vector<std::size_t> shape;   // as in the file; empty for a 0-d array
     std::vector<double> data;         // C (row-major) order, converted to double
-    std::string dtype;                // descr as read: "<f4", "<f8", ">f4", ">f8"
+    std::string dtype;                // descr as read ("<f4", ">f2", "<V2", ...); safetensors: "F32", "BF16", ...
 };
 
 // Upper bound on the number of elements of an array the reader accepts (2^33, 64 GiB as double).

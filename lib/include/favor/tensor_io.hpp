@@ -1,6 +1,8 @@
 #pragma once
-// Q, K, V tensors from .npy files, split into (batch, head) slices, and attention outputs
-// written back with the same leading shape. Accepted shapes: (L, d), (H, L, d), (B, H, L, d).
+// Q, K, V tensors from tensor files (.npy, .npz, .safetensors: tensor_file.hpp), split into
+// (batch, head) slices, and attention outputs written back (.npy) with the same leading shape.
+// Accepted shapes: (L, d), (H, L, d), (B, H, L, d), or any order of those axes named by a
+// layout (tensor_layout.hpp).
 #include <string>
 #include <vector>
 
@@ -11,25 +13,43 @@ namespace favor {
 struct HeadTensors {
     std::vector<std::size_t> lead;   // leading dimensions: (), (H) or (B, H)
     std::vector<Mat<double>> q, k, v;   // one (L, d) / (Lk, d) / (Lk, dv) matrix per head
+    std::size_t file_L = 0;             // q's rows in its file (L, unless a row limit cut them)
     std::size_t L() const { return q.empty() ? 0 : q[0].shape(0); }
     std::size_t d() const { return q.empty() ? 0 : q[0].shape(1); }
 };
 
-// The sizes of a q, k, v triple.
+// The sizes of a q, k, v triple (after the layout and the row limit).
 struct QkvShapes {
     std::vector<std::size_t> lead;
     std::size_t heads = 0, L = 0, Lk = 0, d = 0, dv = 0;
+    std::size_t file_L = 0, file_Lk = 0; // q's and k's rows in their files
+    std::vector<std::string> warnings;   // one line each (an L below d)
+};
+
+// Where q, k, v come from and how they are read (a config's inputs, or apply's flags).
+struct QkvSource {
+    std::string q, k, v;          // PATH or PATH:NAME; a .npz / .safetensors path alone means its array q, k, v
+    std::string layout;           // the files' axes ("BLHD"); empty: by rank (L, d), (H, L, d), (B, H, L, d)
+    std::string layout_field;     // names the layout setting in messages ("inputs.layout", "--layout")
+    std::size_t rows = 0;         // the first `rows` rows of each (inputs.L); 0: all
+    std::string rows_field;       // names the row limit in errors
+    bool causal = false;
 };
 // Checks the shapes of q, k, v (as load_qkv does, but not the values) and returns their sizes.
 QkvShapes check_qkv_shapes(const std::vector<std::size_t>& q, const std::vector<std::size_t>& k,
                            const std::vector<std::size_t>& v, const std::string& q_path, const std::string& k_path,
                            const std::string& v_path, bool causal);
-// The same from the files' headers only (existence, regular file, header, data size, shapes).
+// The same from the files' headers only (existence, regular file, header, data size, shapes),
+// with the layout and the row limit applied: an Error when a file has fewer rows than `rows`,
+// or when, with no layout given, a rank 3 or 4 tensor would have fewer rows L than heads H
+// (a (B, L, H, d) tensor read as (B, H, L, d)); a warning when L < d.
+QkvShapes read_qkv_shapes(const QkvSource& src);
 QkvShapes read_qkv_shapes(const std::string& q, const std::string& k, const std::string& v, bool causal);
 
 // Loads and checks q, k, v: rank 2 to 4, the same leading dimensions, q and k the same
 // width d, k and v the same length, q and k the same length when `causal`, every entry
-// finite. Messages name the offending file. Throws Error.
+// finite, and the checks of read_qkv_shapes. Messages name the offending file. Throws Error.
+HeadTensors load_qkv(const QkvSource& src);
 HeadTensors load_qkv(const std::string& q, const std::string& k, const std::string& v, bool causal);
 
 // Writes per-head (L, c) matrices as one array of shape lead + (L, c).

@@ -1,0 +1,26 @@
+#pragma once
+// The axes of a tensor file (docs/design.md section 5, `inputs.layout`): a string of distinct
+// letters from B (batch), H (head), L (sequence), D (head dimension), L and D required, in the
+// file's order, e.g. "BLHD" for a (B, L, H, d) tensor (before PyTorch's transpose(1, 2)).
+// favor works in the order (B, H, L, D) of the axes present; a tensor in another layout is
+// permuted to it when read.
+#include <string>
+#include <vector>
+
+#include "favor/npy.hpp"
+
+namespace favor {
+
+// "" when `layout` is a valid layout, else what is wrong with it.
+std::string layout_problem(const std::string& layout);
+
+// The shape in favor's order; an Error naming `name` when the rank is not the layout's length.
+std::vector<std::size_t> canonical_shape(const std::vector<std::size_t>& shape, const std::string& layout,
+                                         const std::string& name);
+// Permutes the values (C order) and the shape of `a` into favor's order.
+void to_canonical(NpyArray& a, const std::string& layout, const std::string& name);
+
+// "(B, L, H, d)": the layout's axes as a shape is written.
+std::string layout_axes(const std::string& layout);
+
+}  // namespace favor

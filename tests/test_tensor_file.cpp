@@ -1,0 +1,218 @@
+// Tensor files: the .npz and .safetensors corpora (tests/data/{npz,safetensors}_{good,bad}, made
+// by scripts/make_tensor_corpus.py with numpy), half-precision elements bit by bit, references
+// "PATH:NAME", layouts against a naive transposition, and load_qkv's layout and row checks.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "corpus.hpp"
+#include "helpers.hpp"
+#include "favor/error.hpp"
+#include "favor/npy.hpp"
+#include "favor/tensor_file.hpp"
+#include "favor/tensor_io.hpp"
+#include "favor/tensor_layout.hpp"
+
+using namespace favor;
+using favor_test::error_of;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kData = FAVOR_TEST_DATA_DIR;
+
+NpyArray parse_image(const std::string& path, const std::string& member) {
+    const std::string image = favor_test::slurp(path);
+    return tensor_format(path) == TensorFormat::npz ? parse_npz(path, image.data(), image.size(), member)
+                                                    : parse_safetensors(path, image.data(), image.size(), member);
+}
+
+// A .npy image of 2-byte elements with the given descr and raw little-endian values.
+std::string npy2(const std::string& descr, const std::vector<std::uint16_t>& raw) {
+    std::string dict = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': (" + std::to_string(raw.size()) + ",), }";
+    dict.append((64 - (10 + dict.size() + 1) % 64) % 64, ' ');
+    dict += '\n';
+    std::string s = std::string("\x93NUMPY\x01\x00", 8) + char(dict.size() & 0xff) + char(dict.size() >> 8) + dict;
+    for (std::uint16_t u : raw) s += char(u & 0xff), s += char(u >> 8);
+    return s;
+}
+
+// A temporary .npy file of `shape` holding 0, 1, 2, ... in C order.
+struct TempNpy {
+    std::string path;
+    TempNpy(const std::string& tag, const std::vector<std::size_t>& shape) {
+        path = (fs::temp_directory_path() / ("favor_tf_" + tag + "_" + std::to_string(getpid()) + ".npy")).string();
+        std::size_t n = 1;
+        for (std::size_t d : shape) n *= d;
+        std::vector<double> v(n);
+        for (std::size_t i = 0; i < n; ++i) v[i] = double(i);
+        write_npy(path, shape, v.data(), false);
+    }
+    ~TempNpy() { std::remove(path.c_str()); }
+};
+
+}  // namespace
+
+TEST_CASE("good .npz and .safetensors files read as numpy wrote them", "[tensor_file]") {
+    for (const char* dir : {"npz_good", "safetensors_good"}) {
+        const auto lines = favor_test::manifest_lines((kData / dir / "manifest.txt").string());
+        REQUIRE(lines.size() >= 4);
+        for (const std::string& line : lines) {
+            CAPTURE(line);
+            std::istringstream in(line);
+            std::string file, member, dtype;
+            in >> file >> member >> dtype;
+            std::vector<std::size_t> shape;
+            for (std::size_t d; in >> d;) shape.push_back(d);
+            const TensorRef ref{(kData / dir / file).string(), member};
+            const NpyArray a = read_tensor(ref);
+            CHECK(a.dtype == dtype);
+            CHECK(a.shape == shape);
+            for (std::size_t i = 0; i < a.data.size(); ++i) REQUIRE(a.data[i] == double(i));   // C order
+            CHECK(read_tensor_header(ref).shape == shape);
+            const NpyArray m = parse_image(ref.path, member);   // the in-memory reader agrees
+            CHECK((m.shape == a.shape && m.data == a.data));
+        }
+    }
+}
+
+TEST_CASE("every malformed container gives one line naming the file and what is wrong", "[tensor_file]") {
+    std::size_t n = 0;
+    for (const char* dir : {"npz_bad", "safetensors_bad"}) {
+        for (const std::string& line : favor_test::manifest_lines((kData / dir / "expected.txt").string())) {
+            const std::size_t tab = line.find('\t');
+            REQUIRE(tab != std::string::npos);
+            const std::string path = (kData / dir / line.substr(0, tab)).string(), fragment = line.substr(tab + 1);
+            CAPTURE(path, fragment);
+            const std::string msg = error_of([&] { read_tensor({path, "q"}); });
+            CAPTURE(msg);
+            CHECK((msg.rfind(path + ": ", 0) == 0 || msg.rfind(path + ":q: ", 0) == 0));   // the file, or its array q
+            CHECK(msg.find('\n') == std::string::npos);
+            CHECK(msg.find(fragment) != std::string::npos);
+            CHECK(error_of([&] { parse_image(path, "q"); }) == msg);
+            ++n;
+        }
+    }
+    CHECK(n >= 50);
+}
+
+TEST_CASE("float16 and bfloat16 elements convert to double exactly", "[tensor_file]") {
+    // Bits: 1, the smallest subnormal, the largest finite, -0, inf, -inf, NaN, 1/3 rounded.
+    const std::vector<std::uint16_t> f16 = {0x3c00, 0x0001, 0x7bff, 0x8000, 0x7c00, 0xfc00, 0x7e00, 0x3555};
+    const NpyArray h = parse_npy("h.npy", npy2("<f2", f16).data(), npy2("<f2", f16).size());
+    CHECK(h.data[0] == 1.0);
+    CHECK(h.data[1] == std::ldexp(1.0, -24));
+    CHECK(h.data[2] == 65504.0);
+    CHECK((h.data[3] == 0.0 && std::signbit(h.data[3])));
+    CHECK(h.data[4] == std::numeric_limits<double>::infinity());
+    CHECK(h.data[5] == -std::numeric_limits<double>::infinity());
+    CHECK(std::isnan(h.data[6]));
+    CHECK(h.data[7] == 1365.0 / 4096.0);   // 0x3555: (1024 + 341) * 2^-12
+    // bfloat16 ('<V2', as numpy saves ml_dtypes' bfloat16): the top half of a float32.
+    const std::vector<std::uint16_t> bf = {0x3f80, 0x0001, 0x7f7f, 0xc040, 0x7f80};
+    const std::string img = npy2("<V2", bf);
+    const NpyArray b = parse_npy("b.npy", img.data(), img.size());
+    CHECK(b.data[0] == 1.0);
+    CHECK(b.data[1] == std::ldexp(1.0, -133));
+    CHECK(b.data[2] == std::ldexp(1.0, 128) - std::ldexp(1.0, 120));   // the largest finite bfloat16
+    CHECK(b.data[3] == -3.0);
+    CHECK(b.data[4] == std::numeric_limits<double>::infinity());
+    // Big-endian float16.
+    const std::string be = npy2(">f2", {0x003c});   // bytes 3c 00 read big-endian: 0x3c00 = 1
+    CHECK(parse_npy("be.npy", be.data(), be.size()).data[0] == 1.0);
+}
+
+TEST_CASE("tensor references: PATH or PATH:NAME, the name only after .npz and .safetensors", "[tensor_file]") {
+    CHECK(parse_tensor_ref("a/q.npy", "q").name() == "a/q.npy");
+    CHECK(parse_tensor_ref("c:/x.npy", "q").path == "c:/x.npy");   // a colon in a .npy path is part of it
+    CHECK(parse_tensor_ref("qkv.npz", "k").member == "k");
+    CHECK(parse_tensor_ref("qkv.npz:keys", "k").member == "keys");
+    CHECK(parse_tensor_ref("m.safetensors:layer.0.q", "q").path == "m.safetensors");
+    CHECK(parse_tensor_ref("m.safetensors:layer.0.q", "q").member == "layer.0.q");
+    CHECK(tensor_format("x.NPZ") == TensorFormat::npy);   // extensions are exact
+}
+
+TEST_CASE("layouts permute into (B, H, L, D) as a naive transposition does", "[tensor_file]") {
+    std::string layout = GENERATE(as<std::string>{}, "BHLD", "BLHD", "LHBD", "DLHB", "HDBL", "LD", "DL", "HLD", "LHD",
+                                  "BLD", "DHL");
+    CAPTURE(layout);
+    REQUIRE(layout_problem(layout).empty());
+    const std::vector<std::size_t> sizes_of = {2, 3, 5, 4};   // B, H, L, D
+    std::vector<std::size_t> shape;
+    for (char c : layout) shape.push_back(sizes_of[std::string("BHLD").find(c)]);
+    NpyArray a;
+    a.shape = shape;
+    std::size_t n = 1;
+    for (std::size_t d : shape) n *= d;
+    for (std::size_t i = 0; i < n; ++i) a.data.push_back(double(i));
+    const NpyArray file = a;
+    to_canonical(a, layout, "t.npy");
+    // Naive: for each output index (in B, H, L, D order of the present axes), the file offset.
+    std::string order;
+    for (char c : std::string("BHLD"))
+        if (layout.find(c) != std::string::npos) order += c;
+    REQUIRE(a.shape == canonical_shape(file.shape, layout, "t.npy"));
+    std::vector<std::size_t> idx(order.size(), 0);
+    for (std::size_t i = 0; i < n; ++i) {
+        std::size_t off = 0;
+        for (std::size_t k = 0; k < layout.size(); ++k) off = off * file.shape[k] + idx[order.find(layout[k])];
+        REQUIRE(a.data[i] == file.data[off]);
+        for (std::size_t j = order.size(); j-- > 0;) {
+            if (++idx[j] < a.shape[j]) break;
+            idx[j] = 0;
+        }
+    }
+    CHECK(error_of([&] { canonical_shape({2, 3}, "BLD", "t.npy"); }) ==
+          "t.npy: shape (2, 3) has rank 2, layout \"BLD\" (B, L, d) has 3 axes");
+}
+
+TEST_CASE("bad layouts are refused with the reason", "[tensor_file]") {
+    CHECK(layout_problem("BHLX").find("letters are B") != std::string::npos);
+    CHECK(layout_problem("bhld").find("letters are B") != std::string::npos);
+    CHECK(layout_problem("BLLD") == "axis L twice in \"BLLD\"");
+    CHECK(layout_problem("BHD") == "needs the axes L and D, got \"BHD\"");
+    CHECK(layout_problem("").find("needs the axes L and D") != std::string::npos);
+}
+
+TEST_CASE("load_qkv: L < H refused without a layout and accepted with one, the first rows, L < d warned", "[tensor_file]") {
+    const TempNpy q("q", {1, 8, 4, 6}), v("v", {1, 8, 4, 3});   // (B, L, H, d) = (1, 8, 4, 6)
+    QkvSource s;
+    s.q = s.k = q.path;
+    s.v = v.path;
+    s.layout_field = "inputs.layout";
+    const std::string msg = error_of([&] { read_qkv_shapes(s); });
+    CHECK(msg.rfind(q.path + ": shape (1, 8, 4, 6) read as (B, H, L, d) gives 8 heads of L = 4 rows", 0) == 0);
+    CHECK(msg.find("set inputs.layout to \"BLHD\"") != std::string::npos);
+    CHECK(error_of([&] { load_qkv(s); }) == msg);
+    s.layout = "BLHD";
+    const QkvShapes sh = read_qkv_shapes(s);
+    CHECK((sh.heads == 4 && sh.L == 8 && sh.d == 6 && sh.dv == 3 && sh.lead == std::vector<std::size_t>{1, 4}));
+    CHECK(sh.warnings.empty());
+    s.rows = 5;
+    s.rows_field = "c.json: inputs.L";
+    const HeadTensors t = load_qkv(s);
+    REQUIRE(t.q.size() == 4);
+    CHECK((t.file_L == 8 && t.L() == 5 && t.v[0].shape(0) == 5));
+    // Head h, row l, column c of a (1, L, H, d) file: entry (l * 4 + h) * 6 + c.
+    for (std::size_t h = 0; h < 4; ++h)
+        for (std::size_t l = 0; l < 5; ++l) REQUIRE(t.q[h](l, 2) == double((l * 4 + h) * 6 + 2));
+    s.rows = 9;
+    CHECK(error_of([&] { read_qkv_shapes(s); }) ==
+          "c.json: inputs.L: 9 is more than the 8 rows (L) of " + q.path + " (a tensor file gives its first L rows)");
+    // An explicit BHLD reads the file as it is, with a warning for L = 4 < d = 6.
+    s.rows = 0;
+    s.layout = "BHLD";
+    const QkvShapes as_is = read_qkv_shapes(s);
+    CHECK(as_is.heads == 8);
+    REQUIRE(as_is.warnings.size() == 1);
+    CHECK(as_is.warnings[0].find("L = 4 rows, fewer than d = 6") != std::string::npos);
+}
