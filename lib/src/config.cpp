@@ -76,7 +76,7 @@ bool key_applies(const std::string& key, ExperimentKind k) {
 }
 
 InputSpec parse_inputs(const json& v, const Field& w) {
-    std::vector<std::string> keys = {"source", "L", "d", "d_v", "scale", "q", "k", "v", "per_head"};
+    std::vector<std::string> keys = {"source", "L", "d", "d_v", "scale", "q", "k", "v", "per_head", "grad"};
     keys.insert(keys.end(), family_keys().begin(), family_keys().end());
     check_keys(v, keys, w);
     InputSpec in;
@@ -85,7 +85,7 @@ InputSpec parse_inputs(const json& v, const Field& w) {
         for (const std::string& key : family_keys())
             if (v.contains(key)) w.at(key).fail("applies only to source \"random\" (an input family draws the inputs)");
     if (in.source == "random") {
-        for (const char* key : {"q", "k", "v", "per_head"})
+        for (const char* key : {"q", "k", "v", "per_head", "grad"})
             if (v.contains(key)) w.at(key).fail("applies only to source \"npy\"");
         if (!v.contains("L")) w.at("L").fail("missing (sequence length, a number or a list)");
         if (!v.contains("d")) w.at("d").fail("missing (head dimension, a number or a list)");
@@ -106,6 +106,10 @@ InputSpec parse_inputs(const json& v, const Field& w) {
             (key[0] == 'q' ? in.q : key[0] == 'k' ? in.k : in.v) = p;
         }
         if (v.contains("per_head")) in.per_head = read_bool(v["per_head"], w.at("per_head"));
+        if (v.contains("grad")) {
+            in.grad = read_string(v["grad"], w.at("grad"));
+            if (in.grad.empty()) w.at("grad").fail("must not be empty");
+        }
     } else {
         w.at("source").fail("must be \"random\" or \"npy\", got \"" + in.source + "\"" +
                             suggestion(in.source, {"random", "npy"}));
@@ -180,6 +184,17 @@ std::vector<std::string> parse_metrics(const json& j, const Field& root) {
         out.push_back(m);
     }
     return out;
+}
+
+// The gradient metrics need float32 or float64; inputs.grad needs a gradient metric.
+void check_gradient_metrics(const Config& c, const Field& root) {
+    const bool grads = any_gradient(c.approximation.metrics);
+    if (grads && dtype_rounding(c.dtype) != Rounding::none)
+        root.at("metrics").fail("the gradient metrics need dtype float32 or float64 (\"" + dtype_name(c.dtype) +
+                                "\" is emulated and has no backward pass)");
+    if (!grads && !c.inputs.grad.empty())
+        root.at("inputs").at("grad").fail("given, but no gradient metric is asked (grad_q_rel_error, grad_k_rel_error, "
+                                          "grad_v_rel_error, grad_cosine, grad_bias_rel)");
 }
 
 // `m` or `num_features` (exactly one, when some variant has features). Every F must give each
@@ -269,6 +284,7 @@ void parse_kind(const json& j, const Field& root, Config& c) {
     if (c.experiment == ExperimentKind::approximation) {
         parse_input_seeds(j, root, c);
         c.approximation.metrics = parse_metrics(j, root);
+        check_gradient_metrics(c, root);
         // Half dtypes always report where values overflowed (docs/design.md section 2.6).
         if (dtype_rounding(c.dtype) != Rounding::none)
             for (const MetricInfo& m : metric_table())
@@ -375,6 +391,7 @@ json Config::resolved() const {
             in["k"] = inputs.k;
             in["v"] = inputs.v;
             in["per_head"] = inputs.per_head;
+            if (!inputs.grad.empty()) in["grad"] = inputs.grad;
         }
         j["inputs"] = in;
         j["causal"] = causal;
@@ -417,7 +434,7 @@ Config load_config(const std::string& path, const ConfigOverrides& overrides) {
     // npy paths in the file are relative to the file's folder.
     if (j.is_object() && j.contains("inputs") && j["inputs"].is_object()) {
         const fs::path base = fs::path(path).parent_path();
-        for (const char* key : {"q", "k", "v"}) {
+        for (const char* key : {"q", "k", "v", "grad"}) {
             json& p = j["inputs"][key];
             if (p.is_string() && !p.get<std::string>().empty() && fs::path(p.get<std::string>()).is_relative())
                 p = (base / p.get<std::string>()).lexically_normal().string();

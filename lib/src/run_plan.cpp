@@ -5,7 +5,9 @@ namespace favor {
 
 std::optional<QkvShapes> npy_shapes(const Config& cfg) {
     if (cfg.experiment != ExperimentKind::approximation || !cfg.inputs.npy()) return std::nullopt;
-    return read_qkv_shapes(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+    const QkvShapes s = read_qkv_shapes(cfg.inputs.q, cfg.inputs.k, cfg.inputs.v, cfg.causal);
+    if (!cfg.inputs.grad.empty()) check_upstream_header(cfg.inputs.grad, s.lead, s.L, s.dv, cfg.file + ": inputs.grad");
+    return s;
 }
 
 RunPlan plan_run(const Config& cfg, int requested, const Shard& shard, const QkvShapes* npy,

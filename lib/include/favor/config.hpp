@@ -45,6 +45,7 @@ struct InputSpec {
     std::vector<double> scale{1.0};    // random: entries N(0, scale^2)
     InputFamily family;                // random: knobs of real heads (input_families.hpp)
     std::string q, k, v;               // npy: paths (resolved)
+    std::string grad;                  // npy: the upstream gradient G of the gradient metrics ("": drawn)
     bool per_head = false;             // npy: also one errors.csv row per head
     bool npy() const { return source == "npy"; }
 };
