@@ -180,6 +180,16 @@ int main(int argc, char** argv) {
             const double t_bwd = median_time(repeats, [&] { favor_backward(est, Q, K, V, G, false, threads); });
             const double gf_bwd = 2.0 * gf_features + 3.0 * gf_linear;
             report("backward (favor_backward)", t_bwd, gf_bwd, srate, "sgemm");
+            FeatureGradients<float> fg;   // its parts: the linear part on the features, each side's Jacobian
+            const double t_lin_b = median_time(repeats, [&] {
+                fg = linear_attention_backward(fq.phi, fk.phi, fk.log_scale, V, G, false, threads);
+            });
+            report("  of which the linear part (linear_attention_backward)", t_lin_b, 3.0 * gf_linear, srate, "sgemm");
+            const double t_vjp = median_time(repeats, [&] {
+                feature_vjp(map, Q, xs, W, Side::query, fq.phi, fg.dphiQ, threads);
+                feature_vjp(map, K, xs, W, Side::key, fk.phi, fg.dphiK, threads);
+            });
+            report("  of which the Jacobians (feature_vjp, Q and K)", t_vjp, gf_features, srate, "sgemm");
             std::printf("  backward / forward: %.2fx of the fused forward, %.2fx of favor_attention\n", t_bwd / t_fused,
                         t_bwd / t_fwd);
             check("FAVOR+ backward / fused forward, float32 L=16384 m=256", t_bwd / t_fused, 2.5, "x");

@@ -193,17 +193,18 @@ std::pair<double, double> pairwise_cost(const ItemShape& x, const std::vector<st
     return {flops, exps};
 }
 
-// favor_backward (backward_linear.cpp) for the gradient metrics: both feature matrices, their
-// gradients and psi (the scaled key features), [V, 1], the numerators and a, the gradients in
-// the compute dtype and widened to float64; its flops and exps (features made again, six
+// favor_backward (backward_linear.cpp) for the gradient metrics: both feature matrices and
+// their gradients, the per-block partials of KV1 and dKV1, a block's psi, [V, 1], numerators
+// and a, the gradients in the compute dtype and widened to float64; its flops and exps (features made again, six
 // products of the linear part, each side's Jacobian). A metric over trials runs it once more
 // per item.
 std::pair<double, double> backward_cost(const ItemShape& x, const std::vector<std::string>& cols, ItemCost& c) {
     if (!any_gradient(cols)) return {0.0, 0.0};
     const double F = x.F, Lq = double(x.L), Lkd = double(x.Lk), d = double(x.d), dv = double(x.dv), e = dv + 1;
     const double sz = double(x.s);
-    c.backward = sz * F * (2.0 * Lq + 3.0 * Lkd) + 16.0 * (Lq + Lkd) + sz * e * (2.0 * Lq + Lkd) + 2.0 * sz * F * e +
-                 (sz + 8.0) * ((Lq + Lkd) * d + Lkd * dv);
+    const double blocks = std::ceil(Lq / kLinearRows) + std::ceil(Lkd / kLinearRows);
+    c.backward = 2.0 * sz * F * (Lq + Lkd) + 16.0 * (Lq + Lkd) + sz * F * e * (blocks + 2.0) +
+                 sz * kLinearRows * (F + 3.0 * e) + (sz + 8.0) * ((Lq + Lkd) * d + Lkd * dv);
     const double runs = any_trial_gradient(cols) ? 2.0 : 1.0;
     return {runs * (4.0 * (Lq + Lkd) * double(x.m) * d + 6.0 * (Lq + Lkd) * F * e), runs * (Lq + Lkd) * F};
 }
