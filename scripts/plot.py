@@ -318,7 +318,7 @@ def gradient_plot(path, header, table, cfg, out, xkey):
             ax = axes[gi][ci]
             cols = [("grad_bias_rel", "-"), ("grad_bias_floor", ":")] if metric == "grad_bias_rel" \
                 else [(f"{metric}_mean", "-")]
-            top, off = GRAD_TOP, []   # errors above GRAD_TOP (a ratio estimator's blow-up) are named, not drawn
+            top, off, low = GRAD_TOP, [], math.inf   # errors above GRAD_TOP (a ratio estimator's blow-up) are named, not drawn
             for v in variant_order(rows_g):
                 rv = [r for r in rows_g if r["variant"] == v]
                 color, marker = styles[v]
@@ -329,11 +329,12 @@ def gradient_plot(path, header, table, cfg, out, xkey):
                         continue
                     if (y[keep] > top).any() and v not in off:
                         off.append(v)
+                    low = min(low, float(y[keep].min()))
                     ax.plot(x[keep], y[keep], ls=ls, marker=marker, ms=4, color=color,
                             label=v if ls == "-" else None)
                     record("gradient", f"{metric} {where}".strip(), v, x, y, col=col)
             if off:
-                ax.set_ylim(top=top)
+                ax.set_ylim(bottom=min(low, 1.0) / 1.5, top=top)
                 ax.text(0.02, 0.98, "above " + fmt(top) + ": " + ", ".join(off), transform=ax.transAxes,
                         fontsize=6.5, va="top", ha="left", color="0.3")
             base = f"baseline_{metric}"
