@@ -56,7 +56,7 @@ TEST_CASE("TrialGradients: Welford's mean and spread equal the two-pass sums", "
     REQUIRE(std::isnan(grad_bias_floor(g[0], one)));
 }
 
-TEST_CASE("gradient metrics: the runner's cells are their definitions; uniform attention's dQ, dK errors are 1",
+TEST_CASE("gradient metrics: the runner's cells are their definitions, uniform attention's dQ and dK errors are 1",
           "[gradient_metrics]") {
     const std::size_t L = 300, d = 4, dv = 3, m = 8, trials = 3;
     const std::uint64_t seed = 5;
