@@ -215,7 +215,7 @@ int run_apply(const std::vector<std::string>&) {
     for (const auto& w : shapes.warnings) warn(w);
     if (a.grad.get()) check_apply_grad(o, *a.grad, &shapes);
     const ThreadPlan clamp = plan_threads(o.threads, 0.0);
-    const Cost cost = estimate_apply(shapes, o, clamp.threads);
+    const Cost cost = estimate_apply(shapes, o, clamp.threads, bool(a.grad.get()));
     const MemoryBudget budget = budget_of("apply", a.max_memory);
     check_memory(cost, budget, "apply");
     const ThreadPlan room = plan_threads(clamp.threads, cost.peak);

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "favor/attention_blocks.hpp"
+#include "favor/backward_linear.hpp"
 #include "favor/exact_attention.hpp"
 #include "favor/favor_forward.hpp"
 #include "favor/linear_attention.hpp"
@@ -174,6 +175,25 @@ int main(int argc, char** argv) {
         const double t_causal = median_time(repeats, [&] { favor_forward(est, Q, K, V, true, threads); });
         report("causal forward (favor_forward, causal)", t_causal, gf_features + gf_linear, srate, "sgemm");
         check("FAVOR forward float32 L=16384 vs sgemm time of its flops", t_fused / ((gf_features + gf_linear) / srate), 1.5, "x");
+        {   // the backward pass (issue 24): features again, the linear part's six products, the Jacobians
+            const Mat<float> G = cast_mat<float>(random_inputs(1, L, dv, dv, 1.0).q);
+            const double t_bwd = median_time(repeats, [&] { favor_backward(est, Q, K, V, G, false, threads); });
+            const double gf_bwd = 2.0 * gf_features + 3.0 * gf_linear;
+            report("backward (favor_backward)", t_bwd, gf_bwd, srate, "sgemm");
+            FeatureGradients<float> fg;   // its parts: the linear part on the features, each side's Jacobian
+            const double t_lin_b = median_time(repeats, [&] {
+                fg = linear_attention_backward(fq.phi, fk.phi, fk.log_scale, V, G, false, threads);
+            });
+            report("  of which the linear part (linear_attention_backward)", t_lin_b, 3.0 * gf_linear, srate, "sgemm");
+            const double t_vjp = median_time(repeats, [&] {
+                feature_vjp(map, Q, xs, W, Side::query, fq.phi, fg.dphiQ, threads);
+                feature_vjp(map, K, xs, W, Side::key, fk.phi, fg.dphiK, threads);
+            });
+            report("  of which the Jacobians (feature_vjp, Q and K)", t_vjp, gf_features, srate, "sgemm");
+            std::printf("  backward / forward: %.2fx of the fused forward, %.2fx of favor_attention\n", t_bwd / t_fused,
+                        t_bwd / t_fwd);
+            check("FAVOR+ backward / fused forward, float32 L=16384 m=256", t_bwd / t_fused, 2.5, "x");
+        }
         check("causal / non-causal FAVOR forward, L=16384", t_causal / t_fused, 1.5, "x");
     }
 
@@ -200,6 +220,13 @@ int main(int argc, char** argv) {
         const double t_exact_c = median_time(repeats, [&] { exact_attention(Q, K, V, true, threads); });
         report("exact_attention, causal (half the flops)", t_exact_c, gf / 2, srate, "sgemm");
         check("exact float32 L=8192 vs its products as BLAS GEMMs", t_exact / t_gemm, 1.3, "x");
+        {   // the backward pass (issue 24)
+            const Mat<float> G = cast_mat<float>(random_inputs(1, L, dv, dv, 1.0).q);
+            const double t_bwd = median_time(repeats, [&] { exact_attention_backward(Q, K, V, G, false, threads); });
+            report("exact_attention_backward", t_bwd, 4.0 * gf, srate, "sgemm");
+            std::printf("  backward / forward: %.2fx\n", t_bwd / t_exact);
+            check("exact backward / exact forward, float32 L=8192", t_bwd / t_exact, 2.5, "x");
+        }
         check("exact float32 L=8192 vs sgemm time of its flops", t_exact / (gf / srate), 1.3, "x");
     }
 

@@ -2,7 +2,7 @@
 """Plot a favor result directory (summary.csv or timing.csv, + run.json) as a PNG.
 
 Usage: /usr/bin/python3 scripts/plot.py RESULT_DIR [--out PNG] [--data JSON]
-           [--kind auto|m|L|scale|kernel|angle|timing|precision] [--metric output_mse]
+           [--kind auto|m|L|scale|kernel|angle|timing|precision|gradient] [--metric output_mse]
            [--stat mean|median] [--x m|num_features] [--ratio] [--heads auto|facet|mean]
            [--layout auto|fig4|plain]
 
@@ -34,6 +34,13 @@ Kinds (auto picks from the table):
           dtype (float16, bfloat16, float32) and stabiliser (max shift, none, the official
           epsilon), one column per input scale at the largest L, each cell coloured: fine,
           finite but > 10x float64's output_mse, NaN/Inf without overflow, overflow.
+  gradient  the gradient metrics (a run with grad_* metrics) vs m (or num_features): one
+          panel each for output_rel_error and grad_q/k/v_rel_error (mean over the trials,
+          and over heads for per-head tables), uniform attention dashed grey (1 for dQ and
+          dK: its gradient there is 0), and with grad_bias_rel a last panel of the bias
+          (solid) against its Monte Carlo floor grad_bias_floor (dotted); one row of panels
+          per other varying key (scale, L, d). A panel whose series go above 30 (relative
+          errors of a blown-up ratio estimator) ends at 30 and names them. Never picked by auto.
 auto: timing if the directory holds timing.csv and no summary.csv; kernel if the table is
 a kernel table, else m if several m, else L if several L, else scale if several scales,
 else m.
@@ -118,6 +125,10 @@ METRIC_NAME = {
     "negative_fraction": "share of negative attention entries",
     "nonfinite": "non-finite outputs",
     "seconds": "estimator time",
+    "grad_q_rel_error": "relative error of dQ",
+    "grad_k_rel_error": "relative error of dK",
+    "grad_v_rel_error": "relative error of dV",
+    "grad_cosine": "cosine of (dQ, dK, dV)",
 }
 XLABEL = {
     "m": "number of random features m",
@@ -270,6 +281,85 @@ def default_out(result_dir, suffix):
     full = os.path.normpath(os.path.abspath(result_dir))
     name = os.path.basename(full) or "plot"
     return os.path.join(os.path.dirname(full), name + suffix + ".png")
+
+
+GRAD_TOP = 30.0  # --kind gradient: the y axis ends here when some series goes above
+GRAD_PANELS = ["output_rel_error", "grad_q_rel_error", "grad_k_rel_error", "grad_v_rel_error"]
+
+
+def head_mean(rows, xkey, col):
+    """x and the mean over heads (rows at one x) of column col, sorted by x; NaN where a
+    head's value is blank."""
+    by_x = {}
+    for r in rows:
+        v = r.get(col)
+        by_x.setdefault(r[xkey], []).append(float("nan") if v is None else v)
+    xs = sorted(by_x)
+    return np.array(xs, float), np.array([np.mean(by_x[x]) for x in xs], float)
+
+
+def gradient_plot(path, header, table, cfg, out, xkey):
+    """--kind gradient (see the module docstring)."""
+    metrics = [m for m in GRAD_PANELS if f"{m}_mean" in header]
+    if not any(m.startswith("grad_") for m in metrics):
+        die(f"{path}: no grad_q/k/v_rel_error_mean columns (a run with the gradient metrics)")
+    bias = "grad_bias_rel" in header and "grad_bias_floor" in header
+    panels = metrics + (["grad_bias_rel"] if bias else [])
+    others = [k for k in ("scale", "L", "d") if len(uniq(table, k)) > 1]
+    groups = sorted({tuple(r.get(k) for k in others) for r in table})
+    fig, axes = plt.subplots(len(groups), len(panels), figsize=(3.6 * len(panels), 3.4 * len(groups) + 0.9),
+                             squeeze=False, constrained_layout=True)
+    styles = assign_colors(table)
+    heads = "head" in header
+    for gi, g in enumerate(groups):
+        rows_g = [r for r in table if tuple(r.get(k) for k in others) == g]
+        where = ", ".join(f"{k} = {fmt(v)}" for k, v in zip(others, g))
+        for ci, metric in enumerate(panels):
+            ax = axes[gi][ci]
+            cols = [("grad_bias_rel", "-"), ("grad_bias_floor", ":")] if metric == "grad_bias_rel" \
+                else [(f"{metric}_mean", "-")]
+            top, off, low = GRAD_TOP, [], math.inf   # errors above GRAD_TOP (a ratio estimator's blow-up) are named, not drawn
+            for v in variant_order(rows_g):
+                rv = [r for r in rows_g if r["variant"] == v]
+                color, marker = styles[v]
+                for col, ls in cols:
+                    x, y = head_mean(rv, xkey, col)
+                    keep = np.isfinite(y) & (y > 0)
+                    if not keep.any():
+                        continue
+                    if (y[keep] > top).any() and v not in off:
+                        off.append(v)
+                    low = min(low, float(y[keep].min()))
+                    ax.plot(x[keep], y[keep], ls=ls, marker=marker, ms=4, color=color,
+                            label=v if ls == "-" else None)
+                    record("gradient", f"{metric} {where}".strip(), v, x, y, col=col)
+            if off:
+                ax.set_ylim(bottom=min(low, 1.0) / 1.5, top=top)
+                ax.text(0.02, 0.98, "above " + fmt(top) + ": " + ", ".join(off), transform=ax.transAxes,
+                        fontsize=6.5, va="top", ha="left", color="0.3")
+            base = f"baseline_{metric}"
+            if base in header:
+                x, y = head_mean(rows_g, xkey, base)
+                if np.isfinite(y).all() and (y > 0).all():
+                    ax.axhline(float(np.mean(y)), **BASELINE_STYLE, label=BASELINE_LABEL)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel(XLABEL.get(xkey, xkey) if xkey != "num_features" else "feature columns (cost)", fontsize=8)
+            title = {"grad_bias_rel": "bias of the mean gradient (solid)\nvs its Monte Carlo floor (dotted)"}.get(
+                metric, METRIC_NAME.get(metric, metric))
+            ax.set_title(title + (f"\n{where}" if where else ""), fontsize=9)
+            ax.grid(True, which="both", alpha=0.25)
+    axes[0][0].legend(fontsize=7, loc="best")
+    name = cfg.get("name") or os.path.basename(os.path.normpath(os.path.abspath(os.path.dirname(path))))
+    trials = uniq(table, "trials")
+    lines = [f"{name}: gradient error beside output error vs {'feature columns' if xkey == 'num_features' else 'm'}",
+             "relative Frobenius errors of dQ, dK, dV for an upstream gradient G ~ N(0, 1); mean over "
+             + (f"{fmt(trials[0])} trials" if len(trials) == 1 else "the trials")
+             + (" and over heads" if heads else "") + ("; causal" if cfg.get("causal") else "")]
+    fig.suptitle("\n".join(lines), fontsize=10)
+    FIGURE.update(title="\n".join(lines), layout="gradient", ylabel="relative error")
+    fig.savefig(out, dpi=130)
+    plt.close(fig)
 
 
 # ----------------------------------------------------------------------------- drawn data
@@ -1220,7 +1310,7 @@ def main(argv=None):
     ap.add_argument("result_dir", metavar="RESULT_DIR")
     ap.add_argument("--out", metavar="PNG", help="output file (default beside RESULT_DIR: "
                     "<parent>/<RESULT_DIR name>[suffix].png)")
-    ap.add_argument("--kind", choices=["auto", "m", "L", "scale", "kernel", "angle", "timing", "precision"],
+    ap.add_argument("--kind", choices=["auto", "m", "L", "scale", "kernel", "angle", "timing", "precision", "gradient"],
                     default="auto")
     ap.add_argument("--metric", default=None,
                     help="approximation metric to plot (default output_mse, else the first present)")
@@ -1275,6 +1365,20 @@ def main(argv=None):
     path, header, table = read_summary(a.result_dir)
     is_kernel = "angle" in header and "norm" in header
     mkey = "num_features" if "num_features" in cfg else "m"  # a num_features grid
+    if kind == "gradient":
+        if is_kernel or a.metric is not None or a.stat != "mean" or a.ratio or a.layout != "auto":
+            die("--kind gradient takes a summary.csv of an approximation run and no --metric, --stat, "
+                "--ratio or --layout")
+        out = a.out or default_out(a.result_dir, "_gradient")
+        _check_outdir(out)
+        try:
+            gradient_plot(path, header, table, cfg, out, mkey if mkey != "m" else a.x)
+        except OSError as e:
+            die(f"{out}: cannot write: {e}")
+        if a.data:
+            write_data(a.data, out, {"result_dir": a.result_dir, "kind": kind})
+        print(out)
+        return 0
     if kind == "auto":
         if is_kernel:
             kind = "kernel"

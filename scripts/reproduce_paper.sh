@@ -51,7 +51,8 @@ configs=(configs/fig2_kernel_mse_ratio.json configs/fig4_output_mse_vs_m.json
          configs/beyond_kernel_mse.json configs/beyond_output_mse_vs_m.json
          configs/sota_kernel_mse.json configs/sota_output_mse_vs_m.json
          configs/field_output_mse.json configs/field_trained_heads.json
-         configs/new_projections_output_mse.json)
+         configs/new_projections_output_mse.json
+         configs/gradient_vs_m.json configs/gradient_trained_heads.json)
 for c in "${configs[@]}"; do
   [ -f "$c" ] || continue
   name=$(basename "$c" .json)
@@ -66,7 +67,7 @@ for c in "${configs[@]}"; do
   [ -f "$dir/summary.csv" ] || { echo "[reproduce] $name: no $dir/summary.csv, skipped" >&2; continue; }
   # the paper's Fig. 4 panels (trig/positive x iid/orthogonal; the title names what they leave out)
   layout=(); [ "$name" != fig4_output_mse_vs_m ] || layout=(--layout fig4)
-  "$py" scripts/plot.py "$dir" "${layout[@]}" --out "$dir/$name.png"
+  case $name in gradient_*) ;; *) "$py" scripts/plot.py "$dir" "${layout[@]}" --out "$dir/$name.png" ;; esac
   case $name in
     beyond_kernel_mse|sota_kernel_mse)  # many estimators side by side: kernel MSE vs angle, one panel per (m, norm)
       "$py" scripts/plot.py "$dir" --kind angle --out "$dir/${name}_vs_angle.png" ;;
@@ -83,6 +84,8 @@ for c in "${configs[@]}"; do
       "$py" scripts/plot.py "$dir" --ratio --out "$dir/${name}_ratio.png" ;;
     field_trained_heads)  # the same on data/'s heads: relative error over uniform attention's
       "$py" scripts/plot.py "$dir" --ratio --metric output_rel_error --out "$dir/$name.png" ;;
+    gradient_vs_m|gradient_trained_heads)  # gradient errors beside the output's, bias vs its floor
+      "$py" scripts/plot.py "$dir" --kind gradient --out "$dir/$name.png" ;;
     L_sweep|scale_sweep)  # relative error ||Out - Out_hat||_F / ||Out||_F; scale: ratio to uniform
       [ "$name" != scale_sweep ] || ! has_col "$dir" baseline_output_mse ||
         "$py" scripts/plot.py "$dir" --ratio --out "$dir/${name}_ratio.png"

@@ -40,4 +40,29 @@ refused "'nystrom' has no gradient" --features nystrom --m 4 --grad "$tmp/g.npy"
 refused "no gradient with --dtype float16" --exact --dtype float16 --grad "$tmp/g.npy"
 refused "epsilon > 0 is added after a shift" --features positive --m 4 --epsilon 1e-6 --grad "$tmp/g.npy"
 refused "has shape (2, 12, 4), expected (2, 12, 3)" --exact --grad "$tmp/bad.npy"
+# The gradient metrics of a run: config errors are one line naming the field, exit 2, no output.
+run_refused() {   # run_refused EXPECTED_TEXT CONFIG_JSON
+    printf '%s\n' "$2" > "$tmp/c.json"
+    for cmd in validate run; do
+        flags=(); [ "$cmd" = validate ] || flags=(--out "$tmp/run")
+        set +e; out=$("$favor" $cmd "$tmp/c.json" "${flags[@]}" 2>&1 >/dev/null); rc=$?; set -e
+        [ "$rc" = 2 ] || fail "$cmd $2: exit $rc, expected 2 ($out)"
+        [ "$(printf '%s\n' "$out" | wc -l)" = 1 ] || fail "$cmd $2: more than one line: $out"
+        case "$out" in *"$1"*) ;; *) fail "$cmd: '$out' lacks '$1'";; esac
+        [ ! -e "$tmp/run" ] || fail "$cmd $2: wrote $tmp/run"
+    done
+}
+npy='"source": "npy", "q": "q.npy", "k": "k.npy", "v": "v.npy"'
+base='"variants": [{"features": "positive"}], "m": 4, "trials": 2'
+run_refused "bad.npy has shape (2, 12, 4), expected (2, 12, 3)" \
+    "{\"inputs\": {$npy, \"grad\": \"bad.npy\"}, $base, \"metrics\": [\"grad_cosine\"]}"
+run_refused "inputs.grad: given, but no gradient metric is asked" "{\"inputs\": {$npy, \"grad\": \"g.npy\"}, $base}"
+run_refused "inputs.grad: applies only to source \"npy\"" \
+    "{\"inputs\": {\"source\": \"random\", \"L\": 8, \"d\": 4, \"grad\": \"g.npy\"}, $base, \"metrics\": [\"grad_cosine\"]}"
+run_refused "metrics: the gradient metrics need dtype float32 or float64" \
+    "{\"inputs\": {$npy}, $base, \"dtype\": \"bfloat16\", \"metrics\": [\"grad_bias_rel\"]}"
+printf '%s\n' "{\"inputs\": {$npy, \"grad\": \"g.npy\"}, $base, \"metrics\": [\"grad_q_rel_error\", \"grad_bias_rel\"]}" > "$tmp/c.json"
+"$favor" run "$tmp/c.json" --out "$tmp/run" --quiet
+head -1 "$tmp/run/errors.csv" | grep -q 'grad_q_rel_error,grad_bias_rel,grad_bias_floor' || fail "gradient columns: $(head -1 "$tmp/run/errors.csv")"
+grep -q '"grad": ".*g.npy"' "$tmp/run/run.json" || fail "run.json does not record inputs.grad"
 echo "cli_grad: ok"

@@ -113,6 +113,8 @@ APPROX = {"name": "tiny_plot", "inputs": {"source": "random", "L": 64, "d": 8, "
 HEADS = {"name": "tiny_heads", "inputs": {"source": "npy", "q": "q.npy", "k": "k.npy", "v": "v.npy", "per_head": True},
          "variants": [{"features": "positive", "projection": "orthogonal"}, {"features": "trig", "projection": "iid"}],
          "m": [8, 16], "trials": 3}
+GRAD = dict(HEADS, name="tiny_grad", metrics=["output_rel_error", "grad_q_rel_error", "grad_k_rel_error",
+                                              "grad_v_rel_error", "grad_bias_rel"])
 KERNEL = {"name": "tiny_kernel", "experiment": "kernel", "d": 4, "m": 4, "norm": [0.5, 1.0],
           "angle": [-2.0, -1.0, 0.0, 0.5, 1.0, 2.0], "trials": 20,
           "variants": [{"features": "trig", "projection": "iid"}, {"features": "positive", "projection": "iid"},
@@ -137,6 +139,7 @@ def make_results():
     for n in "qkv":
         np.save(os.path.join(TMP, f"{n}.npy"), 0.7 * rng.standard_normal((3, 32, 8)))
     favor_run(HEADS, "heads")
+    favor_run(GRAD, "grad")
     favor_run(KERNEL, "kernel")
     # timing: the committed result set, and a cell the budget skipped (empty times)
     timing = os.path.join(TMP, "timing")
@@ -374,6 +377,30 @@ def check_kernel():
     refuse("--ratio on a kernel table", src, "--ratio")
 
 
+def check_gradient():
+    """--kind gradient: every series is its column's mean over the heads at each m."""
+    src = os.path.join(TMP, "grad")
+    rows = table(src)
+    d = draw("gradient", src, "--kind", "gradient")
+    series = lines(d, "gradient")
+    cols = {s["col"] for s in series}
+    want = {"output_rel_error_mean", "grad_q_rel_error_mean", "grad_k_rel_error_mean", "grad_v_rel_error_mean",
+            "grad_bias_rel", "grad_bias_floor"}
+    if cols != want:
+        fail(f"gradient: columns drawn {sorted(cols)}, want {sorted(want)}")
+    for s in series:
+        mine = [r for r in rows if r["variant"] == s["label"]]
+        xs = sorted({num(r["m"]) for r in mine})
+        if len(s["x"]) != len(xs):
+            fail(f"gradient {s['label']} {s['col']}: {len(s['x'])} points, table has {len(xs)}")
+        for x, dx, dy in zip(xs, s["x"], s["y"]):
+            close(dx, x, f"gradient {s['label']} x")
+            close(dy, float(np.mean([num(r[s["col"]]) for r in mine if num(r["m"]) == x])),
+                  f"gradient {s['label']} {s['col']} at m = {x}")
+    refuse("--kind gradient without gradient metrics", os.path.join(TMP, "approx"), "--kind", "gradient",
+           expect="gradient metrics")
+
+
 def check_timing_and_errors():
     src = os.path.join(TMP, "timing")
     rc, out, err = run(src)
@@ -398,5 +425,6 @@ with tempfile.TemporaryDirectory(prefix="cli_plot.") as TMP:
     check_approx()
     check_heads()
     check_kernel()
+    check_gradient()
     check_timing_and_errors()
 print("plot_check: ok")

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "favor/attention_blocks.hpp"
+#include "favor/backward_linear.hpp"
 #include "favor/exact_attention.hpp"
 #include "favor/favor_forward.hpp"
 #include "favor/linear_attention.hpp"
@@ -35,13 +36,21 @@ constexpr std::size_t kL = 520, kD = 4, kDv = 3, kM = 8;
 struct Problem {
     QKV in;
     Mat<double> X, Y, exact;   // scaled q, k (L, d); exact attention (L, dv)
+    Mat<double> G;             // upstream gradient (L, dv)
+    Gradients<double> grad;    // exact attention's gradients for G
 };
 
 Problem problem(std::uint64_t seed) {
-    Problem p{random_inputs(seed, kL, kD, kDv, 1.0), {}, {}, {}};
+    Problem p{random_inputs(seed, kL, kD, kDv, 1.0), {}, {}, {}, upstream_gradient(seed, kL, kDv, 0), {}};
     p.X = scale_rows(p.in.q), p.Y = scale_rows(p.in.k);
     p.exact = exact_attention(p.in.q, p.in.k, p.in.v);
+    p.grad = exact_attention_backward(p.in.q, p.in.k, p.in.v, p.G);
     return p;
+}
+
+template <class T>
+Gradients<double> widen(const Gradients<T>& g) {
+    return {cast_mat<double>(g.dQ), cast_mat<double>(g.dK), cast_mat<double>(g.dV)};
 }
 
 // Features that give exact softmax attention: phi(x_i) = exp(s_ij - max_j s_ij) over the keys
@@ -76,6 +85,10 @@ MetricValues exact_values(const Problem& p, int threads) {
     const auto [fq, fk] = exact_features(p.X, p.Y);
     const PairwiseRequest req = pairwise_request(cols, false, nullptr, 0, p.X, p.Y);
     pairwise_values(cols, req, pairwise_metrics(p.X, p.Y, fq, fk, req, threads), v);
+    gradient_values(cols, p.grad, p.grad, v);
+    TrialGradients trials;
+    for (int t = 0; t < 3; ++t) trials.add(p.grad);
+    trial_gradient_values(cols, p.grad, trials, v);
     return v;
 }
 
@@ -99,6 +112,12 @@ MetricValues estimator_values(const Problem& p, int threads) {
                                      EstimatorRows<T>(est, q, Side::query, threads),
                                      EstimatorRows<T>(est, k, Side::key, threads), req, threads),
                     v);
+    const Mat<T> G = cast_mat<T>(p.G);
+    gradient_values(cols, p.grad, widen(favor_backward(est, q, k, vv, G, false, threads)), v);
+    TrialGradients trials;   // trials 0, 1, 2 of the cell, as the runner adds them
+    for (std::uint64_t t = 0; t < 3; ++t)
+        trials.add(widen(favor_backward(make_estimator<T>(var, kM, kD, 3, t).for_inputs(q, k), q, k, vv, G, false, threads)));
+    trial_gradient_values(cols, p.grad, trials, v);
     return v;
 }
 
@@ -143,6 +162,7 @@ TEST_CASE("every metric of the table: finite, float32 agrees with float64, threa
 
 // The approximation runner on two heads (a (2, L, d) .npy input), with one row per head and
 // with one row for both: the row for both is each metric's declared reduction of the two.
+// Two trials, so that the metrics over a cell's trials have a value (the rows of trial 0).
 TEST_CASE("every metric of the table combines two heads by its declared rule", "[metric_contract]") {
     const std::filesystem::path dir =
         std::filesystem::temp_directory_path() / ("favor_metric_contract_" + std::to_string(getpid()));
@@ -156,15 +176,15 @@ TEST_CASE("every metric of the table combines two heads by its declared rule", "
     write("q.npy", h0.in.q, h1.in.q), write("k.npy", h0.in.k, h1.in.k), write("v.npy", h0.in.v, h1.in.v);
     auto run = [&](bool per_head) {
         nlohmann::json j = {{"experiment", "approximation"}, {"variants", {{{"features", "positive"}}}},
-                            {"m", kM}, {"trials", 1}, {"metrics", metric_names()}};
+                            {"m", kM}, {"trials", 2}, {"metrics", metric_names()}};
         j["inputs"] = {{"source", "npy"}, {"per_head", per_head}, {"q", (dir / "q.npy").string()},
                        {"k", (dir / "k.npy").string()}, {"v", (dir / "v.npy").string()}};
         return run_experiment(parse_config(j, (dir / "c.json").string())).errors;
     };
     const Table heads = run(true), all = run(false);
     std::filesystem::remove_all(dir);
-    REQUIRE(heads.rows.size() == 2);
-    REQUIRE(all.rows.size() == 1);
+    REQUIRE(heads.rows.size() == 4);   // (trial, head) in that order
+    REQUIRE(all.rows.size() == 2);
     for (const MetricInfo& m : metric_table()) {
         CAPTURE(m.name);
         if (m.source == MetricInfo::Source::clock) continue;   // not deterministic

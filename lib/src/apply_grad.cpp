@@ -23,13 +23,6 @@ Gradients<T> head_gradients(const Mat<double>& q, const Mat<double>& k, const Ma
 }
 }  // namespace
 
-namespace {
-void check_upstream_shape(const std::string& path, std::vector<std::size_t> shape, std::vector<std::size_t> want) {
-    if (shape != want)
-        throw Error("apply: --grad: " + path + " has shape " + shape_str(shape) + ", expected " + shape_str(want) +
-                    " (the output's shape)");
-}
-}  // namespace
 
 void check_apply_grad(const ApplyOptions& opt, const std::string& grad_path, const QkvShapes* shapes) {
     if (opt.dtype != DType::float64 && opt.dtype != DType::float32)
@@ -39,27 +32,11 @@ void check_apply_grad(const ApplyOptions& opt, const std::string& grad_path, con
         if (const std::string why = opt.variant->map->gradient_refusal(); !why.empty())
             throw Error("apply: --grad: '" + opt.variant->map->name() + "' has no gradient (" + why + ")");
     if (grad_path.empty() || !shapes) return;
-    std::vector<std::size_t> want = shapes->lead;
-    want.insert(want.end(), {shapes->L, shapes->dv});
-    check_upstream_shape(grad_path, read_npy_header(grad_path).shape, want);
+    check_upstream_header(grad_path, shapes->lead, shapes->L, shapes->dv, "apply: --grad");
 }
 
 std::vector<Mat<double>> load_upstream(const std::string& path, const HeadTensors& in, std::size_t dv) {
-    const NpyArray a = read_npy(path);
-    std::vector<std::size_t> want = in.lead;
-    want.push_back(in.L());
-    want.push_back(dv);
-    check_upstream_shape(path, a.shape, want);
-    if (const auto bad = first_nonfinite(a))
-        throw Error("apply: --grad: " + path + " entry " + std::to_string(*bad) + " is not finite");
-    std::vector<Mat<double>> G;
-    const std::size_t n = in.L() * dv;
-    for (std::size_t h = 0; h < in.q.size(); ++h) {
-        Mat<double> g = Mat<double>::from_shape({in.L(), dv});
-        std::copy(a.data.begin() + std::ptrdiff_t(h * n), a.data.begin() + std::ptrdiff_t((h + 1) * n), g.begin());
-        G.push_back(std::move(g));
-    }
-    return G;
+    return load_upstream(path, in.lead, in.L(), dv, "apply: --grad");
 }
 
 HeadGradients apply_gradients(const HeadTensors& in, const std::vector<Mat<double>>& G, const ApplyOptions& opt) {

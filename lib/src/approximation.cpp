@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "favor/attention_blocks.hpp"
+#include "favor/backward_linear.hpp"
 #include "favor/exact_attention.hpp"
 #include "favor/favor_forward.hpp"
 #include "favor/linear_attention.hpp"
@@ -37,7 +38,14 @@ struct Head {
     Mat<double> x, y;          // scaled q, k in float64 (pairwise metrics)
     Mat<double> reference;     // exact softmax attention output, float64
     SoftmaxRows softmax;       // the exact side of the pairwise metrics (if any is asked)
+    Mat<T> g;                  // the upstream gradient G (L, dv) of the gradient metrics (if any is asked)
+    Gradients<double> grad;    // exact attention's (dQ, dK, dV) for G, float64
 };
+
+template <class T>
+Gradients<double> widen(const Gradients<T>& g) {
+    return {cast_mat<double>(g.dQ), cast_mat<double>(g.dK), cast_mat<double>(g.dV)};
+}
 
 // The inputs of one (L, d, scale) point of the grid and one input seed.
 template <class T>
@@ -60,13 +68,15 @@ struct Items {
     }
 };
 
+// G: the upstream gradient, or null when no gradient metric is asked.
 template <class T>
 Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads,
-                  Rounding rounding, bool pairwise) {
+                  Rounding rounding, bool pairwise, const Mat<double>* G) {
     Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
-              exact_attention(q, k, v, causal, threads), {}};
+              exact_attention(q, k, v, causal, threads), {}, {}, {}};
     for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
     if (pairwise) h.softmax = softmax_rows(h.x, h.y, causal, threads);
+    if (G) h.g = cast_mat<T>(*G), h.grad = exact_attention_backward(q, k, v, *G, causal, threads);
     return h;
 }
 
@@ -95,8 +105,17 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     }
     const std::size_t S = cfg.input_seeds.size();
     std::vector<Instance<T>> out(grid.points() * S);
-    // Some metric (or baseline) of the streamed pairwise pass.
+    // Some metric (or baseline) of the streamed pairwise pass; some gradient metric.
     const bool pairwise = any_pairwise(metric_columns(cfg.approximation.metrics));
+    const bool grads = any_gradient(metric_columns(cfg.approximation.metrics));
+    std::vector<Mat<double>> file_g;   // npy inputs: inputs.grad, or drawn per head
+    if (npy && grads) {
+        // G has the files' L rows (inputs.grad, or drawn at that L); a cell takes its first L.
+        const std::size_t dv = files.v[0].shape(1), gL = file_L ? file_L : files.L();
+        if (!cfg.inputs.grad.empty()) file_g = load_upstream(cfg.inputs.grad, files.lead, gL, dv, cfg.file + ": inputs.grad");
+        else
+            for (std::size_t h = 0; h < files.q.size(); ++h) file_g.push_back(upstream_gradient(cfg.seed, gL, dv, h));
+    }
     std::vector<bool> needed(grid.points(), false);
     for (std::size_t c : cells) needed[grid.point(c)] = true;
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -109,14 +128,18 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
         if (!npy) in.scale = cfg.inputs.scale[at.scale];
         if (!needed[p] || (stop && stop->load())) continue;   // stopped: no item will run
         if (npy) {
-            for (std::size_t h = 0; h < files.q.size(); ++h)   // the first L rows (inputs.L)
+            for (std::size_t h = 0; h < files.q.size(); ++h) {   // the first L rows (inputs.L)
+                const Mat<double> G = grads ? first_rows(file_g[h], in.L) : Mat<double>();
                 in.heads.push_back(make_head<T>(first_rows(files.q[h], in.L), first_rows(files.k[h], in.L),
                                                 first_rows(files.v[h], in.L), cfg.causal, threads,
-                                                dtype_rounding(cfg.dtype), pairwise));
+                                                dtype_rounding(cfg.dtype), pairwise, grads ? &G : nullptr));
+            }
         } else {
             QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale,
                                     {cfg.inputs.family, in.input_seed, cfg.file + ": inputs.scale"});
-            in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise));
+            const Mat<double> G = grads ? upstream_gradient(cfg.seed, in.L, qkv.v.shape(1), 0, in.input_seed) : Mat<double>();
+            in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise,
+                                            grads ? &G : nullptr));
         }
     }
     if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", file_L}, {"d", files.d()}, {"heads", files.q.size()}};
@@ -151,6 +174,9 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
         output_values(cols, h.reference, a.out, v);
         forward_values(cols, {a.overflow, a.entries}, v);
     }
+    // The gradient metrics: the estimator's backward pass for G (blank for maps without one).
+    if (h.g.size() != 0 && est.ready_map().gradient_refusal().empty())
+        gradient_values(cols, h.grad, widen(favor_backward(est, h.q, h.k, h.v, h.g, causal, inner_threads)), v);
     // The pairwise metrics stream over the pairs, each tile's features made again from the
     // estimator (bitwise favor_attention's): never the (L, F) matrices (docs/design.md 3).
     if (req.any())
@@ -173,9 +199,55 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
     output_values(wanted, h.reference, linear_attention(fq.phi, fk.phi, cast_mat<double>(h.v), causal, threads), v);
     pass_values(h, MatrixRows<double>(fq), MatrixRows<double>(fk), wanted,
                 pairwise_request(wanted, causal, nullptr, 0, h.x, h.y), threads, v);
+    if (h.g.size() != 0) {   // constant features: dQ = dK = 0, dV = A^T G with A_ij = 1/n_i
+        Gradients<double> u{Mat<double>::from_shape({h.x.shape(0), h.x.shape(1)}), Mat<double>::from_shape({h.y.shape(0), h.y.shape(1)}), {}};
+        u.dQ.fill(0.0), u.dK.fill(0.0);
+        u.dV = linear_attention_backward(fq.phi, fk.phi, {}, cast_mat<double>(h.v), cast_mat<double>(h.g), causal).dV;
+        gradient_values(wanted, h.grad, u, v);
+    }
     Values out;
     for (const auto& c : wanted) out[c] = v[c];
     return out;
+}
+
+// The metrics over a cell's trials (grad_bias_rel, grad_bias_floor), per (cell, input seed):
+// every trial's gradients again, added in trial order (TrialGradients), into the cells of
+// each of its trials' rows (blank for maps without a gradient). After the items, so resumed
+// and fresh items alike; the numbers depend on the cell alone.
+template <class T>
+void trial_gradient_cells(const Config& cfg, const ApproxCells& grid, const Items& it, const std::vector<std::size_t>& cells,
+                          const std::vector<Instance<T>>& instances, const std::vector<std::string>& cols, int threads,
+                          std::vector<JournalRows>& items) {
+    std::vector<std::string> wanted;
+    for (const auto& c : cols)
+        if (find_metric(c)->source == MetricInfo::Source::trials) wanted.push_back(c);
+    if (wanted.empty()) return;
+    const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
+    const std::size_t groups = cells.size() * it.seeds;
+    const int inner = groups < std::size_t(threads) ? threads : 1;
+    parallel_for(groups, threads, [&](std::size_t g) {
+        const std::size_t first = g * it.trials, cell = cells[it.pos(first)];
+        const Variant& var = cfg.variants[grid.at(cell).variant];
+        const Instance<T>& in = instances[it.instance(grid, cell, first)];
+        if (!var.map->gradient_refusal().empty()) return;
+        const std::size_t m = var.map->uses_m() ? grid.m(cell, in.d) : 1;
+        std::vector<TrialGradients> acc(in.heads.size());
+        for (std::size_t t = 0; t < it.trials; ++t) {
+            const Estimator<T> base = make_estimator<T>(var, m, in.d, cfg.seed, t, dtype_rounding(cfg.dtype));
+            for (std::size_t h = 0; h < in.heads.size(); ++h) {
+                const Head<T>& x = in.heads[h];
+                acc[h].add(widen(favor_backward(base.for_inputs(x.q, x.k), x.q, x.k, x.v, x.g, cfg.causal, inner)));
+            }
+        }
+        std::vector<Values> per(in.heads.size());
+        for (std::size_t h = 0; h < in.heads.size(); ++h) trial_gradient_values(wanted, in.heads[h].grad, acc[h], per[h]);
+        const std::vector<Values> rows = per_head ? per : std::vector<Values>{combine_heads(per, wanted)};
+        for (std::size_t t = 0; t < it.trials; ++t)
+            for (std::size_t r = 0; r < rows.size(); ++r)
+                for (const auto& c : wanted)
+                    items[first + t][r][std::size_t(std::find(cols.begin(), cols.end(), c) - cols.begin())] =
+                        metric_cell(rows[r], c);
+    });
 }
 
 // The metric cells of one (cell, trial): one row for all heads, or one per head with
@@ -364,6 +436,7 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
         r.complete = false;
         return r;
     }
+    trial_gradient_cells(cfg, grid, it, cells, instances, cols, threads, items);
     make_tables(cfg, grid, it, cells, instances, items, cols, threads, r);
     return r;
 }

@@ -18,6 +18,8 @@
 #include "favor/blas.hpp"
 #include "favor/error.hpp"
 #include "favor/parallel.hpp"
+#include "favor/vmath.hpp"
+#include "tile_kernels.hpp"
 
 namespace favor {
 
@@ -28,7 +30,13 @@ struct ExactInputs {
     bool causal;
     std::size_t L, Lk, d, dv;
     T inv_sqrt_d;
+    std::vector<T> Qt, Kt, Vt, Gt;   // transposed copies (feature_map.hpp's transposed) (d x L, d x Lk, dv x Lk, dv x L) for the tile kernels
 };
+
+template <class T>
+void scale_rows_of(T* p, std::size_t n, T c) {
+    for (std::size_t k = 0; k < n; ++k) p[k] *= c;
+}
 
 // Rows [i0, i0 + rows) of the queries: lse and delta of those rows, and their dQ.
 // Keys visible to the block: all, or (causal) the first i0 + rows.
@@ -36,26 +44,27 @@ template <class T>
 void query_block(const ExactInputs<T>& in, std::size_t i0, std::size_t rows, double* lse, double* delta, Mat<T>& dQ) {
     const std::size_t nk = in.causal ? i0 + rows : in.Lk, d = in.d, dv = in.dv;
     std::vector<T> A(rows * nk), dP(rows * nk), out(rows * dv);
-    gemm<T>(false, true, rows, nk, d, in.inv_sqrt_d, &in.Q(i0, 0), d, in.K.data(), d, T(0), A.data(), nk);
+    // The products with favor's tile kernels (tile_kernels.hpp, as exact_attention), K^T, V^T laid out once.
+    tiles::times_transposed(&in.Q(i0, 0), rows, d, in.Kt.data(), in.Lk, nk, in.inv_sqrt_d, A.data(), nk);
     for (std::size_t r = 0; r < rows; ++r) {
         T* a = &A[r * nk];
         const std::size_t visible = in.causal ? i0 + r + 1 : nk;
         const T mx = *std::max_element(a, a + visible);
-        T sum = 0;
-        for (std::size_t j = 0; j < visible; ++j) sum += (a[j] = std::exp(a[j] - mx));
-        for (std::size_t j = 0; j < visible; ++j) a[j] /= sum;
+        const T sum = T(exp_shifted_sum(a, visible, mx));   // vectorised (vmath.hpp)
+        scale_in_place(a, visible, T(1) / sum);
         std::fill(a + visible, a + nk, T(0));
         lse[r] = double(mx) + std::log(double(sum));
     }
-    gemm<T>(false, false, rows, dv, nk, T(1), A.data(), nk, in.V.data(), dv, T(0), out.data(), dv);
-    gemm<T>(false, true, rows, nk, dv, T(1), &in.G(i0, 0), dv, in.V.data(), dv, T(0), dP.data(), nk);
+    tiles::times(A.data(), rows, nk, 1, nk, in.V.data(), dv, dv, out.data(), dv, false);
+    tiles::times_transposed(&in.G(i0, 0), rows, dv, in.Vt.data(), in.Lk, nk, T(1), dP.data(), nk);
     for (std::size_t r = 0; r < rows; ++r) {
         T dl = 0;
         for (std::size_t c = 0; c < dv; ++c) dl += in.G(i0 + r, c) * out[r * dv + c];
         delta[r] = double(dl);
         for (std::size_t j = 0; j < nk; ++j) A[r * nk + j] *= dP[r * nk + j] - dl;   // A becomes dS
     }
-    gemm<T>(false, false, rows, d, nk, in.inv_sqrt_d, A.data(), nk, in.K.data(), d, T(0), &dQ(i0, 0), d);
+    tiles::times(A.data(), rows, nk, 1, nk, in.K.data(), d, d, &dQ(i0, 0), d, false);
+    scale_rows_of(&dQ(i0, 0), rows * d, in.inv_sqrt_d);
 }
 
 // Keys [j0, j0 + rows): their dK and dV from A^T = exp(S^T - lse) over the queries that see
@@ -65,17 +74,19 @@ void key_block(const ExactInputs<T>& in, std::size_t j0, std::size_t rows, const
                const std::vector<double>& delta, Mat<T>& dK, Mat<T>& dV) {
     const std::size_t i0 = in.causal ? j0 : 0, nq = in.L - i0, d = in.d, dv = in.dv;
     std::vector<T> At(rows * nq), dPt(rows * nq);
-    gemm<T>(false, true, rows, nq, d, in.inv_sqrt_d, &in.K(j0, 0), d, &in.Q(i0, 0), d, T(0), At.data(), nq);
-    for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t i = 0; i < nq; ++i) {
-            T& a = At[r * nq + i];
-            a = (in.causal && i0 + i < j0 + r) ? T(0) : T(std::exp(double(a) - lse[i0 + i]));
-        }
-    gemm<T>(false, false, rows, dv, nq, T(1), At.data(), nq, &in.G(i0, 0), dv, T(0), &dV(j0, 0), dv);
-    gemm<T>(false, true, rows, nq, dv, T(1), &in.V(j0, 0), dv, &in.G(i0, 0), dv, T(0), dPt.data(), nq);
+    tiles::times_transposed(&in.K(j0, 0), rows, d, in.Qt.data() + i0, in.L, nq, in.inv_sqrt_d, At.data(), nq);
+    for (std::size_t r = 0; r < rows; ++r) {   // A^T = exp(S^T - lse), the exp vectorised (vmath.hpp)
+        T* a = &At[r * nq];
+        for (std::size_t i = 0; i < nq; ++i) a[i] = T(double(a[i]) - lse[i0 + i]);
+        exp_shifted(a, nq, T(0));
+        if (in.causal) std::fill(a, a + std::min(nq, j0 + r - i0), T(0));
+    }
+    tiles::times(At.data(), rows, nq, 1, nq, &in.G(i0, 0), dv, dv, &dV(j0, 0), dv, false);
+    tiles::times_transposed(&in.V(j0, 0), rows, dv, in.Gt.data() + i0, in.L, nq, T(1), dPt.data(), nq);
     for (std::size_t r = 0; r < rows; ++r)
         for (std::size_t i = 0; i < nq; ++i) At[r * nq + i] *= dPt[r * nq + i] - T(delta[i0 + i]);   // dS^T
-    gemm<T>(false, false, rows, d, nq, in.inv_sqrt_d, At.data(), nq, &in.Q(i0, 0), d, T(0), &dK(j0, 0), d);
+    tiles::times(At.data(), rows, nq, 1, nq, &in.Q(i0, 0), d, d, &dK(j0, 0), d, false);
+    scale_rows_of(&dK(j0, 0), rows * d, in.inv_sqrt_d);
 }
 
 }  // namespace
@@ -95,7 +106,8 @@ Gradients<T> exact_attention_backward(const Mat<T>& Q, const Mat<T>& K, const Ma
                                       int threads) {
     check_backward_shapes(Q, K, V, G, causal);
     const std::size_t L = Q.shape(0), Lk = K.shape(0), d = Q.shape(1), dv = V.shape(1);
-    const ExactInputs<T> in{Q, K, V, G, causal, L, Lk, d, dv, T(1.0 / std::sqrt(double(d)))};
+    const ExactInputs<T> in{Q, K, V, G, causal, L, Lk, d, dv, T(1.0 / std::sqrt(double(d))),
+                            transposed(Q), transposed(K), transposed(V), transposed(G)};
     Gradients<T> g{Mat<T>::from_shape({L, d}), Mat<T>::from_shape({Lk, d}), Mat<T>::from_shape({Lk, dv})};
     if (L == 0 || Lk == 0) {
         g.dQ.fill(T(0)), g.dK.fill(T(0)), g.dV.fill(T(0));

@@ -48,31 +48,65 @@ void output_gradient(const T* num, const T* G, std::size_t L, std::size_t dv, T*
     }
 }
 
+// Rows [r0, r0 + n) of the keys as psi (exp(lk_j - M) phiK_j, into psi) and [V, 1] (into V1).
+template <class T>
+void key_rows(const Mat<T>& phiK, const std::vector<double>& lk, double M, const Mat<T>& V, std::size_t r0,
+              std::size_t n, std::vector<T>& psi, std::vector<T>& V1) {
+    const std::size_t F = phiK.shape(1), dv = V.shape(1), w = dv + 1;
+    psi.resize(n * F), V1.resize(n * w);
+    for (std::size_t r = 0; r < n; ++r) {
+        const T s = T(std::exp(lk[r0 + r] - M));
+        for (std::size_t f = 0; f < F; ++f) psi[r * F + f] = s * phiK(r0 + r, f);
+        for (std::size_t c = 0; c < dv; ++c) V1[r * w + c] = V(r0 + r, c);
+        V1[r * w + dv] = T(1);
+    }
+}
+
+// Sum over row blocks of F x w partials made in parallel, added in block order.
+template <class T, class Part>
+std::vector<T> block_sum(std::size_t rows, std::size_t size, int threads, Part part) {
+    const std::size_t R = kLinearBlockRows, nb = (rows + R - 1) / R;
+    std::vector<std::vector<T>> parts(nb, std::vector<T>(size));
+    parallel_for(nb, threads, [&](std::size_t b) { part(b * R, std::min(R, rows - b * R), parts[b].data()); });
+    std::vector<T> total(size, T(0));
+    for (const auto& p : parts)
+        for (std::size_t k = 0; k < size; ++k) total[k] += p[k];
+    return total;
+}
+
+// Row blocks of kLinearBlockRows on up to `threads` threads; the two sums over rows (KV1 over
+// the keys, dKV1 over the queries) are per-block partials added in block order, so the
+// numbers do not depend on `threads`.
 template <class T>
 FeatureGradients<T> noncausal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk,
-                                       const Mat<T>& V, const Mat<T>& G) {
+                                       const Mat<T>& V, const Mat<T>& G, int threads) {
     const std::size_t L = phiQ.shape(0), Lk = phiK.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1;
+    const std::size_t R = kLinearBlockRows;
     const double M = lk.empty() ? 0.0 : *std::max_element(lk.begin(), lk.end());
-    Mat<T> psi = phiK, V1 = Mat<T>::from_shape({Lk, w});
-    for (std::size_t j = 0; j < Lk; ++j) {
-        const T s = T(std::exp(lk[j] - M));
-        for (std::size_t f = 0; f < F; ++f) psi(j, f) *= s;
-        for (std::size_t c = 0; c < dv; ++c) V1(j, c) = V(j, c);
-        V1(j, dv) = T(1);
-    }
-    std::vector<T> kv1(F * w), num(L * w), a(L * w), dkv1(F * w);
-    gemm<T>(true, false, F, w, Lk, T(1), psi.data(), F, V1.data(), w, T(0), kv1.data(), w);
-    gemm<T>(false, false, L, w, F, T(1), phiQ.data(), F, kv1.data(), w, T(0), num.data(), w);
-    output_gradient(num.data(), G.data(), L, dv, a.data());
+    const std::vector<T> kv1 = block_sum<T>(Lk, F * w, threads, [&](std::size_t r0, std::size_t n, T* out) {
+        std::vector<T> psi, V1;
+        key_rows(phiK, lk, M, V, r0, n, psi, V1);
+        gemm<T>(true, false, F, w, n, T(1), psi.data(), F, V1.data(), w, T(0), out, w);
+    });
     FeatureGradients<T> g{Mat<T>::from_shape({L, F}), Mat<T>::from_shape({Lk, F}), Mat<T>::from_shape({Lk, dv})};
-    gemm<T>(false, true, L, F, w, T(1), a.data(), w, kv1.data(), w, T(0), g.dphiQ.data(), F);
-    gemm<T>(true, false, F, w, L, T(1), phiQ.data(), F, a.data(), w, T(0), dkv1.data(), w);
-    gemm<T>(false, true, Lk, F, w, T(1), V1.data(), w, dkv1.data(), w, T(0), g.dphiK.data(), F);
-    gemm<T>(false, false, Lk, dv, F, T(1), psi.data(), F, dkv1.data(), w, T(0), g.dV.data(), dv);
-    for (std::size_t j = 0; j < Lk; ++j) {
-        const T s = T(std::exp(lk[j] - M));
-        for (std::size_t f = 0; f < F; ++f) g.dphiK(j, f) *= s;
-    }
+    const std::vector<T> dkv1 = block_sum<T>(L, F * w, threads, [&](std::size_t r0, std::size_t n, T* out) {
+        std::vector<T> num(n * w), a(n * w);
+        gemm<T>(false, false, n, w, F, T(1), &phiQ(r0, 0), F, kv1.data(), w, T(0), num.data(), w);
+        output_gradient(num.data(), &G(r0, 0), n, dv, a.data());
+        gemm<T>(false, true, n, F, w, T(1), a.data(), w, kv1.data(), w, T(0), &g.dphiQ(r0, 0), F);
+        gemm<T>(true, false, F, w, n, T(1), &phiQ(r0, 0), F, a.data(), w, T(0), out, w);
+    });
+    parallel_for((Lk + R - 1) / R, threads, [&](std::size_t b) {
+        const std::size_t r0 = b * R, n = std::min(R, Lk - r0);
+        std::vector<T> psi, V1;
+        key_rows(phiK, lk, M, V, r0, n, psi, V1);
+        gemm<T>(false, true, n, F, w, T(1), V1.data(), w, dkv1.data(), w, T(0), &g.dphiK(r0, 0), F);
+        gemm<T>(false, false, n, dv, F, T(1), psi.data(), F, dkv1.data(), w, T(0), &g.dV(r0, 0), dv);
+        for (std::size_t r = 0; r < n; ++r) {
+            const T s = T(std::exp(lk[r0 + r] - M));
+            for (std::size_t f = 0; f < F; ++f) g.dphiK(r0 + r, f) *= s;
+        }
+    });
     return g;
 }
 
@@ -132,13 +166,13 @@ FeatureGradients<T> causal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, cons
 template <class T>
 FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& phiK,
                                               const std::vector<double>& key_log_scale, const Mat<T>& V,
-                                              const Mat<T>& G, bool causal) {
+                                              const Mat<T>& G, bool causal, int threads) {
     const std::size_t Lk = phiK.shape(0);
     if (phiK.shape(1) != phiQ.shape(1) || V.shape(0) != Lk || G.shape(0) != phiQ.shape(0) || G.shape(1) != V.shape(1))
         throw Error("backward: shapes do not fit: phiQ (L, F), phiK (Lk, F), V (Lk, dv), G (L, dv)");
     if (causal && Lk != phiQ.shape(0)) throw Error("backward: causal attention needs as many keys as queries");
     const std::vector<double> lk = key_log_scale.empty() ? std::vector<double>(Lk, 0.0) : key_log_scale;
-    return causal ? causal_backward(phiQ, phiK, lk, V, G) : noncausal_backward(phiQ, phiK, lk, V, G);
+    return causal ? causal_backward(phiQ, phiK, lk, V, G) : noncausal_backward(phiQ, phiK, lk, V, G, threads);
 }
 
 template <class T>
@@ -151,17 +185,17 @@ Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<
     const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
     const Features<T> q = compute_features(f, Q, xs, est.W, Side::query, threads);
     const Features<T> k = compute_features(f, K, xs, est.W, Side::key, threads);
-    FeatureGradients<T> fg = linear_attention_backward(q.phi, k.phi, k.log_scale, V, G, causal);
+    FeatureGradients<T> fg = linear_attention_backward(q.phi, k.phi, k.log_scale, V, G, causal, threads);
     return {feature_vjp(f, Q, xs, est.W, Side::query, q.phi, fg.dphiQ, threads),
             feature_vjp(f, K, xs, est.W, Side::key, k.phi, fg.dphiK, threads), std::move(fg.dV)};
 }
 
 template FeatureGradients<float> linear_attention_backward(const Mat<float>&, const Mat<float>&,
                                                           const std::vector<double>&, const Mat<float>&,
-                                                          const Mat<float>&, bool);
+                                                          const Mat<float>&, bool, int);
 template FeatureGradients<double> linear_attention_backward(const Mat<double>&, const Mat<double>&,
                                                            const std::vector<double>&, const Mat<double>&,
-                                                           const Mat<double>&, bool);
+                                                           const Mat<double>&, bool, int);
 template Gradients<float> favor_backward(const Estimator<float>&, const Mat<float>&, const Mat<float>&,
                                          const Mat<float>&, const Mat<float>&, bool, int);
 template Gradients<double> favor_backward(const Estimator<double>&, const Mat<double>&, const Mat<double>&,

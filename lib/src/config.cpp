@@ -79,7 +79,7 @@ bool key_applies(const std::string& key, ExperimentKind k) {
 }
 
 InputSpec parse_inputs(const json& v, const Field& w) {
-    std::vector<std::string> keys = {"source", "L", "d", "d_v", "scale", "q", "k", "v", "per_head", "layout"};
+    std::vector<std::string> keys = {"source", "L", "d", "d_v", "scale", "q", "k", "v", "per_head", "layout", "grad"};
     keys.insert(keys.end(), family_keys().begin(), family_keys().end());
     check_keys(v, keys, w);
     InputSpec in;
@@ -88,7 +88,7 @@ InputSpec parse_inputs(const json& v, const Field& w) {
         for (const std::string& key : family_keys())
             if (v.contains(key)) w.at(key).fail("applies only to source \"random\" (an input family draws the inputs)");
     if (in.source == "random") {
-        for (const char* key : {"q", "k", "v", "per_head", "layout"})
+        for (const char* key : {"q", "k", "v", "per_head", "layout", "grad"})
             if (v.contains(key)) w.at(key).fail("applies only to source \"npy\"");
         if (!v.contains("L")) w.at("L").fail("missing (sequence length, a number or a list)");
         if (!v.contains("d")) w.at("d").fail("missing (head dimension, a number or a list)");
@@ -113,6 +113,10 @@ InputSpec parse_inputs(const json& v, const Field& w) {
         if (v.contains("layout")) {
             in.layout = read_string(v["layout"], w.at("layout"));
             if (const std::string why = layout_problem(in.layout); !why.empty()) w.at("layout").fail(why);
+        }
+        if (v.contains("grad")) {
+            in.grad = read_string(v["grad"], w.at("grad"));
+            if (in.grad.empty()) w.at("grad").fail("must not be empty");
         }
     } else {
         w.at("source").fail("must be \"random\" or \"npy\", got \"" + in.source + "\"" +
@@ -188,6 +192,17 @@ std::vector<std::string> parse_metrics(const json& j, const Field& root) {
         out.push_back(m);
     }
     return out;
+}
+
+// The gradient metrics need float32 or float64; inputs.grad needs a gradient metric.
+void check_gradient_metrics(const Config& c, const Field& root) {
+    const bool grads = any_gradient(c.approximation.metrics);
+    if (grads && dtype_rounding(c.dtype) != Rounding::none)
+        root.at("metrics").fail("the gradient metrics need dtype float32 or float64 (\"" + dtype_name(c.dtype) +
+                                "\" is emulated and has no backward pass)");
+    if (!grads && !c.inputs.grad.empty())
+        root.at("inputs").at("grad").fail("given, but no gradient metric is asked (grad_q_rel_error, grad_k_rel_error, "
+                                          "grad_v_rel_error, grad_cosine, grad_bias_rel)");
 }
 
 // `m` or `num_features` (exactly one, when some variant has features). Every F must give each
@@ -315,6 +330,7 @@ void parse_kind(const json& j, const Field& root, Config& c) {
     if (c.experiment == ExperimentKind::approximation) {
         parse_input_seeds(j, root, c);
         c.approximation.metrics = parse_metrics(j, root);
+        check_gradient_metrics(c, root);
         // Half dtypes always report where values overflowed (docs/design.md section 2.6).
         if (dtype_rounding(c.dtype) != Rounding::none)
             for (const MetricInfo& m : metric_table())
@@ -439,6 +455,7 @@ json Config::resolved() const {
             in["per_head"] = inputs.per_head;
             if (!inputs.L.empty()) in["L"] = inputs.L;               // recorded only when set
             if (!inputs.layout.empty()) in["layout"] = inputs.layout;
+            if (!inputs.grad.empty()) in["grad"] = inputs.grad;
         }
         j["inputs"] = in;
         j["causal"] = causal;
@@ -493,6 +510,8 @@ Config load_config(const std::string& path, const ConfigOverrides& overrides) {
                     if (p.is_null()) j[obj].erase(key);
                     else resolve(p);
                 }
+        if (j.contains("inputs") && j["inputs"].is_object() && j["inputs"].contains("grad"))
+            resolve(j["inputs"]["grad"]);                          // the upstream gradient's npy
         if (j.contains("output_dir")) resolve(j["output_dir"]);
     }
     apply_overrides(j, overrides);

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 #include <stdexcept>
+#include <tuple>
 
 #include "favor/attention_blocks.hpp"
 #include "favor/exact_attention.hpp"
@@ -103,12 +104,13 @@ std::string cell_label(const std::string& variant, std::size_t L, std::size_t d,
 // split into features (and W, linear attention) and the pairwise metrics, and its flops.
 // `kept`: the part of `features` in buffers its thread keeps for its next items (the fused
 // forward's thread_local features blocks, sums, and output; KeptBuffer).
+// `backward`: the gradient metrics' backward pass, after the forward (its kept buffers stay).
 struct ItemCost {
-    double features = 0, pairwise = 0, fit = 0, seconds = 0;
+    double features = 0, pairwise = 0, fit = 0, backward = 0, seconds = 0;
     std::array<double, 3> kept{};
     double held() const { return kept[0] + kept[1] + kept[2]; }
-    double total() const { return std::max(fit, features + pairwise); }
-    double transient() const { return std::max(fit, features - held() + pairwise); }   // beyond `kept`
+    double total() const { return std::max({fit, features + pairwise, held() + backward}); }
+    double transient() const { return std::max({fit, features - held() + pairwise, backward}); }   // beyond `kept`
 };
 
 // A buffer a thread keeps and only grows (grown(), memory.hpp): the largest size a cell
@@ -191,6 +193,22 @@ std::pair<double, double> pairwise_cost(const ItemShape& x, const std::vector<st
     return {flops, exps};
 }
 
+// favor_backward (backward_linear.cpp) for the gradient metrics: both feature matrices and
+// their gradients, the per-block partials of KV1 and dKV1, a block's psi, [V, 1], numerators
+// and a, the gradients in the compute dtype and widened to float64; its flops and exps (features made again, six
+// products of the linear part, each side's Jacobian). A metric over trials runs it once more
+// per item.
+std::pair<double, double> backward_cost(const ItemShape& x, const std::vector<std::string>& cols, ItemCost& c) {
+    if (!any_gradient(cols)) return {0.0, 0.0};
+    const double F = x.F, Lq = double(x.L), Lkd = double(x.Lk), d = double(x.d), dv = double(x.dv), e = dv + 1;
+    const double sz = double(x.s);
+    const double blocks = std::ceil(Lq / kLinearRows) + std::ceil(Lkd / kLinearRows);
+    c.backward = 2.0 * sz * F * (Lq + Lkd) + 16.0 * (Lq + Lkd) + sz * F * e * (blocks + 2.0) +
+                 sz * kLinearRows * (F + 3.0 * e) + (sz + 8.0) * ((Lq + Lkd) * d + Lkd * dv);
+    const double runs = any_trial_gradient(cols) ? 2.0 : 1.0;
+    return {runs * (4.0 * (Lq + Lkd) * double(x.m) * d + 6.0 * (Lq + Lkd) * F * e), runs * (Lq + Lkd) * F};
+}
+
 ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape& x, int inner) {
     ItemCost c;
     const double Lq = double(x.L), Lkd = double(x.Lk), e = double(x.dv + 1);
@@ -203,8 +221,9 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape
     else unfused_cost(x, cfg.causal, W, out, c);
     const auto [pair_flops, pair_exps] = pairwise_cost(x, cols, cfg.causal, inner, c);
     // The map's own feature flops (feature_map.hpp: X W^T, or what it computes instead).
-    const double flops = v.map->feature_flops(x.L, x.Lk, x.m, x.d) + 4.0 * (Lq + Lkd) * x.F * e + pair_flops;
-    c.seconds = double(x.heads) * (gemm_seconds(flops, x.s) + ((Lq + Lkd) * x.F + pair_exps) / kVexpRate);
+    const auto [back_flops, back_exps] = backward_cost(x, cols, c);
+    const double flops = v.map->feature_flops(x.L, x.Lk, x.m, x.d) + 4.0 * (Lq + Lkd) * x.F * e + pair_flops + back_flops;
+    c.seconds = double(x.heads) * (gemm_seconds(flops, x.s) + ((Lq + Lkd) * x.F + pair_exps + back_exps) / kVexpRate);
     return c;
 }
 
@@ -246,6 +265,7 @@ InputCost input_cost(const ApproxRun& run, int threads) {
     std::vector<bool> needed(run.grid.points(), false);
     for (std::size_t c : run.cells) needed[run.grid.point(c)] = true;
     bool pairwise = false, baseline_pairwise = false;
+    const bool grads = any_gradient(metric_columns(cfg.approximation.metrics));
     for (const auto& col : metric_columns(cfg.approximation.metrics)) {
         const MetricInfo* mi = find_metric(col);
         pairwise |= mi && mi->source == MetricInfo::Source::pairwise;
@@ -259,16 +279,22 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         const double Lq = double(x.L), Lkd = double(x.Lk), d = double(x.d), dv = double(x.dv), H = double(x.heads);
         in.held += run.draws * H *
                    (double(run.s) * (Lq * d + Lkd * d + Lkd * dv) + 8.0 * (Lq * d + Lkd * d + Lq * dv) +
-                    (pairwise ? 16.0 * Lq : 0.0));   // + the exact softmax rows; per input draw
-        // npy: the files whole (all their rows), a permuted copy too with a layout.
+                    (pairwise ? 16.0 * Lq : 0.0) +   // + the exact softmax rows; per input draw
+                    (grads ? double(run.s) * Lq * dv + 8.0 * ((Lq + Lkd) * d + Lkd * dv) : 0.0));   // + G, exact gradients
+        // npy: the files whole (all their rows), a permuted copy too with a layout (+ G's file).
         const bool known = run.npy && run.npy->file_L && run.npy->file_Lk;
         const double fL = known ? double(run.npy->file_L) : Lq, fLk = known ? double(run.npy->file_Lk) : Lkd;
-        const double draw = cfg.inputs.npy() ? 8.0 * H * (fL * d + fLk * d + fLk * dv) * (cfg.inputs.layout.empty() ? 1.5 : 2.5)
+        const double draw = cfg.inputs.npy() ? 8.0 * H * (fL * d + fLk * d + fLk * dv + (grads ? fL * dv : 0.0)) *
+                                                   (cfg.inputs.layout.empty() ? 1.5 : 2.5)
                                              : 8.0 * (2 * Lq * d + Lq * dv);
         // The exact pass: K^T laid out once (ExactOperands), each thread's tiles (float64).
         in.loading = std::max(in.loading, draw + 8.0 * Lkd * d + exact_tiles(threads, dv, 8));
+        // The exact backward (backward_exact.cpp): per thread a block's A and dP (rows x keys).
+        if (grads) in.loading = std::max(in.loading, draw + 8.0 * double(threads) * 2.0 * double(block_rows(x.Lk)) * Lkd);
         const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
         in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + x.dv), 8) + pairs / kVexpRate) / threads;
+        // The exact backward: 8 products over the pairs (S, A V, G V^T, dQ; S^T, dV, dP^T, dK), two exps.
+        if (grads) in.seconds += run.draws * H * (gemm_seconds(4.0 * pairs * double(x.d + x.dv), 8) + 2 * pairs / kVexpRate) / threads;
         // The uniform-attention baseline of the pairwise metrics: one more pass.
         if (baseline_pairwise)
             in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + 1), 8) + 2 * pairs / kVexpRate) / threads;
@@ -319,6 +345,8 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
     // (The output is made anew when its shape changes, not copied: it does not grow.)
     if (in.loading > conc * (worst.transient() + w.held())) {
         t.add("loading inputs", in_field, in.loading);
+    } else if (worst.backward > std::max(worst.fit, worst.features - worst.held() + worst.pairwise)) {
+        t.add("backward pass", "metrics", conc * (worst.backward + w.held()));
     } else if (worst.fit > worst.features - worst.held() + worst.pairwise) {
         t.add("features", budget, conc * (worst.fit + w.held()));
     } else {
@@ -338,7 +366,8 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
                    {"inputs.q", "the .npy inputs are too large for this machine"},
                    {"m", "lower m"},
                    {"num_features", "lower num_features"},
-                   {"metrics", "lower " + budget + ", or leave attention_mse, kernel_mse and negative_fraction out of metrics"}});
+                   {"metrics", "lower " + budget + ", or leave attention_mse, kernel_mse, negative_fraction and the grad_ "
+                               "metrics out of metrics"}});
 }
 
 // --- kernel and timing ---------------------------------------------------------------------
@@ -486,7 +515,30 @@ ThreadPlan fit_threads(const Config& cfg, int threads, const Shard& shard, const
     return p;
 }
 
-Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads) {
+namespace {
+// apply --grad after the output (apply_grad.cpp): G read (its array and heads), every head's
+// gradients in float64, and per head the tensors in the compute dtype and the backward's
+// buffers (exact: a block's A and dP per thread; features: as backward_cost); its time.
+std::pair<double, double> apply_backward(const QkvShapes& sh, const ApplyOptions& o, int threads) {
+    const std::size_t s = dtype_bytes(o.dtype);
+    const double H = double(sh.heads), L = double(sh.L), Lk = double(sh.Lk), d = double(sh.d), dv = double(sh.dv);
+    const double held = 16.0 * H * L * dv + 8.0 * H * ((L + Lk) * d + Lk * dv);
+    double head = double(s) * ((L + Lk) * d + Lk * dv + L * dv), flops, exps;
+    if (!o.variant) {
+        head += 2.0 * double(threads) * double(block_rows(sh.Lk)) * Lk * double(s) + double(s) * ((L + Lk) * d + Lk * dv);
+        const double pairs = o.causal ? L * Lk / 2 : L * Lk;
+        flops = 4.0 * pairs * (d + dv), exps = 2 * pairs;
+    } else {
+        ItemCost c;
+        const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, sh.heads, s, double(o.variant->map->num_features(o.m, sh.d))};
+        std::tie(flops, exps) = backward_cost(x, {"grad_cosine"}, c);
+        head += c.backward;
+    }
+    return {held + head, H * (gemm_seconds(flops, s) + exps / kVexpRate) / double(threads)};
+}
+}  // namespace
+
+Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads, bool grad) {
     threads = std::max(threads, 1);
     const std::size_t s = dtype_bytes(o.dtype);
     const double H = double(sh.heads), L = double(sh.L), Lk = double(sh.Lk), d = double(sh.d), dv = double(sh.dv);
@@ -511,14 +563,19 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads) {
                        (L + Lk) * F / kVexpRate);
     }
     const double save = outs + 8.0 * H * L * dv + double(s) * H * L * dv;
+    const auto [back, back_seconds] = grad ? apply_backward(sh, o, threads) : std::pair<double, double>{0.0, 0.0};
+    seconds += back_seconds;
     Terms t;
     t.add("inputs", "--q", tensors);
-    const double work = std::max({reading, outs + head, save});
+    const double work = std::max({reading, outs + head, save, outs + back});
     if (work == reading) t.add("reading inputs", "--q", reading);
     else if (work == save) t.add("output", "--q", save);
+    else if (work == outs + back) t.add("backward pass", "--grad", outs + back);
     else t.add(o.variant ? "features" : "attention", o.variant ? "--m" : "--q", head + outs);
     t.add("thread buffers", "--threads", double(threads) * kThreadRss);
-    return finish(t, seconds, threads, "", {{"--q", "the tensors are too large for this machine"}, {"--m", "lower --m"}});
+    return finish(t, seconds, threads, "",
+                  {{"--q", "the tensors are too large for this machine"}, {"--m", "lower --m"},
+                   {"--grad", "the tensors are too large for a backward pass on this machine"}});
 }
 
 Cost estimate_gen(std::size_t L, std::size_t d, std::size_t dv, bool basis) {

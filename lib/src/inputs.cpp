@@ -47,4 +47,11 @@ QKV random_inputs(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t 
     return in;
 }
 
+Mat<double> upstream_gradient(std::uint64_t seed, std::size_t L, std::size_t d_v, std::size_t head,
+                              std::uint64_t input_seed) {
+    const std::uint64_t key = input_seed == 0 ? stream_key({seed, tag("upstream-grad"), d_v, head})
+                                              : stream_key({seed, tag("upstream-grad"), d_v, head, input_seed});
+    return normal_matrix(key, L, d_v);
+}
+
 }  // namespace favor

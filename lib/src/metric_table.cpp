@@ -29,6 +29,8 @@ struct Entry {
     template <class Fn>
     Entry& output(Fn fn) { return m.output = {fn, fn}, *this; }
     Entry& forward(double (*fn)(const ForwardCounts&)) { return m.forward = fn, *this; }
+    Entry& gradient(double (*fn)(const Gradients<double>&, const Gradients<double>&)) { return m.gradient = fn, *this; }
+    Entry& over_trials(double (*fn)(const Gradients<double>&, const TrialGradients&)) { return m.over_trials = fn, *this; }
     Entry& pass(bool PairwiseRequest::*asks, double PairwiseResult::*result) {
         return m.asks = asks, m.result = result, *this;
     }
@@ -49,6 +51,7 @@ struct Entry {
 };
 
 using Rq = PairwiseRequest;
+using Grads = Gradients<double>;
 using Rs = PairwiseResult;
 
 std::vector<MetricInfo> make_table() {
@@ -78,6 +81,22 @@ std::vector<MetricInfo> make_table() {
               "share of the entries of phi(Q), phi(K) and the stored phi(K)^T [V, 1] (non-causal) that are +-Inf "
               "(after rounding with float16/bfloat16, where it is always present)")
             .forward(overflow).with_half().not_compared().perfect(0),
+        Entry("grad_q_rel_error", S::gradient,
+              "||dQ - dQ_hat||_F / ||dQ||_F for the upstream gradient G (uniform attention: 1, its dQ is 0)")
+            .gradient([](const Grads& e, const Grads& a) { return output_rel_error(e.dQ, a.dQ); }).baseline().perfect(0),
+        Entry("grad_k_rel_error", S::gradient,
+              "||dK - dK_hat||_F / ||dK||_F for the upstream gradient G (uniform attention: 1, its dK is 0)")
+            .gradient([](const Grads& e, const Grads& a) { return output_rel_error(e.dK, a.dK); }).baseline().perfect(0),
+        Entry("grad_v_rel_error", S::gradient, "||dV - dV_hat||_F / ||dV||_F for the upstream gradient G")
+            .gradient([](const Grads& e, const Grads& a) { return output_rel_error(e.dV, a.dV); }).baseline().perfect(0),
+        Entry("grad_cosine", S::gradient, "cosine of the flattened (dQ_hat, dK_hat, dV_hat) with the exact (dQ, dK, dV)")
+            .gradient(grad_cosine).baseline().perfect(1),
+        Entry("grad_bias_rel", S::trials,
+              "|mean over the cell's trials of g_hat - g| / |g|, g = (dQ, dK, dV): the estimator's bias (one value per cell)")
+            .over_trials(grad_bias_rel).one_value().not_compared().perfect(0),
+        Entry("grad_bias_floor", S::trials,
+              "sqrt(sum of the trials' variances / trials) / |g|: grad_bias_rel's Monte Carlo floor (blank for 1 trial)")
+            .over_trials(grad_bias_floor).one_value().implied_by("grad_bias_rel").not_compared().perfect(0),
         Entry("seconds", S::clock, "wall time of the estimator (not deterministic; summed over heads)")
             .unit("s").summed().nonnegative().not_compared(),
     };
@@ -153,6 +172,14 @@ bool any_pairwise(const std::vector<std::string>& columns) {
                 .empty();
 }
 
+bool any_gradient(const std::vector<std::string>& columns) {
+    return !columns_where(columns, [](const MetricInfo& m) { return m.source == S::gradient || m.source == S::trials; })
+                .empty();
+}
+bool any_trial_gradient(const std::vector<std::string>& columns) {
+    return !columns_where(columns, [](const MetricInfo& m) { return m.source == S::trials; }).empty();
+}
+
 bool output_fused(const std::vector<std::string>& columns, const FeatureMap& map, Rounding rounding, bool shift,
                   bool causal) {
     return columns_where(columns, [](const MetricInfo& m) { return m.source == S::forward; }).empty() &&
@@ -192,6 +219,19 @@ void forward_values(const std::vector<std::string>& columns, const ForwardCounts
 
 void clock_values(const std::vector<std::string>& columns, double seconds, MetricValues& v) {
     each_from(columns, S::clock, [&](const MetricInfo& e) { v[e.name] = seconds; });
+}
+
+void gradient_values(const std::vector<std::string>& columns, const Gradients<double>& exact,
+                     const Gradients<double>& approx, MetricValues& v) {
+    each_from(columns, S::gradient, [&](const MetricInfo& e) { v[e.name] = e.gradient(exact, approx); });
+}
+
+void trial_gradient_values(const std::vector<std::string>& columns, const Gradients<double>& exact,
+                           const TrialGradients& t, MetricValues& v) {
+    each_from(columns, S::trials, [&](const MetricInfo& e) {
+        const double x = e.over_trials(exact, t);
+        if (!std::isnan(x)) v[e.name] = x;
+    });
 }
 
 void pairwise_values(const std::vector<std::string>& columns, const PairwiseRequest& req, const PairwiseResult& res,

@@ -5,7 +5,10 @@ namespace favor {
 
 std::optional<QkvShapes> npy_shapes(const Config& cfg) {
     if (cfg.experiment != ExperimentKind::approximation || !cfg.inputs.npy()) return std::nullopt;
-    return read_qkv_shapes(npy_source(cfg));
+    const QkvShapes s = read_qkv_shapes(npy_source(cfg));
+    if (!cfg.inputs.grad.empty())   // G holds the files' L rows (a cell takes its first inputs.L)
+        check_upstream_header(cfg.inputs.grad, s.lead, s.file_L ? s.file_L : s.L, s.dv, cfg.file + ": inputs.grad");
+    return s;
 }
 
 RunPlan plan_run(const Config& cfg, int requested, const Shard& shard, const QkvShapes* npy,

@@ -169,6 +169,30 @@ HeadTensors load_qkv(const std::string& qp, const std::string& kp, const std::st
     return load_qkv(plain_source(qp, kp, vp, causal));
 }
 
+namespace {
+void check_upstream_shape(const std::string& path, const std::vector<std::size_t>& shape,
+                          std::vector<std::size_t> want, std::size_t L, std::size_t dv, const std::string& who) {
+    want.insert(want.end(), {L, dv});
+    if (shape != want)
+        throw Error(who + ": " + path + " has shape " + shape_str(shape) + ", expected " + shape_str(want) +
+                    " (the output's shape)");
+}
+}  // namespace
+
+void check_upstream_header(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L, std::size_t dv,
+                           const std::string& who) {
+    check_upstream_shape(path, read_npy_header(path).shape, lead, L, dv, who);
+}
+
+std::vector<Mat<double>> load_upstream(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L,
+                                       std::size_t dv, const std::string& who) {
+    const NpyArray a = read_npy(path);
+    check_upstream_shape(path, a.shape, lead, L, dv, who);
+    if (const auto bad = first_nonfinite(a))
+        throw Error(who + ": " + path + " entry " + std::to_string(*bad) + " is not finite");
+    return split_heads(a);
+}
+
 std::string heads_npy_bytes(const std::string& path, const std::vector<std::size_t>& lead,
                             const std::vector<Mat<double>>& heads, bool as_float32) {
     std::vector<std::size_t> shape = lead;

@@ -15,7 +15,8 @@ namespace favor {
 // estimator of docs/design.md section 2.2 on stabilised features, M = max lk) with respect to
 // phiQ, phiK (key_log_scale held fixed) and V.
 // phiQ: (L, F), phiK: (Lk, F), key_log_scale: (Lk), V: (Lk, dv), G: (L, dv);
-// returns dphiQ (L, F), dphiK (Lk, F), dV (Lk, dv). Causal (Lk = L): reverse prefix sums.
+// returns dphiQ (L, F), dphiK (Lk, F), dV (Lk, dv). Causal (Lk = L): reverse prefix sums (one
+// thread); non-causal: row blocks on up to `threads` threads, the same numbers for any count.
 template <class T>
 struct FeatureGradients {
     Mat<T> dphiQ, dphiK, dV;
@@ -23,7 +24,7 @@ struct FeatureGradients {
 template <class T>
 FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& phiK,
                                               const std::vector<double>& key_log_scale, const Mat<T>& V,
-                                              const Mat<T>& G, bool causal = false);
+                                              const Mat<T>& G, bool causal = false, int threads = 1);
 
 // The whole estimator's gradient (the forward is favor_attention's): features of Q and K with
 // est's W and (fitted, then fixed) map, the feature gradients above, then each side through

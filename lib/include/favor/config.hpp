@@ -46,6 +46,7 @@ struct InputSpec {
     InputFamily family;                // random: knobs of real heads (input_families.hpp)
     std::string q, k, v;               // npy: PATH or PATH:NAME (.npy, .npz, .safetensors; resolved)
     std::string layout;                // npy: the files' axes ("BLHD"); empty: by rank (tensor_layout.hpp)
+    std::string grad;                  // npy: the upstream gradient G of the gradient metrics ("": drawn)
     bool per_head = false;             // npy: also one errors.csv row per head
     // npy: `L` (optional) is the grid of row counts: each point takes the files' first L rows.
     bool npy() const { return source == "npy"; }

@@ -31,8 +31,8 @@ struct Cost {
 // A run of `cfg` on `threads` threads (resolved, >= 1) for the cells of `shard`; `npy`: the
 // shapes of npy inputs (read_qkv_shapes), needed when cfg.inputs.npy().
 Cost estimate_run(const Config& cfg, int threads, const Shard& shard = {}, const QkvShapes* npy = nullptr);
-// `favor apply` on tensors of these shapes.
-Cost estimate_apply(const QkvShapes& s, const ApplyOptions& o, int threads);
+// `favor apply` on tensors of these shapes; `grad`: with --grad (the backward pass after it).
+Cost estimate_apply(const QkvShapes& s, const ApplyOptions& o, int threads, bool grad = false);
 // `favor gen` and `favor projection`.
 // basis: an input family with an anisotropic covariance (two d x d Haar blocks and QR's copy).
 Cost estimate_gen(std::size_t L, std::size_t d, std::size_t dv, bool basis = false);

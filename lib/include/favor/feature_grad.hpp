@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "favor/blas.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/tensor.hpp"
 
@@ -48,21 +49,21 @@ Mat<T> feature_vjp(const FeatureMap& f, const Mat<T>& X, double xs, const Mat<T>
 // dX_i = xs (dx + W^T coef).
 template <class T, class Rule>
 void projection_vjp(const FeatureGrad<T>& g, Rule rule) {
-    const std::size_t m = g.W.shape(0), d = g.d;
+    const std::size_t m = g.W.shape(0), d = g.d, n = g.rows;
+    // The block's projections X W^T and, after the rules, coef W as products (blas.hpp).
+    std::vector<T> proj(n * m), coefs(n * m), back(n * d);
+    gemm<T>(false, true, n, m, d, T(1), g.X, d, g.W.data(), d, T(0), proj.data(), m);
     std::vector<double> u(m), coef(m), dx(d);
-    for (std::size_t i = 0; i < g.rows; ++i) {
-        const T* q = g.X + i * d;
-        for (std::size_t j = 0; j < m; ++j) {
-            double s = 0.0;
-            for (std::size_t c = 0; c < d; ++c) s += double(g.W(j, c)) * double(q[c]);
-            u[j] = g.xs * s;
-        }
+    std::vector<double> dxs(n * d);
+    for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t j = 0; j < m; ++j) u[j] = g.xs * double(proj[i * m + j]);
         std::fill(dx.begin(), dx.end(), 0.0);
         rule(i, u, coef, dx);
-        for (std::size_t j = 0; j < m; ++j)
-            for (std::size_t c = 0; c < d; ++c) dx[c] += coef[j] * double(g.W(j, c));
-        for (std::size_t c = 0; c < d; ++c) g.dX[i * d + c] = T(g.xs * dx[c]);
+        for (std::size_t j = 0; j < m; ++j) coefs[i * m + j] = T(coef[j]);
+        std::copy(dx.begin(), dx.end(), dxs.begin() + std::ptrdiff_t(i * d));
     }
+    gemm<T>(false, false, n, d, m, T(1), coefs.data(), m, g.W.data(), d, T(0), back.data(), d);
+    for (std::size_t k = 0; k < n * d; ++k) g.dX[k] = T(g.xs * (dxs[k] + double(back[k])));
 }
 
 // Throws Error "backward: features 'NAME' have no gradient (WHY)".

@@ -30,4 +30,11 @@ struct InputDraw {
 QKV random_inputs(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale,
                   const InputDraw& draw = {});
 
+// The upstream gradient G = dLoss/dOut (L, d_v) of the gradient metrics (docs/design.md
+// section 7): entry (i, c) is normal number i*d_v + c of the stream (seed, "upstream-grad",
+// d_v, head), input seed appended when not 0; N(0, 1), nested in L like the inputs, and a
+// stream of its own, so no other draw changes.
+Mat<double> upstream_gradient(std::uint64_t seed, std::size_t L, std::size_t d_v, std::size_t head,
+                              std::uint64_t input_seed = 0);
+
 }  // namespace favor

@@ -16,6 +16,7 @@
 
 #include "favor/half.hpp"
 #include "favor/feature_maps.hpp"
+#include "favor/gradient_metrics.hpp"
 #include "favor/pairwise_pass.hpp"
 #include "favor/tensor.hpp"
 
@@ -32,8 +33,10 @@ struct ForwardCounts {
 struct MetricInfo {
     // Where the value comes from. output: a function of Out_hat and Out; forward: of the
     // unfused forward's counts (so the runner does not fuse); pairwise: the streamed pass over
-    // all (i, j); theory: a closed form summed in the same pass; clock: the estimator's time.
-    enum class Source { output, forward, pairwise, theory, clock };
+    // all (i, j); theory: a closed form summed in the same pass; clock: the estimator's time;
+    // gradient: a function of the exact and the estimator's (dQ, dK, dV) for the upstream
+    // gradient G; trials: of the exact gradients and the mean and spread of a cell's trials'.
+    enum class Source { output, forward, pairwise, theory, clock, gradient, trials };
     enum class Reduce { mean, sum };          // over batch x heads
     enum class Summary { stats, value };      // stats: _mean/_std/_sem...; value: one number per cell
     enum class Format { number, count };      // cells written by format_number / format_count
@@ -50,6 +53,8 @@ struct MetricInfo {
     Source source = Source::output;
     OutputFn output;                           // source output
     double (*forward)(const ForwardCounts&) = nullptr;   // source forward
+    double (*gradient)(const Gradients<double>& exact, const Gradients<double>& approx) = nullptr;   // source gradient
+    double (*over_trials)(const Gradients<double>& exact, const TrialGradients& t) = nullptr;        // source trials
     bool PairwiseRequest::*asks = nullptr;     // source pairwise: the request's flag ...
     double PairwiseResult::*result = nullptr;  // ... and (also theory) the pass's result
     bool blank_if_nan = false;                 // pairwise: a NaN result is a blank cell
@@ -80,6 +85,9 @@ std::vector<std::string> value_columns(const std::vector<std::string>& columns);
 std::vector<std::string> baseline_columns(const std::vector<std::string>& columns);
 // Whether some column comes from the streamed pass (pairwise or theory).
 bool any_pairwise(const std::vector<std::string>& columns);
+// Whether some column needs the gradients (source gradient or trials) / a cell's trials' (trials).
+bool any_gradient(const std::vector<std::string>& columns);
+bool any_trial_gradient(const std::vector<std::string>& columns);
 // Whether the approximation runner makes an estimator's output with the fused forward
 // (forward_fused: no (L, F) feature matrices) for these metric columns: not when some column
 // comes from the unfused forward's counts. The memory estimate (cost_model.cpp) asks the same.
@@ -98,6 +106,12 @@ void output_values(const std::vector<std::string>& columns, const Mat<double>& e
                    MetricValues& v);
 void forward_values(const std::vector<std::string>& columns, const ForwardCounts& counts, MetricValues& v);
 void clock_values(const std::vector<std::string>& columns, double seconds, MetricValues& v);
+// exact: float64 gradients of exact attention; approx: the estimator's, widened to float64.
+void gradient_values(const std::vector<std::string>& columns, const Gradients<double>& exact,
+                     const Gradients<double>& approx, MetricValues& v);
+// Over a cell's trials (a NaN, the floor of one trial, is a blank cell).
+void trial_gradient_values(const std::vector<std::string>& columns, const Gradients<double>& exact,
+                           const TrialGradients& t, MetricValues& v);
 // Those the request asked for (a NaN result blank where the entry says so).
 void pairwise_values(const std::vector<std::string>& columns, const PairwiseRequest& req, const PairwiseResult& res,
                      MetricValues& v);

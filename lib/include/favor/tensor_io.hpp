@@ -52,6 +52,16 @@ QkvShapes read_qkv_shapes(const std::string& q, const std::string& k, const std:
 HeadTensors load_qkv(const QkvSource& src);
 HeadTensors load_qkv(const std::string& q, const std::string& k, const std::string& v, bool causal);
 
+// An upstream gradient G = dLoss/dOut from `path`, one (L, dv) matrix per head, checked to
+// have the output's shape lead + (L, dv) and finite entries; errors read
+// "<who>: <path> has shape ..., expected ... (the output's shape)" / "<who>: <path> entry N is
+// not finite" (who: "apply: --grad", "<config>: inputs.grad"). check_upstream_header checks
+// the shape from the header alone.
+std::vector<Mat<double>> load_upstream(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L,
+                                       std::size_t dv, const std::string& who);
+void check_upstream_header(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L, std::size_t dv,
+                           const std::string& who);
+
 // Writes per-head (L, c) matrices as one array of shape lead + (L, c).
 // heads_npy_bytes: the file's bytes (for a set written together, e.g. `favor gen`'s).
 std::string heads_npy_bytes(const std::string& path, const std::vector<std::size_t>& lead,

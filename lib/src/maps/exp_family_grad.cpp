@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "exp_family.hpp"
+#include "favor/blas.hpp"
 
 namespace favor {
 
@@ -24,34 +25,39 @@ void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
     const std::vector<double>& Gd = shape_.dense[s];   // aderf: G_s = scale G, gs = xs scale
     const bool dense = !B_.empty();
     const double a = std::sqrt(1.0 - 4.0 * shape_.A);
-    std::vector<double> u(d), hw(d), du(d);
+    // h_j = g_j phi_j (mirrored: h_+ - h_-) for the block's rows, then W^T h as one product.
+    std::vector<T> h(g.rows * m), hw_rows(g.rows * d);
+    std::vector<double> hsum(g.rows, 0.0);
     for (std::size_t i = 0; i < g.rows; ++i) {
         const T* phi = g.phi + i * F;
         const T* G = g.G + i * F;
-        std::fill(hw.begin(), hw.end(), 0.0);
-        double hsum = 0.0;
         for (std::size_t j = 0; j < m; ++j) {
             double coef = double(G[j]) * double(phi[j]);
-            hsum += coef;
+            hsum[i] += coef;
             if (mirrored_) {
                 const double h2 = double(G[m + j]) * double(phi[m + j]);
-                hsum += h2;
+                hsum[i] += h2;
                 coef -= h2;
             }
-            for (std::size_t c = 0; c < d; ++c) hw[c] += coef * double(g.W(j, c));
+            h[i * m + j] = T(coef);
         }
+    }
+    gemm<T>(false, false, g.rows, d, m, T(1), h.data(), m, g.W.data(), d, T(0), hw_rows.data(), d);
+    std::vector<double> u(d), du(d);
+    for (std::size_t i = 0; i < g.rows; ++i) {
+        const T* hw = &hw_rows[i * d];
         for (std::size_t c = 0; c < d; ++c) {
             u[c] = gs[c] * double(g.X[i * d + c]);
             if (!Gd.empty()) {
                 u[c] = 0.0;
                 for (std::size_t k = 0; k < d; ++k) u[c] += gs[c] * Gd[c * d + k] * double(g.X[i * d + k]);
             }
-            double bh = a * hw[c];
+            double bh = a * double(hw[c]);
             if (dense) {
                 bh = 0.0;
-                for (std::size_t k = 0; k < d; ++k) bh += B_[c * d + k] * hw[k];
+                for (std::size_t k = 0; k < d; ++k) bh += B_[c * d + k] * double(hw[k]);
             }
-            du[c] = bh - hsum * u[c];
+            du[c] = bh - hsum[i] * u[c];
         }
         if (Gd.empty()) {
             for (std::size_t c = 0; c < d; ++c) g.dX[i * d + c] = T(gs[c] * du[c]);
