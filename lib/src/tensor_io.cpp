@@ -190,7 +190,7 @@ std::vector<Mat<double>> load_upstream(const std::string& path, const std::vecto
     check_upstream_shape(path, a.shape, lead, L, dv, who);
     if (const auto bad = first_nonfinite(a))
         throw Error(who + ": " + path + " entry " + std::to_string(*bad) + " is not finite");
-    return split_heads(a);
+    return split_heads(a, 0);   // every row
 }
 
 std::string heads_npy_bytes(const std::string& path, const std::vector<std::size_t>& lead,
