@@ -177,11 +177,15 @@ double max_norm2(const Mat<double>& a) {
 }
 }  // namespace
 
-std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
-    if (opt.variant && !in.q.empty())
-        if (const auto p = opt.variant->map->check_sizes(opt.m, in.d(), in.L(), in.k[0].shape(0)))
+void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, std::size_t Lk) {
+    if (opt.variant)
+        if (const auto p = opt.variant->map->check_sizes(opt.m, d, L, Lk))
             throw Error("apply: --" + (p->key.empty() ? std::string("features") : p->key == "m" ? "m" : "param " + p->key) +
                         ": " + p->message);
+}
+
+std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
+    if (!in.q.empty()) check_apply_sizes(opt, in.d(), in.L(), in.k[0].shape(0));
     std::vector<Mat<double>> out;
     for (std::size_t h = 0; h < in.q.size(); ++h)
         out.push_back(with_dtype(opt.dtype, [&](auto t) {

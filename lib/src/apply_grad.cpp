@@ -23,13 +23,11 @@ Gradients<T> head_gradients(const Mat<double>& q, const Mat<double>& k, const Ma
 }
 }  // namespace
 
-namespace {
 void check_upstream_shape(const std::string& path, std::vector<std::size_t> shape, std::vector<std::size_t> want) {
     if (shape != want)
         throw Error("apply: --grad: " + path + " has shape " + shape_str(shape) + ", expected " + shape_str(want) +
                     " (the output's shape)");
 }
-}  // namespace
 
 void check_apply_grad(const ApplyOptions& opt, const std::string& grad_path, const QkvShapes* shapes) {
     if (opt.dtype != DType::float64 && opt.dtype != DType::float32)

@@ -8,8 +8,6 @@
 
 namespace favor {
 
-namespace {
-
 void check_rank(const std::vector<std::size_t>& shape, const std::string& path) {
     if (shape.size() < 2 || shape.size() > 4)
         throw Error(path + ": shape " + shape_str(shape) + " has rank " + std::to_string(shape.size()) +
@@ -17,6 +15,8 @@ void check_rank(const std::vector<std::size_t>& shape, const std::string& path) 
     for (std::size_t s : shape)
         if (s == 0) throw Error(path + ": shape " + shape_str(shape) + " has an empty dimension");
 }
+
+namespace {
 
 NpyArray load_checked(const std::string& path) {
     NpyArray a = read_npy(path);

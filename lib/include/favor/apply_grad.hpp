@@ -18,6 +18,9 @@ struct HeadGradients {
 // empty: not checked). Throws Error "apply: --grad: ...".
 void check_apply_grad(const ApplyOptions& opt, const std::string& grad_path = "", const QkvShapes* shapes = nullptr);
 
+// Throws Error "apply: --grad: PATH has shape ..., expected WANT (the output's shape)" unless equal.
+void check_upstream_shape(const std::string& path, std::vector<std::size_t> shape, std::vector<std::size_t> want);
+
 // G read from `path`, checked to be lead + (L, dv) as the output is, finite; one matrix per head.
 std::vector<Mat<double>> load_upstream(const std::string& path, const HeadTensors& in, std::size_t dv);
 

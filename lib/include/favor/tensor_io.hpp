@@ -15,6 +15,10 @@ struct HeadTensors {
     std::size_t d() const { return q.empty() ? 0 : q[0].shape(1); }
 };
 
+// Throws Error "PATH: shape ... has rank r; expected (L, d), (H, L, d) or (B, H, L, d)" or "...
+// has an empty dimension" unless `shape` is one of those, every dimension > 0.
+void check_rank(const std::vector<std::size_t>& shape, const std::string& path);
+
 // The sizes of a q, k, v triple.
 struct QkvShapes {
     std::vector<std::size_t> lead;
