@@ -3,8 +3,8 @@
 
 #include <iostream>
 
-#include "favor/flag_values.hpp"
 #include "favor/names.hpp"
+#include "favor/run_session.hpp"
 
 namespace favor::cli {
 namespace {
@@ -27,14 +27,7 @@ std::string joined(const std::vector<std::string>& items) {
 
 void warn(const std::string& msg) { std::cerr << "favor: warning: " << one_line(msg) << "\n"; }
 
-MemoryBudget budget_of(const std::string& cmd, const Text& max_memory) {
-    if (max_memory) return memory_budget(parse_size_text(cmd + ": --max-memory", *max_memory));
-    return memory_budget();
-}
-
-int threads_of(const std::string& cmd, const Text& t) {
-    return t ? int(parse_uint_text(cmd + ": --threads", *t, 0, 1000000)) : 0;
-}
+MemoryBudget budget_of(const std::string& cmd, const Text& max_memory) { return budget_of_text(cmd, max_memory.get()); }
 
 void note_estimate(double peak, const MemoryBudget& budget, const std::string& where) {
     g_estimate = "estimated peak " + format_bytes(peak) + where + ", budget " + format_bytes(double(budget.bytes)) +

@@ -125,6 +125,10 @@ int main(int argc, char** argv) {
     std::string source_dir = __FILE__;
     source_dir = source_dir.substr(0, source_dir.rfind('/'));
     source_dir = source_dir.substr(0, source_dir.rfind('/'));
+    // __FILE__ is relative to the build directory (where favor_bench is) under ccache's
+    // CCACHE_BASEDIR: anchor it there, so the scripts are found from any working directory.
+    const std::filesystem::path exe_dir = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+    if (std::filesystem::path(source_dir).is_relative()) source_dir = (exe_dir / source_dir).lexically_normal().string();
 
     const nlohmann::json env = environment_info(threads);
     std::printf("favor_bench: %s, %s, %d threads, %s build, -march=%s\n",
@@ -327,7 +331,7 @@ int main(int argc, char** argv) {
     // favor.attention on numpy arrays against apply_attention on the same tensors read as
     // `favor apply` reads them: L = 16384, d = 64, m = 256, positive + orthogonal, float32.
     if (section("python") && numpy) {
-        const std::string exe = std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+        const std::string exe = exe_dir.string();
         if (std::filesystem::exists(exe + "/python/favor/__init__.py")) {
             const std::string dir = (std::filesystem::temp_directory_path() / ("favor_bench_py." + std::to_string(::getpid()))).string();
             std::filesystem::create_directories(dir);

@@ -3,6 +3,7 @@
 #include "favor/array_view.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "favor/apply_grad.hpp"
@@ -11,48 +12,54 @@
 namespace favor {
 
 namespace {
-// Entry (row, col) of head h (C order over the leading dimensions).
-struct Strided {
-    const char* base;
-    bool f32;
-    std::ptrdiff_t row, col;
-    std::vector<std::ptrdiff_t> head_offsets;
-    double at(std::size_t h, std::size_t i, std::size_t c) const {
-        const char* p = base + head_offsets[h] + std::ptrdiff_t(i) * row + std::ptrdiff_t(c) * col;
-        float f;
-        double d;
-        if (f32) return std::memcpy(&f, p, sizeof f), double(f);
-        return std::memcpy(&d, p, sizeof d), d;
-    }
-};
-
-Strided strided(const ArrayView& a) {
-    const std::size_t r = a.shape.size();
-    Strided s{static_cast<const char*>(a.data), a.f32, a.strides[r - 2], a.strides[r - 1], {0}};
-    for (std::size_t dim = 0; dim + 2 < r; ++dim) {   // offsets of the heads, C order
+// The offsets (bytes) of the heads of `a`, C order over the leading dimensions.
+std::vector<std::ptrdiff_t> head_offsets(const ArrayView& a) {
+    std::vector<std::ptrdiff_t> offsets{0};
+    for (std::size_t dim = 0; dim + 2 < a.shape.size(); ++dim) {
         std::vector<std::ptrdiff_t> next;
-        for (std::ptrdiff_t o : s.head_offsets)
+        for (std::ptrdiff_t o : offsets)
             for (std::size_t j = 0; j < a.shape[dim]; ++j) next.push_back(o + std::ptrdiff_t(j) * a.strides[dim]);
-        s.head_offsets = std::move(next);
+        offsets = std::move(next);
     }
-    return s;
+    return offsets;
 }
 
-// The heads of a checked-rank array; `bad(flat index, value)` throws for a non-finite entry.
+// n entries of type S, `step` bytes apart, into dst as double (contiguous rows: step is
+// sizeof(S), a loop the compiler vectorises). Returns whether one is NaN or Inf (exponent
+// bits all set: an integer test that vectorises too).
+template <class S>
+bool convert(const char* p, std::ptrdiff_t step, std::size_t n, double* dst) {
+    auto loop = [&](std::ptrdiff_t st) {
+        std::uint64_t bad = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            S x;
+            std::memcpy(&x, p + std::ptrdiff_t(i) * st, sizeof x);
+            dst[i] = double(x);
+            std::uint64_t bits;
+            std::memcpy(&bits, &dst[i], sizeof bits);
+            bad |= std::uint64_t(((bits >> 52) & 0x7ff) == 0x7ff);
+        }
+        return bad != 0;
+    };
+    return step == std::ptrdiff_t(sizeof(S)) ? loop(std::ptrdiff_t(sizeof(S))) : loop(step);
+}
+
+// The heads of a checked-rank array; `bad(flat index, value)` throws for the first non-finite entry.
 template <class Bad>
 std::vector<Mat<double>> split(const ArrayView& a, Bad bad) {
-    const Strided s = strided(a);
-    const std::size_t rows = a.shape[a.shape.size() - 2], cols = a.shape.back();
+    const std::size_t r = a.shape.size(), rows = a.shape[r - 2], cols = a.shape.back();
+    const auto* base = static_cast<const char*>(a.data);
     std::vector<Mat<double>> out;
-    for (std::size_t h = 0; h < s.head_offsets.size(); ++h) {
+    const std::vector<std::ptrdiff_t> heads = head_offsets(a);
+    for (std::size_t h = 0; h < heads.size(); ++h) {
         Mat<double> m = Mat<double>::from_shape({rows, cols});
-        double* dst = m.data();
-        for (std::size_t i = 0; i < rows; ++i)
-            for (std::size_t c = 0; c < cols; ++c) {
-                const double x = s.at(h, i, c);
-                if (!std::isfinite(x)) bad((h * rows + i) * cols + c, x);
-                *dst++ = x;
-            }
+        for (std::size_t i = 0; i < rows; ++i) {
+            const char* p = base + heads[h] + std::ptrdiff_t(i) * a.strides[r - 2];
+            double* dst = m.data() + i * cols;
+            if (a.f32 ? convert<float>(p, a.strides[r - 1], cols, dst) : convert<double>(p, a.strides[r - 1], cols, dst))
+                for (std::size_t c = 0; c < cols; ++c)
+                    if (!std::isfinite(dst[c])) bad((h * rows + i) * cols + c, dst[c]);
+        }
         out.push_back(std::move(m));
     }
     return out;
