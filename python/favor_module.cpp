@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <memory>
 
 #include "favor/apply.hpp"
@@ -80,25 +81,24 @@ favor::ApplyRequest apply_request(bool exact, bool causal, const py::dict& flags
     return r;
 }
 
-// Resolves the options, reads q, k, v and plans as `favor apply` does; the threads set.
+// Resolves the options and plans as `favor apply` does, from the shapes; the threads set.
 struct Prepared {
     favor::ApplyOptions opt;
-    favor::HeadTensors in;
+    favor::ArrayView q, k, v;
+    favor::QkvShapes shapes;
     std::vector<std::string> warnings;
 };
 Prepared prepare(const py::array& q, const py::array& k, const py::array& v, const favor::ApplyRequest& req,
                  const Text& max_memory, bool grad) {
     Prepared p;
     p.opt = favor::resolve_apply(req);
-    const favor::ArrayView qv = view_of(q), kv = view_of(k), vv = view_of(v);
-    const favor::QkvShapes shapes = favor::check_qkv_shapes(qv.shape, kv.shape, vv.shape, "q", "k", "v", p.opt.causal);
+    p.q = view_of(q), p.k = view_of(k), p.v = view_of(v);
+    p.shapes = favor::check_qkv_shapes(p.q.shape, p.k.shape, p.v.shape, "q", "k", "v", p.opt.causal);
     if (grad) favor::check_apply_grad(p.opt);
-    const favor::ApplyPlan plan = favor::plan_apply(p.opt, shapes, favor::budget_of_text("apply", max_memory));
+    const favor::ApplyPlan plan = favor::plan_apply(p.opt, p.shapes, favor::budget_of_text("apply", max_memory));
     p.opt.threads = plan.threads;
     p.warnings = plan.warnings;
     favor::set_blas_single_threaded();   // as the CLI runs (favor's own threads split the work)
-    py::gil_scoped_release free;
-    p.in = favor::heads_of_arrays(qv, kv, vv, p.opt.causal);
     return p;
 }
 
@@ -107,48 +107,68 @@ void check_signals() {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
-py::tuple attention(const py::array& q, const py::array& k, const py::array& v, bool exact, bool causal,
-                    const py::dict& flags, const std::vector<std::string>& params, const Text& max_memory) {
-    Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), max_memory, false);
+// The heads' outputs: q, k, v read straight into the compute type (what apply_attention casts
+// its float64 heads to: the same values), then apply_head head by head, Ctrl-C checked between.
+template <class T>
+std::vector<favor::Mat<double>> attend(const Prepared& p) {
+    std::vector<favor::Mat<T>> Q, K, V;
+    {
+        py::gil_scoped_release free;
+        Q = favor::heads_of_array_as<T>(p.q, "q");
+        K = favor::heads_of_array_as<T>(p.k, "k");
+        V = favor::heads_of_array_as<T>(p.v, "v");
+        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk);
+    }
     std::vector<favor::Mat<double>> out;
-    for (std::size_t h = 0; h < p.in.q.size(); ++h) {   // head by head: Ctrl-C acts between heads
-        favor::HeadTensors one;
-        one.q.push_back(std::move(p.in.q[h]));
-        one.k.push_back(std::move(p.in.k[h]));
-        one.v.push_back(std::move(p.in.v[h]));
+    for (std::size_t h = 0; h < Q.size(); ++h) {
         {
             py::gil_scoped_release free;
-            out.push_back(std::move(favor::apply_attention(one, p.opt)[0]));
+            out.push_back(favor::apply_head<T>(std::move(Q[h]), std::move(K[h]), std::move(V[h]), p.opt));
         }
         check_signals();
-        p.in.q[h] = std::move(one.q[0]);   // kept for find_nonfinite
-        p.in.k[h] = std::move(one.k[0]);
-        p.in.v[h] = std::move(one.v[0]);
     }
+    return out;
+}
+
+bool all_finite(const std::vector<favor::Mat<double>>& out) {
+    for (const auto& h : out)
+        for (double x : h)
+            if (!std::isfinite(x)) return false;
+    return true;
+}
+
+py::tuple attention(const py::array& q, const py::array& k, const py::array& v, bool exact, bool causal,
+                    const py::dict& flags, const std::vector<std::string>& params, const Text& max_memory) {
+    const Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), max_memory, false);
+    std::vector<favor::Mat<double>> out =
+        p.opt.dtype == favor::DType::float64 ? attend<double>(p) : attend<float>(p);
     std::string nonfinite;
-    if (const auto bad = favor::find_nonfinite(p.in, out, p.opt)) {
+    if (!all_finite(out)) {   // apply's explanation, from the inputs as float64 heads
+        const favor::HeadTensors in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
         std::size_t total = 0;
         for (const auto& h : out) total += h.size();
-        nonfinite = bad->message(total);
+        if (const auto bad = favor::find_nonfinite(in, out, p.opt)) nonfinite = bad->message(total);
     }
-    return py::make_tuple(to_numpy(std::move(out), p.in.lead, p.opt.dtype != favor::DType::float64), p.warnings,
+    return py::make_tuple(to_numpy(std::move(out), p.shapes.lead, p.opt.dtype != favor::DType::float64), p.warnings,
                           nonfinite);
 }
 
 py::tuple attention_grad(const py::array& q, const py::array& k, const py::array& v, const py::array& g, bool exact,
                          bool causal, const py::dict& flags, const std::vector<std::string>& params,
                          const Text& max_memory) {
-    Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), max_memory, true);
-    const std::size_t dv = p.in.v[0].shape(1);
+    const Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), max_memory, true);
+    const favor::ArrayView gv = view_of(g);
     favor::HeadGradients grads;
     {
         py::gil_scoped_release free;
-        const std::vector<favor::Mat<double>> G = favor::upstream_of_array(view_of(g), p.in, dv, "g");
-        grads = favor::apply_gradients(p.in, G, p.opt);
+        const favor::HeadTensors in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
+        const std::vector<favor::Mat<double>> G = favor::upstream_of_array(gv, in, p.shapes.dv, "g");
+        grads = favor::apply_gradients(in, G, p.opt);
     }
     const bool f32 = p.opt.dtype == favor::DType::float32;
-    return py::make_tuple(to_numpy(std::move(grads.dq), p.in.lead, f32), to_numpy(std::move(grads.dk), p.in.lead, f32),
-                          to_numpy(std::move(grads.dv), p.in.lead, f32), p.warnings);
+    return py::make_tuple(to_numpy(std::move(grads.dq), p.shapes.lead, f32),
+                          to_numpy(std::move(grads.dk), p.shapes.lead, f32),
+                          to_numpy(std::move(grads.dv), p.shapes.lead, f32), p.warnings);
 }
 
 py::tuple features(const py::array& x, const py::object& other, bool key_side, const py::dict& flags,

@@ -43,6 +43,12 @@ void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, st
 // Error "apply: --m: ..." when the map cannot run at these sizes (nystrom: m <= L).
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt);
 
+// One head's output from q, k, v already in the compute type of opt.dtype (double for float64,
+// float otherwise): apply_attention casts each head to it and calls this (the Python module
+// converts its arrays to it directly). No size checks (check_apply_sizes).
+template <class T>
+Mat<double> apply_head(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& opt);
+
 // Where an output is not finite, and the likely reason.
 struct NonfiniteReport {
     std::size_t count = 0;          // NaN / Inf entries over all heads

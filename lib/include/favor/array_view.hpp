@@ -24,6 +24,11 @@ struct ArrayView {
 // "NAME: ..." with load_qkv's messages (rank, empty dimension, first non-finite entry).
 std::vector<Mat<double>> heads_of_array(const ArrayView& a, const std::string& name);
 
+// The same converted straight to T (float or double: apply_head's compute type), the
+// finiteness tested on the values as given.
+template <class T>
+std::vector<Mat<T>> heads_of_array_as(const ArrayView& a, const std::string& name);
+
 // q, k, v as load_qkv reads and checks them from files, with the names "q", "k", "v" where
 // load_qkv names the files.
 HeadTensors heads_of_arrays(const ArrayView& q, const ArrayView& k, const ArrayView& v, bool causal);
