@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "favor/flag_values.hpp"
 #include "favor/names.hpp"
+#include "favor/run_session.hpp"
 
 namespace favor::cli {
 namespace {
@@ -28,22 +28,7 @@ std::string joined(const std::vector<std::string>& items) {
 
 void warn(const std::string& msg) { std::cerr << "favor: warning: " << one_line(msg) << "\n"; }
 
-std::string absolute_dir(const std::string& path) {
-    std::error_code ec;
-    std::string s = std::filesystem::absolute(path, ec).lexically_normal().string();
-    if (ec) return path;
-    while (s.size() > 1 && s.back() == '/') s.pop_back();
-    return s;
-}
-
-MemoryBudget budget_of(const std::string& cmd, const Text& max_memory) {
-    if (max_memory) return memory_budget(parse_size_text(cmd + ": --max-memory", *max_memory));
-    return memory_budget();
-}
-
-int threads_of(const std::string& cmd, const Text& t) {
-    return t ? int(parse_uint_text(cmd + ": --threads", *t, 0, 1000000)) : 0;
-}
+MemoryBudget budget_of(const std::string& cmd, const Text& max_memory) { return budget_of_text(cmd, max_memory.get()); }
 
 void note_estimate(double peak, const MemoryBudget& budget, const std::string& where) {
     g_estimate = "estimated peak " + format_bytes(peak) + where + ", budget " + format_bytes(double(budget.bytes)) +

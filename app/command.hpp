@@ -72,13 +72,8 @@ std::string joined(const std::vector<std::string>& items);
 // "favor: warning: MSG" on stderr, on one line.
 void warn(const std::string& msg);
 
-// A directory as an absolute, normalised path without a trailing '/' (what a run prints).
-std::string absolute_dir(const std::string& path);
-
 // The memory budget: --max-memory SIZE or what the system offers.
 MemoryBudget budget_of(const std::string& cmd, const Text& max_memory);
-// --threads N: 0..10^6 as typed (0: all hardware threads), clamped later by plan_threads.
-int threads_of(const std::string& cmd, const Text& t);
 
 // What main adds to "out of memory" when an allocation fails after the estimate let the
 // request through: "estimated peak P<where>, budget B (source)".

@@ -1,7 +1,6 @@
 // `favor merge`, `favor compare` and `favor list`: result directories combined and compared,
 // and the registries printed.
 #include <iostream>
-#include <sstream>
 
 #include "command.hpp"
 #include "favor/compare.hpp"
@@ -14,6 +13,7 @@
 #include "favor/ranking.hpp"
 #include "favor/report.hpp"
 #include "favor/result_dir.hpp"
+#include "favor/run_session.hpp"
 
 namespace favor::cli {
 namespace {
@@ -41,26 +41,11 @@ CompareFlags& compare_flags() {
     return f;
 }
 
-// "a:b,c:d" -> {(a, b), (c, d)}.
-std::vector<std::pair<std::string, std::string>> parse_pairs(const std::string& text) {
-    std::vector<std::pair<std::string, std::string>> out;
-    std::stringstream ss(text);
-    for (std::string item; std::getline(ss, item, ',');) {
-        const std::size_t colon = item.find(':');
-        if (colon == std::string::npos || colon == 0 || colon + 1 == item.size() || item.find(':', colon + 1) != std::string::npos)
-            throw Error("compare: --pairs: '" + item + "' is not A:B (two variant names, e.g. trig-iid:positive-iid)");
-        out.emplace_back(item.substr(0, colon), item.substr(colon + 1));
-    }
-    if (out.empty()) throw Error("compare: --pairs: empty value");
-    return out;
-}
-
-// Writes DIR/comparisons.csv and DIR/ranking.csv; prints them as Markdown after a line
-// naming the tests (--summary: one line per cell and metric instead).
-int compare_and_print(const std::string& dir, const CompareOptions& opt, bool summary) {
-    const OutputLock lock(dir);   // not while a run replaces this result set
-    const CompareResult r = compare_results(dir, opt);
-    write_comparisons(dir, r);
+// Prints the comparisons compare_session wrote as Markdown after a line naming the tests
+// (--summary: one line per cell and metric instead).
+int compare_and_print(const CompareRequest& req, bool summary) {
+    CompareOptions opt;
+    const CompareResult r = compare_session(req, &opt);
     for (const auto& w : r.warnings) warn(w);
     if (summary) {
         for (const auto& line : r.summary) std::cout << line << "\n";
@@ -138,16 +123,11 @@ void setup_compare(CLI::App& compare) {
 }
 
 int run_compare(const std::vector<std::string>&) {
-    CompareFlags& f = compare_flags();
-    CompareOptions& cf = f.opt;
-    if (f.dir.empty()) throw Error("compare: DIR: empty path");
-    for (const auto& m : cf.metrics)
-        if (m.empty()) throw Error("compare: --metric: empty value");
-    if (f.alpha) cf.alpha = parse_number_text("compare: --alpha", *f.alpha);
-    if (f.pairs) cf.pairs = parse_pairs(*f.pairs);
-    if (f.against->count() && cf.against.empty()) throw Error("compare: --against: empty value");
-    if (f.match->count() && cf.match.empty()) throw Error("compare: --match: empty value");
-    return compare_and_print(f.dir, cf, f.summary);
+    const CompareFlags& f = compare_flags();
+    CompareRequest req{f.dir, f.opt.metrics, f.alpha.get(), f.pairs.get(), {}, {}};
+    if (f.against->count()) req.against = f.opt.against;
+    if (f.match->count()) req.match = f.opt.match;
+    return compare_and_print(req, f.summary);
 }
 
 void setup_list(CLI::App&) {}

@@ -1,24 +1,19 @@
 // `favor run` and `favor validate`: a config with its command-line overrides, planned
 // (run_plan.hpp), then run with a journal, progress and stop signals, or only checked.
-#include <signal.h>
 
 #include <cmath>
-#include <cstdio>
 #include <iostream>
 #include <limits>
-#include <memory>
 
 #include "command.hpp"
 #include "favor/cells.hpp"
 #include "favor/compare.hpp"
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
-#include "favor/journal.hpp"
 #include "favor/report.hpp"
 #include "favor/result_dir.hpp"
 #include "favor/run_plan.hpp"
-#include "favor/stop_signals.hpp"
-#include "favor/tensor_file.hpp"
+#include "favor/run_session.hpp"
 #include "progress.hpp"
 
 namespace favor::cli {
@@ -80,61 +75,10 @@ Table means_only(const Table& t) {
     return out;
 }
 
-// The flag overrides, typed, applied after the user's own --set; each flag's value is checked
-// whole here, so errors name the flag.
-ConfigOverrides overrides(const RunFlags& f) {
-    constexpr std::uint64_t u64 = std::numeric_limits<std::uint64_t>::max();
-    ConfigOverrides o;
-    o.sets = f.sets;
-    // --m and --num-features replace the budget axis: each removes the other key.
-    if (f.m && f.num_features) throw Error("run: --m and --num-features: give one (the grid is over m or over feature columns)");
-    if (f.m) o.m = parse_uint_list_text("run: --m", *f.m, 1, kMaxM);
-    if (f.num_features) o.num_features = parse_uint_list_text("run: --num-features", *f.num_features, 1, 2 * kMaxM);
-    if (f.L) o.L = parse_uint_list_text("run: --L", *f.L, 1, kMaxL);
-    if (f.trials) o.trials = parse_uint_text("run: --trials", *f.trials, 1, kMaxTrials);
-    if (f.seed) o.seed = parse_uint_text("run: --seed", *f.seed, 0, u64);
-    if (f.dtype) o.dtype = parse_dtype(*f.dtype, Field{"run", "", "--"}.at("dtype"));
-    return o;
-}
-
-std::string seconds_text(double s) {
-    char b[32];
-    if (s < 1) return "under a second";
-    if (s < 120) std::snprintf(b, sizeof b, "about %.2g s", s);
-    else if (s < 7200) std::snprintf(b, sizeof b, "about %.2g min", s / 60);
-    else std::snprintf(b, sizeof b, "about %.2g h", s / 3600);
-    return b;
-}
-
-// The journal of a run that is not a timing run, announced on stderr as it is opened.
-std::unique_ptr<Journal> open_journal(const Config& cfg, const Shard& shard, const RunFlags& f, OutputDir& dir,
-                                      const std::string& out) {
-    if (cfg.experiment == ExperimentKind::timing) {
-        if (f.resume) throw Error("--resume: timing runs keep no journal (their times are not reproducible); rerun without it");
-        return nullptr;
-    }
-    auto journal = std::make_unique<Journal>(dir.file("journal.jsonl"), run_identity(cfg, shard), f.resume,
-                                             [&dir] { dir.ensure_exists(); });
-    if (!f.quiet && f.resume)
-        std::cerr << "favor: " << (journal->loaded() ? "resuming: " + std::to_string(journal->loaded()) +
-                                                           " finished cell trials in " + out + "/journal.jsonl"
-                                                     : "nothing to resume in " + out + ": starting from the beginning")
-                  << "\n";
-    else if (!f.quiet && journal->existed())
-        std::cerr << "favor: " << out << "/journal.jsonl of an interrupted run will be replaced "
-                  << "(stop now and add --resume to continue it instead)\n";
-    return journal;
-}
-
 // A run stopped by a signal: what was kept and how to continue. Returns 128 + the signal.
-int report_stop(const RunResult& r, const std::string& out, const std::vector<std::string>& argv) {
-    const int sig = stop_signal() ? stop_signal() : SIGTERM;
-    std::cerr << "favor: stopped by " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << " after " << r.items_done << " of "
-              << r.items_total << " cell trials; "
-              << (r.items_done ? "they are kept in " + out + "/journal.jsonl" : std::string("nothing to keep"))
-              << " (earlier results in " << out << "/ are untouched)\nfavor: continue with: " << resume_command(argv)
-              << "\n";
-    return 128 + sig;
+int report_stop(const RunOutcome& o, const std::vector<std::string>& argv) {
+    std::cerr << "favor: " << stop_report(o) << "\nfavor: continue with: " << resume_command(argv) << "\n";
+    return 128 + o.signal;
 }
 
 }  // namespace
@@ -167,41 +111,38 @@ int run_run(const std::vector<std::string>& argv) {
     const RunFlags& f = run_flags();
     if (!(f.progress_every > 0) || !std::isfinite(f.progress_every))
         throw Error("--progress-every: must be a number of seconds > 0");
-    if (f.out && f.out->empty()) throw Error("run: --out: empty value (expected a directory)");
-    const Config cfg = load_config(f.config, overrides(f));
-    const std::string out = f.out ? *f.out : cfg.output_dir;
-    RunOptions opt;
-    if (f.shard) opt.shard = parse_shard(*f.shard);
-    const int requested = threads_of("run", f.threads);
-    const MemoryBudget budget = budget_of("run", f.max_memory);
-    const std::optional<QkvShapes> shapes = npy_shapes(cfg);
-    const RunPlan plan = plan_run(cfg, requested, opt.shard, shapes ? &*shapes : nullptr, budget);
-    opt.threads = plan.threads;
-    if (shapes)
-        for (const auto& w : shapes->warnings) warn(w);
-    OutputDir dir(out);   // before any work: a bad or busy --out fails at once
-    if (cfg.inputs.npy())
-        for (const auto& [key, spec] : {std::pair{"q", &cfg.inputs.q}, {"k", &cfg.inputs.k}, {"v", &cfg.inputs.v}})
-            dir.refuse_inside(parse_tensor_ref(*spec, key).path, cfg.file + ": inputs." + key);
-    for (const auto& w : plan.warnings) warn(w);
-    note_estimate(plan.cost.peak, budget, " on " + std::to_string(opt.threads) + " threads");
-    const std::unique_ptr<Journal> journal = open_journal(cfg, opt.shard, f, dir, out);
-    if (journal) opt.journal = journal.get(), opt.stop = &install_stop_handlers();
+    RunRequest req;
+    req.source.config = f.config;
+    req.out = f.out.get();
+    req.m = f.m.get();
+    req.num_features = f.num_features.get();
+    req.L = f.L.get();
+    req.trials = f.trials.get();
+    req.seed = f.seed.get();
+    req.dtype = f.dtype.get();
+    req.shard = f.shard.get();
+    req.threads = f.threads.get();
+    req.max_memory = f.max_memory.get();
+    req.sets = f.sets;
+    req.resume = f.resume;
     Progress progress(f.quiet, f.progress_every);
-    opt.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
-    progress.start();
-    const RunResult r = run_experiment(cfg, opt);
-    progress.finish();
-    if (!r.complete) {
-        journal->sync();
-        return report_stop(r, absolute_dir(out), argv);
-    }
-    write_results(r, dir);
+    RunHooks hooks;
+    hooks.warn = warn;
+    if (!f.quiet) hooks.note = [](const std::string& line) { std::cerr << "favor: " << line << "\n"; };
+    hooks.planned = [](const RunPlan& plan, const MemoryBudget& budget) {
+        note_estimate(plan.cost.peak, budget, " on " + std::to_string(plan.threads) + " threads");
+    };
+    hooks.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
+    hooks.start = [&progress] { progress.start(); };
+    hooks.finish = [&progress] { progress.finish(); };
+    const RunOutcome o = run_session(req, hooks);
+    if (!o.result.complete) return report_stop(o, argv);
+    const RunResult& r = o.result;
     if (!f.quiet) {
         std::cout << to_markdown(r.timing.columns.empty() ? means_only(r.summary) : r.timing);
         if (!r.notes_md.empty()) std::cout << "\n" << r.notes_md;
         // The directory as an absolute path (docs/design.md section 5, "Paths").
-        std::cout << "\nwrote " << absolute_dir(out) << "/ in " << r.info.value("wall_seconds", 0.0) << " s\n";
+        std::cout << "\nwrote " << absolute_dir(o.out) << "/ in " << r.info.value("wall_seconds", 0.0) << " s\n";
     }
     return 0;
 }
@@ -219,31 +160,9 @@ void setup_validate(CLI::App& validate) {
 
 int run_validate(const std::vector<std::string>&) {
     const ValidateFlags& f = validate_flags();
-    const Config cfg = load_config(f.config, f.sets);
-    Shard shard;
-    if (f.shard) shard = parse_shard(*f.shard);
-    const std::optional<QkvShapes> shapes = npy_shapes(cfg);   // the files exist, headers and shapes fit
-    const std::size_t cells = config_cells(cfg);
-    const MemoryBudget budget = budget_of("validate", f.max_memory);
-    const RunPlan plan = plan_run(cfg, threads_of("validate", f.threads), shard, shapes ? &*shapes : nullptr, budget);
-    for (const auto& w : plan.warnings) warn(w);
-    if (shapes)
-        for (const auto& w : shapes->warnings) warn(w);
-    if (cfg.experiment == ExperimentKind::approximation && !cfg.variants.empty()) {
-        const std::string w = compare_power_warning(cells / cfg.variants.size(), cfg.variants.size(), cfg.trials);
-        if (!w.empty()) warn("validate: " + w);
-    }
-    std::cout << cfg.resolved().dump(2) << "\n";
-    if (shapes)
-        std::cout << "inputs: " << shapes->heads << " head(s) of L = " << shapes->L << ", Lk = " << shapes->Lk
-                  << ", d = " << shapes->d << ", d_v = " << shapes->dv << "\n";
-    std::cout << "estimate: peak memory " << plan.cost.summary() << ", " << seconds_text(plan.cost.seconds) << " on "
-              << plan.threads << " thread(s); budget " << format_bytes(double(budget.bytes)) << " (" << budget.source
-              << ")\n";
-    std::cout << "output directory: " << absolute_dir(cfg.output_dir) << "/\n";
-    std::cout << f.config << ": ok, " << cells << " cells x "
-              << (cfg.input_seeds_set() ? std::to_string(cfg.input_seeds.size()) + " input seeds x " : "") << cfg.trials
-              << " trials\n";
+    const ValidateReport v = validate_session({{f.config, {}}, f.sets, f.threads.get(), f.max_memory.get(), f.shard.get()});
+    for (const auto& w : v.warnings) warn(w);
+    std::cout << v.text;
     return 0;
 }
 

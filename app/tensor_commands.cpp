@@ -15,6 +15,7 @@
 #include "favor/result_dir.hpp"
 #include "favor/tensor_io.hpp"
 #include "favor/tensor_layout.hpp"
+#include "favor/tensor_requests.hpp"
 
 namespace favor::cli {
 namespace {
@@ -121,26 +122,15 @@ void setup_projection(CLI::App& proj) {
 // Writes W (m, d): exactly the matrix a run draws for (seed, projection, m, d, trial).
 int run_projection(const std::vector<std::string>&) {
     const ProjectionFlags& p = projection_flags();
-    constexpr std::uint64_t u64 = std::numeric_limits<std::uint64_t>::max();
-    if (p.projection->empty()) throw Error("projection: --projection: empty value");
-    const Projection proj(*p.projection);
-    const std::size_t m = parse_uint_text("projection: --m", *p.m, 1, kMaxM);
-    const std::size_t d = parse_uint_text("projection: --d", *p.d, 1, kMaxD);
-    const ProjectionEntry& entry = proj.entry();
-    if (d < entry.min_d || d > entry.max_d)
-        throw Error("projection: --d: '" + *p.projection + "' needs d " +
-                    (d < entry.min_d ? ">= " + std::to_string(entry.min_d) : "<= " + std::to_string(entry.max_d)) +
-                    ", got " + std::to_string(d));
-    const std::uint64_t seed = parse_uint_text("projection: --seed", *p.seed, 0, u64);
-    const std::uint64_t trial = p.trial ? parse_uint_text("projection: --trial", *p.trial, 0, u64) : 0;
+    const ProjectionDraw w = resolve_projection({*p.projection, *p.m, *p.d, *p.seed, p.trial.get()});
     if (p.out->empty()) throw Error("projection: --out: empty value (expected a .npy file)");
-    const Cost cost = estimate_projection(m, d);
+    const Cost cost = estimate_projection(w.m, w.d);
     const MemoryBudget budget = budget_of("projection", p.max_memory);
     check_memory(cost, budget, "projection");
     note_estimate(cost.peak, budget);
     check_output_file(*p.out);
-    const Mat<double> W = draw_projection(proj, m, d, seed, trial);
-    write_npy(*p.out, {m, d}, W.data(), false);
+    const Mat<double> W = draw_projection(w.projection, w.m, w.d, w.seed, w.trial);
+    write_npy(*p.out, {w.m, w.d}, W.data(), false);
     return 0;
 }
 
@@ -214,16 +204,12 @@ int run_apply(const std::vector<std::string>&) {
     const QkvShapes shapes = read_qkv_shapes(src);
     for (const auto& w : shapes.warnings) warn(w);
     if (a.grad.get()) check_apply_grad(o, *a.grad, &shapes);
-    const ThreadPlan clamp = plan_threads(o.threads, 0.0);
-    const Cost cost = estimate_apply(shapes, o, clamp.threads, bool(a.grad.get()));
     const MemoryBudget budget = budget_of("apply", a.max_memory);
-    check_memory(cost, budget, "apply");
-    const ThreadPlan room = plan_threads(clamp.threads, cost.peak);
+    const ApplyPlan plan = plan_apply(o, shapes, budget, bool(a.grad.get()));
     check_output_file(*a.out);
-    if (!clamp.warning.empty()) warn(clamp.warning);
-    if (room.threads < clamp.threads) warn(room.warning);
-    o.threads = room.threads;
-    note_estimate(cost.peak, budget);
+    for (const auto& w : plan.warnings) warn(w);
+    o.threads = plan.threads;
+    note_estimate(plan.cost.peak, budget);
     const HeadTensors in = load_qkv(src);
     const std::vector<Mat<double>> out = apply_attention(in, o);
     save_heads(*a.out, in.lead, out, o.dtype != DType::float64);

@@ -9,7 +9,8 @@
 // --quick     skip the long checks (exact at L = 65536, the attention_mse cell, fig4).
 // --python    interpreter for scripts/numpy_fig4.py (default /usr/bin/python3).
 // --no-numpy  do not run the numpy script (the fig4 ratio is then not printed).
-// --only NAME  run only one section: favor, exact or timing (for profiling with perf).
+// --only NAME  run only one section: favor, exact, timing or python (the Python module's
+//             overhead over the library call, bench/module_overhead.py; skipped with --no-numpy).
 // --blas-threads N  let the BLAS itself use N threads inside every product (with --threads 1:
 //             "OpenBLAS with its threading" of the BLAS comparison in docs/speed.md).
 //
@@ -25,6 +26,11 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "favor/apply.hpp"
 #include "favor/attention_blocks.hpp"
 #include "favor/backward_linear.hpp"
 #include "favor/exact_attention.hpp"
@@ -37,6 +43,7 @@
 #include "favor/inputs.hpp"
 #include "favor/memory.hpp"
 #include "favor/parallel.hpp"
+#include "favor/tensor_io.hpp"
 
 using namespace favor;
 
@@ -119,6 +126,10 @@ int main(int argc, char** argv) {
     std::string source_dir = __FILE__;
     source_dir = source_dir.substr(0, source_dir.rfind('/'));
     source_dir = source_dir.substr(0, source_dir.rfind('/'));
+    // __FILE__ is relative to the build directory (where favor_bench is) under ccache's
+    // CCACHE_BASEDIR: anchor it there, so the scripts are found from any working directory.
+    const std::filesystem::path exe_dir = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+    if (std::filesystem::path(source_dir).is_relative()) source_dir = (exe_dir / source_dir).lexically_normal().string();
 
     const nlohmann::json env = environment_info(threads);
     std::printf("favor_bench: %s, %s, %d threads, %s build, -march=%s\n",
@@ -340,6 +351,41 @@ int main(int argc, char** argv) {
                     std::printf("  numpy script did not run (%s)\n", cmd.c_str());
                 }
             }
+        }
+    }
+
+    // ---- the Python module's overhead over the library call (bench/module_overhead.py) ----
+    // favor.attention on numpy arrays against apply_attention on the same tensors read as
+    // `favor apply` reads them: L = 16384, d = 64, m = 256, positive + orthogonal, float32.
+    if (section("python") && numpy) {
+        const std::string exe = exe_dir.string();
+        if (std::filesystem::exists(exe + "/python/favor/__init__.py")) {
+            const std::string dir = (std::filesystem::temp_directory_path() / ("favor_bench_py." + std::to_string(::getpid()))).string();
+            std::filesystem::create_directories(dir);
+            const QKV in = random_inputs(0, 16384, 64, 64, 1.0);
+            for (const auto& [name, m] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}})
+                save_heads(dir + "/" + name + ".npy", {}, {*m}, true);
+            ApplyRequest req;
+            req.features = "positive", req.projection = "orthogonal", req.m = "256", req.dtype = "float32";
+            const ApplyOptions o = resolve_apply(req);
+            const HeadTensors heads = load_qkv(dir + "/q.npy", dir + "/k.npy", dir + "/v.npy", false);
+            const double t_lib = median_time(repeats, [&] { apply_attention(heads, o); });
+            const std::string cmd = "PYTHONPATH=" + exe + "/python " + python + " " + source_dir +
+                                    "/bench/module_overhead.py " + dir + " " + std::to_string(repeats);
+            double t_mod = 0;
+            if (FILE* p = popen(cmd.c_str(), "r")) {
+                char line[512];
+                while (std::fgets(line, sizeof line, p)) std::sscanf(line, "module seconds: %lf", &t_mod);
+                pclose(p);
+            }
+            std::filesystem::remove_all(dir);
+            std::printf("\nPython module, favor.attention vs the library's apply_attention (L=16384 d=64 m=256, "
+                        "positive + orthogonal, float32): library %.2f ms, module %.2f ms, ratio %.3f\n",
+                        t_lib * 1e3, t_mod * 1e3, t_mod > 0 ? t_mod / t_lib : 0.0);
+            if (t_mod > 0) check("python module: favor.attention time / library call", t_mod / t_lib, 1.05, "");
+            else std::printf("  the module did not run (%s)\n", cmd.c_str());
+        } else {
+            std::printf("\nPython module: not built beside favor_bench (%s/python), overhead not measured\n", exe.c_str());
         }
     }
 

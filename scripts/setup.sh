@@ -21,7 +21,7 @@ done
 PACKAGES=(build-essential cmake pkg-config git libopenblas-dev liblapack-dev libxtensor-dev
           libxtensor-blas-dev libxsimd-dev libcli11-dev nlohmann-json3-dev catch2 zlib1g-dev
           python3 python3-numpy python3-matplotlib python3-pandas python3-torch python3-pytest
-          parallel)
+          parallel python3-dev pybind11-dev python3-pybind11)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -145,11 +145,9 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
     return o;
 }
 
-namespace {
 template <class T>
-Mat<double> apply_one(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, const ApplyOptions& o) {
+Mat<double> apply_head(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& o) {
     const Rounding r = dtype_rounding(o.dtype);   // half dtypes: T = float, values rounded
-    Mat<T> Q = cast_mat<T>(q), K = cast_mat<T>(k), V = cast_mat<T>(v);
     for (Mat<T>* m : {&Q, &K, &V}) round_to(r, m->data(), m->size());
     if (!o.variant) {
         if constexpr (std::is_same_v<T, float>)
@@ -157,10 +155,13 @@ Mat<double> apply_one(const Mat<double>& q, const Mat<double>& k, const Mat<doub
                 return cast_mat<double>(exact_attention_rounded(Q, K, V, r, o.causal, resolve_threads(o.threads)));
         return cast_mat<double>(exact_attention(Q, K, V, o.causal, resolve_threads(o.threads)));
     }
-    const Estimator<T> est = make_estimator<T>(*o.variant, o.m, q.shape(1), o.seed, o.trial, r).for_inputs(Q, K);
+    const Estimator<T> est = make_estimator<T>(*o.variant, o.m, Q.shape(1), o.seed, o.trial, r).for_inputs(Q, K);
     return cast_mat<double>(favor_attention(est, Q, K, V, o.causal).out);
 }
+template Mat<double> apply_head(Mat<float>, Mat<float>, Mat<float>, const ApplyOptions&);
+template Mat<double> apply_head(Mat<double>, Mat<double>, Mat<double>, const ApplyOptions&);
 
+namespace {
 double max_abs(const Mat<double>& a) {
     double m = 0;
     for (double x : a) m = std::max(m, std::fabs(x));
@@ -177,15 +178,20 @@ double max_norm2(const Mat<double>& a) {
 }
 }  // namespace
 
-std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
-    if (opt.variant && !in.q.empty())
-        if (const auto p = opt.variant->map->check_sizes(opt.m, in.d(), in.L(), in.k[0].shape(0)))
+void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, std::size_t Lk) {
+    if (opt.variant)
+        if (const auto p = opt.variant->map->check_sizes(opt.m, d, L, Lk))
             throw Error("apply: --" + (p->key.empty() ? std::string("features") : p->key == "m" ? "m" : "param " + p->key) +
                         ": " + p->message);
+}
+
+std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
+    if (!in.q.empty()) check_apply_sizes(opt, in.d(), in.L(), in.k[0].shape(0));
     std::vector<Mat<double>> out;
     for (std::size_t h = 0; h < in.q.size(); ++h)
         out.push_back(with_dtype(opt.dtype, [&](auto t) {
-            return apply_one<decltype(t)>(in.q[h], in.k[h], in.v[h], opt);
+            using T = decltype(t);
+            return apply_head<T>(cast_mat<T>(in.q[h]), cast_mat<T>(in.k[h]), cast_mat<T>(in.v[h]), opt);
         }));
     return out;
 }

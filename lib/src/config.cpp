@@ -494,7 +494,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& sets
 Config load_config(const std::string& path, const ConfigOverrides& overrides) {
     if (path.empty()) throw Error("config file: empty path");
     // A regular file of at most kMaxConfigBytes: no FIFO, device or endless file.
-    json j = parse_json_text(read_regular_file(path, "config file", kMaxConfigBytes), path);
+    return load_config_text(read_regular_file(path, "config file", kMaxConfigBytes), path, overrides);
+}
+
+Config load_config_text(const std::string& text, const std::string& path, const ConfigOverrides& overrides) {
+    json j = parse_json_text(text, path);
     // Relative paths in the file (tensor inputs, kernel pairs, output_dir) are relative to the
     // file's folder (design.md section 5, Paths).
     if (j.is_object()) {

@@ -31,6 +31,14 @@ std::string kind_of(mode_t mode) {
 
 }  // namespace
 
+std::string absolute_dir(const std::string& path) {
+    std::error_code ec;
+    std::string s = std::filesystem::absolute(path, ec).lexically_normal().string();
+    if (ec) return path;
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s;
+}
+
 std::string output_target(const std::string& path) {
     struct stat st {};
     std::string target = path;

@@ -11,6 +11,8 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 volatile std::sig_atomic_t g_signal = 0;
+struct sigaction g_old_int {}, g_old_term {};
+bool g_installed = false;
 
 extern "C" void on_stop_signal(int sig) {
     g_signal = sig;
@@ -24,9 +26,19 @@ const std::atomic<bool>& install_stop_handlers() {
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
+    g_stop.store(false);
+    g_signal = 0;
+    sigaction(SIGINT, &sa, &g_old_int);
+    sigaction(SIGTERM, &sa, &g_old_term);
+    g_installed = true;
     return g_stop;
+}
+
+void restore_stop_handlers() {
+    if (!g_installed) return;
+    sigaction(SIGINT, &g_old_int, nullptr);
+    sigaction(SIGTERM, &g_old_term, nullptr);
+    g_installed = false;
 }
 
 int stop_signal() { return int(g_signal); }

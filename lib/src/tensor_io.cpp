@@ -11,8 +11,6 @@
 
 namespace favor {
 
-namespace {
-
 void check_rank(const std::vector<std::size_t>& shape, const std::string& path) {
     if (shape.size() < 2 || shape.size() > 4)
         throw Error(path + ": shape " + shape_str(shape) + " has rank " + std::to_string(shape.size()) +
@@ -20,6 +18,8 @@ void check_rank(const std::vector<std::size_t>& shape, const std::string& path) 
     for (std::size_t s : shape)
         if (s == 0) throw Error(path + ": shape " + shape_str(shape) + " has an empty dimension");
 }
+
+namespace {
 
 // The file's shape in favor's order (the layout's permutation; by rank without one).
 std::vector<std::size_t> canonical(const std::vector<std::size_t>& shape, const QkvSource& s, const std::string& name) {
@@ -169,7 +169,6 @@ HeadTensors load_qkv(const std::string& qp, const std::string& kp, const std::st
     return load_qkv(plain_source(qp, kp, vp, causal));
 }
 
-namespace {
 void check_upstream_shape(const std::string& path, const std::vector<std::size_t>& shape,
                           std::vector<std::size_t> want, std::size_t L, std::size_t dv, const std::string& who) {
     want.insert(want.end(), {L, dv});
@@ -177,7 +176,6 @@ void check_upstream_shape(const std::string& path, const std::vector<std::size_t
         throw Error(who + ": " + path + " has shape " + shape_str(shape) + ", expected " + shape_str(want) +
                     " (the output's shape)");
 }
-}  // namespace
 
 void check_upstream_header(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L, std::size_t dv,
                            const std::string& who) {

@@ -35,9 +35,19 @@ struct ApplyOptions {
 // that have a causal form. Throws Error "apply: --FLAG: ..." naming the flag.
 ApplyOptions resolve_apply(const ApplyRequest& r);
 
+// Throws Error "apply: --m: ..." (or --features, --param KEY) when the map cannot run with
+// d-dimensional rows, L queries and Lk keys (nystrom: m <= L).
+void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, std::size_t Lk);
+
 // Exact or approximate attention output of every head (W drawn as a run draws it). Throws
 // Error "apply: --m: ..." when the map cannot run at these sizes (nystrom: m <= L).
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt);
+
+// One head's output from q, k, v already in the compute type of opt.dtype (double for float64,
+// float otherwise): apply_attention casts each head to it and calls this (the Python module
+// converts its arrays to it directly). No size checks (check_apply_sizes).
+template <class T>
+Mat<double> apply_head(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& opt);
 
 // Where an output is not finite, and the likely reason.
 struct NonfiniteReport {

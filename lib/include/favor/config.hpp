@@ -122,6 +122,10 @@ void apply_overrides(nlohmann::json& j, const ConfigOverrides& o);
 // (docs/design.md section 5, "Paths").
 Config load_config(const std::string& path, const ConfigOverrides& overrides);
 Config load_config(const std::string& path, const std::vector<std::string>& sets = {});
+// The same from the config's text, named `path` in messages; relative npy paths are taken
+// relative to path's folder (the working directory for a bare name such as "config", as the
+// Python module names a config given as a dict).
+Config load_config_text(const std::string& text, const std::string& path, const ConfigOverrides& overrides);
 Config parse_config(const nlohmann::json& j, const std::string& file);
 
 // The budget axis (docs/design.md section 5: `m` or `num_features`) per variant.

@@ -33,6 +33,10 @@ std::optional<std::string> read_file_if_exists(int dirfd, const std::string& nam
 // or a regular file: a device node, FIFO, socket or directory is an Error "<path>: is a
 // character device, not a regular file ...", so /dev/null is never replaced.
 std::string output_target(const std::string& path);
+
+// A directory as an absolute, normalised path without a trailing '/' (what a run prints:
+// design.md section 5, Paths); the path as given if the working directory cannot be read.
+std::string absolute_dir(const std::string& path);
 // Opens one of favor's own files (a lock, a journal) with `flags` | O_NOFOLLOW | O_CLOEXEC
 // (O_NONBLOCK while opening, so a FIFO cannot block): a symbolic link or anything but a
 // regular file there is an Error naming `path`; nothing is written through it.

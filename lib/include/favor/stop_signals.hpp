@@ -6,8 +6,11 @@
 
 namespace favor {
 
-// Installs the handlers for SIGINT and SIGTERM and returns the flag they set.
+// Installs the handlers for SIGINT and SIGTERM (the flag and the signal cleared) and returns
+// the flag they set; restore_stop_handlers puts back the handlers they replaced (an embedding
+// process's own, e.g. Python's KeyboardInterrupt).
 const std::atomic<bool>& install_stop_handlers();
+void restore_stop_handlers();
 // The signal that set the flag (SIGINT or SIGTERM), 0 while none came.
 int stop_signal();
 

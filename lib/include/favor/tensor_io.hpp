@@ -18,6 +18,10 @@ struct HeadTensors {
     std::size_t d() const { return q.empty() ? 0 : q[0].shape(1); }
 };
 
+// Throws Error "PATH: shape ... has rank r; expected (L, d), (H, L, d) or (B, H, L, d)" or "...
+// has an empty dimension" unless `shape` is one of those, every dimension > 0.
+void check_rank(const std::vector<std::size_t>& shape, const std::string& path);
+
 // The sizes of a q, k, v triple (after the layout and the row limit).
 struct QkvShapes {
     std::vector<std::size_t> lead;
@@ -56,7 +60,9 @@ HeadTensors load_qkv(const std::string& q, const std::string& k, const std::stri
 // have the output's shape lead + (L, dv) and finite entries; errors read
 // "<who>: <path> has shape ..., expected ... (the output's shape)" / "<who>: <path> entry N is
 // not finite" (who: "apply: --grad", "<config>: inputs.grad"). check_upstream_header checks
-// the shape from the header alone.
+// the shape from the header alone; check_upstream_shape a shape given (a numpy array's).
+void check_upstream_shape(const std::string& path, const std::vector<std::size_t>& shape,
+                          std::vector<std::size_t> lead, std::size_t L, std::size_t dv, const std::string& who);
 std::vector<Mat<double>> load_upstream(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L,
                                        std::size_t dv, const std::string& who);
 void check_upstream_header(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L, std::size_t dv,

@@ -1,0 +1,41 @@
+#pragma once
+// Tensors given in memory rather than as .npy files (the Python module's numpy arrays): a
+// strided view of float32 or float64 entries, checked as the .npy inputs of `favor apply`
+// are (tensor_io.hpp) and split into the per-head matrices the library computes on.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "favor/tensor_io.hpp"
+
+namespace favor {
+
+// An array in memory: shape and strides (in bytes, any sign, any order: C, Fortran or a
+// slice) of `data`, whose entries are float (f32) or double.
+struct ArrayView {
+    const void* data = nullptr;
+    bool f32 = false;
+    std::vector<std::size_t> shape;
+    std::vector<std::ptrdiff_t> strides;
+};
+
+// The heads of `a` (rank 2 to 4: (L, d), (H, L, d), (B, H, L, d)) as (L, d) float64 matrices,
+// read straight from the strided memory (one pass, no intermediate copy). Throws Error
+// "NAME: ..." with load_qkv's messages (rank, empty dimension, first non-finite entry).
+std::vector<Mat<double>> heads_of_array(const ArrayView& a, const std::string& name);
+
+// The same converted straight to T (float or double: apply_head's compute type), the
+// finiteness tested on the values as given.
+template <class T>
+std::vector<Mat<T>> heads_of_array_as(const ArrayView& a, const std::string& name);
+
+// q, k, v as load_qkv reads and checks them from files, with the names "q", "k", "v" where
+// load_qkv names the files.
+HeadTensors heads_of_arrays(const ArrayView& q, const ArrayView& k, const ArrayView& v, bool causal);
+
+// An upstream gradient G given in memory, as load_upstream reads one from a file: shape
+// in.lead + (L, dv), finite; one matrix per head. Messages name it `name` ("g").
+std::vector<Mat<double>> upstream_of_array(const ArrayView& g, const HeadTensors& in, std::size_t dv,
+                                           const std::string& name);
+
+}  // namespace favor

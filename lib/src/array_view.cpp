@@ -1,0 +1,113 @@
+// Tensors from strided memory (array_view.hpp): the checks and messages of tensor_io.cpp's
+// file readers, with the array's name where those name the file.
+#include "favor/array_view.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "favor/apply_grad.hpp"
+#include "favor/error.hpp"
+
+namespace favor {
+
+namespace {
+// The offsets (bytes) of the heads of `a`, C order over the leading dimensions.
+std::vector<std::ptrdiff_t> head_offsets(const ArrayView& a) {
+    std::vector<std::ptrdiff_t> offsets{0};
+    for (std::size_t dim = 0; dim + 2 < a.shape.size(); ++dim) {
+        std::vector<std::ptrdiff_t> next;
+        for (std::ptrdiff_t o : offsets)
+            for (std::size_t j = 0; j < a.shape[dim]; ++j) next.push_back(o + std::ptrdiff_t(j) * a.strides[dim]);
+        offsets = std::move(next);
+    }
+    return offsets;
+}
+
+// n entries of type S, `step` bytes apart, into dst as D (contiguous rows: step is sizeof(S),
+// a loop the compiler vectorises). Returns whether one of them is NaN or Inf (exponent bits
+// all set: an integer test that vectorises too), tested before any narrowing.
+template <class S, class D>
+bool convert(const char* p, std::ptrdiff_t step, std::size_t n, D* dst) {
+    using Bits = std::conditional_t<sizeof(S) == 4, std::uint32_t, std::uint64_t>;
+    constexpr Bits exp_mask = sizeof(S) == 4 ? Bits(0x7F800000u) : Bits(0x7FF0000000000000ull);
+    auto loop = [&](std::ptrdiff_t st) {
+        Bits bad = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            S x;
+            std::memcpy(&x, p + std::ptrdiff_t(i) * st, sizeof x);
+            dst[i] = D(x);
+            Bits b;
+            std::memcpy(&b, &x, sizeof b);
+            bad |= Bits((b & exp_mask) == exp_mask);
+        }
+        return bad != 0;
+    };
+    return step == std::ptrdiff_t(sizeof(S)) ? loop(std::ptrdiff_t(sizeof(S))) : loop(step);
+}
+
+double entry(const char* p, bool f32) {
+    float f;
+    double d;
+    if (f32) return std::memcpy(&f, p, sizeof f), double(f);
+    return std::memcpy(&d, p, sizeof d), d;
+}
+
+// The heads of a checked-rank array as T; `bad(flat index, value)` throws for the first
+// non-finite entry.
+template <class T, class Bad>
+std::vector<Mat<T>> split(const ArrayView& a, Bad bad) {
+    const std::size_t r = a.shape.size(), rows = a.shape[r - 2], cols = a.shape.back();
+    const std::ptrdiff_t step = a.strides[r - 1];
+    const auto* base = static_cast<const char*>(a.data);
+    std::vector<Mat<T>> out;
+    const std::vector<std::ptrdiff_t> heads = head_offsets(a);
+    for (std::size_t h = 0; h < heads.size(); ++h) {
+        Mat<T> m = Mat<T>::from_shape({rows, cols});
+        for (std::size_t i = 0; i < rows; ++i) {
+            const char* p = base + heads[h] + std::ptrdiff_t(i) * a.strides[r - 2];
+            if (a.f32 ? convert<float>(p, step, cols, m.data() + i * cols) : convert<double>(p, step, cols, m.data() + i * cols))
+                for (std::size_t c = 0; c < cols; ++c)
+                    if (const double x = entry(p + std::ptrdiff_t(c) * step, a.f32); !std::isfinite(x))
+                        bad((h * rows + i) * cols + c, x);
+        }
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+}  // namespace
+
+template <class T>
+std::vector<Mat<T>> heads_of_array_as(const ArrayView& a, const std::string& name) {
+    check_rank(a.shape, name);
+    return split<T>(a, [&](std::size_t i, double x) {
+        throw Error(name + ": entry " + std::to_string(i) + " is " + (std::isnan(x) ? "NaN" : "Inf") +
+                    " (inputs must be finite)");
+    });
+}
+template std::vector<Mat<float>> heads_of_array_as(const ArrayView&, const std::string&);
+template std::vector<Mat<double>> heads_of_array_as(const ArrayView&, const std::string&);
+
+std::vector<Mat<double>> heads_of_array(const ArrayView& a, const std::string& name) {
+    return heads_of_array_as<double>(a, name);
+}
+
+HeadTensors heads_of_arrays(const ArrayView& q, const ArrayView& k, const ArrayView& v, bool causal) {
+    HeadTensors t;
+    t.q = heads_of_array(q, "q");
+    t.k = heads_of_array(k, "k");
+    t.v = heads_of_array(v, "v");
+    t.lead = check_qkv_shapes(q.shape, k.shape, v.shape, "q", "k", "v", causal).lead;
+    return t;
+}
+
+std::vector<Mat<double>> upstream_of_array(const ArrayView& g, const HeadTensors& in, std::size_t dv,
+                                           const std::string& name) {
+    check_upstream_shape(name, g.shape, in.lead, in.L(), dv, "apply: --grad");
+    return split<double>(g, [&](std::size_t i, double) {
+        throw Error("apply: --grad: " + name + " entry " + std::to_string(i) + " is not finite");
+    });
+}
+
+}  // namespace favor

@@ -1,0 +1,211 @@
+// `favor run`, `favor validate` and `favor compare` as a whole (run_session.hpp).
+#include "favor/run_session.hpp"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <sstream>
+
+#include "favor/byte_sizes.hpp"
+#include "favor/cells.hpp"
+#include "favor/error.hpp"
+#include "favor/experiment.hpp"
+#include "favor/files.hpp"
+#include "favor/flag_values.hpp"
+#include "favor/journal.hpp"
+#include "favor/result_dir.hpp"
+#include "favor/stop_signals.hpp"
+#include "favor/tensor_file.hpp"
+
+namespace favor {
+
+MemoryBudget budget_of_text(const std::string& cmd, const std::optional<std::string>& max_memory) {
+    if (max_memory) return memory_budget(parse_size_text(cmd + ": --max-memory", *max_memory));
+    return memory_budget();
+}
+
+int threads_of_text(const std::string& cmd, const std::optional<std::string>& t) {
+    return t ? int(parse_uint_text(cmd + ": --threads", *t, 0, 1000000)) : 0;
+}
+
+namespace {
+
+Config load_source(const ConfigSource& s, const ConfigOverrides& o) {
+    return s.text ? load_config_text(*s.text, s.config, o) : load_config(s.config, o);
+}
+
+// The flag overrides, typed, applied after the user's own --set; each flag's value is checked
+// whole here, so errors name the flag.
+ConfigOverrides overrides(const RunRequest& f) {
+    constexpr std::uint64_t u64 = std::numeric_limits<std::uint64_t>::max();
+    ConfigOverrides o;
+    o.sets = f.sets;
+    // --m and --num-features replace the budget axis: each removes the other key.
+    if (f.m && f.num_features) throw Error("run: --m and --num-features: give one (the grid is over m or over feature columns)");
+    if (f.m) o.m = parse_uint_list_text("run: --m", *f.m, 1, kMaxM);
+    if (f.num_features) o.num_features = parse_uint_list_text("run: --num-features", *f.num_features, 1, 2 * kMaxM);
+    if (f.L) o.L = parse_uint_list_text("run: --L", *f.L, 1, kMaxL);
+    if (f.trials) o.trials = parse_uint_text("run: --trials", *f.trials, 1, kMaxTrials);
+    if (f.seed) o.seed = parse_uint_text("run: --seed", *f.seed, 0, u64);
+    if (f.dtype) o.dtype = parse_dtype(*f.dtype, Field{"run", "", "--"}.at("dtype"));
+    return o;
+}
+
+// The journal of a run that is not a timing run, announced (h.note) as it is opened.
+std::unique_ptr<Journal> open_journal(const Config& cfg, const Shard& shard, const RunRequest& f, OutputDir& dir,
+                                      const std::string& out, const RunHooks& h) {
+    if (cfg.experiment == ExperimentKind::timing) {
+        if (f.resume) throw Error("--resume: timing runs keep no journal (their times are not reproducible); rerun without it");
+        return nullptr;
+    }
+    auto journal = std::make_unique<Journal>(dir.file("journal.jsonl"), run_identity(cfg, shard), f.resume,
+                                             [&dir] { dir.ensure_exists(); });
+    if (!h.note) return journal;
+    if (f.resume)
+        h.note(journal->loaded() ? "resuming: " + std::to_string(journal->loaded()) + " finished cell trials in " + out +
+                                       "/journal.jsonl"
+                                 : "nothing to resume in " + out + ": starting from the beginning");
+    else if (journal->existed())
+        h.note(out + "/journal.jsonl of an interrupted run will be replaced (stop now and add --resume to continue it instead)");
+    return journal;
+}
+
+// The stop handlers for the scope of a run.
+struct StopScope {
+    const std::atomic<bool>* flag = nullptr;
+    void install() { flag = &install_stop_handlers(); }
+    ~StopScope() {
+        if (flag) restore_stop_handlers();
+    }
+};
+
+std::string seconds_text(double s) {
+    char b[32];
+    if (s < 1) return "under a second";
+    if (s < 120) std::snprintf(b, sizeof b, "about %.2g s", s);
+    else if (s < 7200) std::snprintf(b, sizeof b, "about %.2g min", s / 60);
+    else std::snprintf(b, sizeof b, "about %.2g h", s / 3600);
+    return b;
+}
+
+}  // namespace
+
+RunOutcome run_session(const RunRequest& f, const RunHooks& h) {
+    if (f.out && f.out->empty()) throw Error("run: --out: empty value (expected a directory)");
+    const Config cfg = load_source(f.source, overrides(f));
+    RunOutcome o;
+    o.out = f.out ? *f.out : cfg.output_dir;
+    RunOptions opt;
+    if (f.shard) opt.shard = parse_shard(*f.shard);
+    const int requested = threads_of_text("run", f.threads);
+    const MemoryBudget budget = budget_of_text("run", f.max_memory);
+    const std::optional<QkvShapes> shapes = npy_shapes(cfg);
+    const RunPlan plan = plan_run(cfg, requested, opt.shard, shapes ? &*shapes : nullptr, budget);
+    opt.threads = plan.threads;
+    OutputDir dir(o.out);   // before any work: a bad or busy --out fails at once
+    if (cfg.inputs.npy())
+        for (const auto& [key, spec] : {std::pair{"q", &cfg.inputs.q}, {"k", &cfg.inputs.k}, {"v", &cfg.inputs.v}})
+            dir.refuse_inside(parse_tensor_ref(*spec, key).path, cfg.file + ": inputs." + key);
+    if (h.warn) {
+        if (shapes)
+            for (const auto& w : shapes->warnings) h.warn(w);
+        for (const auto& w : plan.warnings) h.warn(w);
+    }
+    if (h.planned) h.planned(plan, budget);
+    const std::unique_ptr<Journal> journal = open_journal(cfg, opt.shard, f, dir, o.out, h);
+    StopScope stop;
+    if (journal) stop.install(), opt.journal = journal.get(), opt.stop = stop.flag;
+    opt.progress = h.progress;
+    if (h.start) h.start();
+    o.result = run_experiment(cfg, opt);
+    if (h.finish) h.finish();
+    if (!o.result.complete) {
+        journal->sync();
+        o.signal = stop_signal() ? stop_signal() : SIGTERM;
+        return o;
+    }
+    write_results(o.result, dir);
+    return o;
+}
+
+std::string stop_report(const RunOutcome& o) {
+    const RunResult& r = o.result;
+    const std::string dir = absolute_dir(o.out);   // design.md section 5, Paths
+    return std::string("stopped by ") + (o.signal == SIGINT ? "SIGINT" : "SIGTERM") + " after " +
+           std::to_string(r.items_done) + " of " + std::to_string(r.items_total) + " cell trials; " +
+           (r.items_done ? "they are kept in " + dir + "/journal.jsonl" : std::string("nothing to keep")) +
+           " (earlier results in " + dir + "/ are untouched)";
+}
+
+ValidateReport validate_session(const ValidateRequest& f) {
+    ConfigOverrides ov;
+    ov.sets = f.sets;
+    ValidateReport v;
+    v.config = load_source(f.source, ov);
+    const Config& cfg = v.config;
+    Shard shard;
+    if (f.shard) shard = parse_shard(*f.shard);
+    v.shapes = npy_shapes(cfg);   // the files exist, headers and shapes fit
+    v.cells = config_cells(cfg);
+    v.budget = budget_of_text("validate", f.max_memory);
+    v.plan = plan_run(cfg, threads_of_text("validate", f.threads), shard, v.shapes ? &*v.shapes : nullptr, v.budget);
+    v.warnings = v.plan.warnings;
+    if (v.shapes) v.warnings.insert(v.warnings.end(), v.shapes->warnings.begin(), v.shapes->warnings.end());
+    if (cfg.experiment == ExperimentKind::approximation && !cfg.variants.empty()) {
+        const std::string w = compare_power_warning(v.cells / cfg.variants.size(), cfg.variants.size(), cfg.trials);
+        if (!w.empty()) v.warnings.push_back("validate: " + w);
+    }
+    std::ostringstream s;
+    s << cfg.resolved().dump(2) << "\n";
+    if (v.shapes)
+        s << "inputs: " << v.shapes->heads << " head(s) of L = " << v.shapes->L << ", Lk = " << v.shapes->Lk
+          << ", d = " << v.shapes->d << ", d_v = " << v.shapes->dv << "\n";
+    s << "estimate: peak memory " << v.plan.cost.summary() << ", " << seconds_text(v.plan.cost.seconds) << " on "
+      << v.plan.threads << " thread(s); budget " << format_bytes(double(v.budget.bytes)) << " (" << v.budget.source
+      << ")\n";
+    s << "output directory: " << absolute_dir(cfg.output_dir) << "/\n";
+    s << f.source.config << ": ok, " << v.cells << " cells x "
+      << (cfg.input_seeds_set() ? std::to_string(cfg.input_seeds.size()) + " input seeds x " : "") << cfg.trials
+      << " trials\n";
+    v.text = s.str();
+    return v;
+}
+
+namespace {
+// "a:b,c:d" -> {(a, b), (c, d)}.
+std::vector<std::pair<std::string, std::string>> parse_pairs(const std::string& text) {
+    std::vector<std::pair<std::string, std::string>> out;
+    std::stringstream ss(text);
+    for (std::string item; std::getline(ss, item, ',');) {
+        const std::size_t colon = item.find(':');
+        if (colon == std::string::npos || colon == 0 || colon + 1 == item.size() || item.find(':', colon + 1) != std::string::npos)
+            throw Error("compare: --pairs: '" + item + "' is not A:B (two variant names, e.g. trig-iid:positive-iid)");
+        out.emplace_back(item.substr(0, colon), item.substr(colon + 1));
+    }
+    if (out.empty()) throw Error("compare: --pairs: empty value");
+    return out;
+}
+}  // namespace
+
+CompareResult compare_session(const CompareRequest& f, CompareOptions* used) {
+    CompareOptions cf;
+    if (f.dir.empty()) throw Error("compare: DIR: empty path");
+    for (const auto& m : f.metrics)
+        if (m.empty()) throw Error("compare: --metric: empty value");
+    cf.metrics = f.metrics;
+    if (f.alpha) cf.alpha = parse_number_text("compare: --alpha", *f.alpha);
+    if (f.pairs) cf.pairs = parse_pairs(*f.pairs);
+    if (f.against && f.against->empty()) throw Error("compare: --against: empty value");
+    if (f.match && f.match->empty()) throw Error("compare: --match: empty value");
+    cf.against = f.against.value_or("");
+    cf.match = f.match.value_or("");
+    const OutputLock lock(f.dir);   // not while a run replaces this result set
+    CompareResult r = compare_results(f.dir, cf);
+    write_comparisons(f.dir, r);
+    if (used) *used = cf;
+    return r;
+}
+
+}  // namespace favor

@@ -1,0 +1,262 @@
+"""import favor against the CLI: the same numbers bit for bit, the same one-line messages,
+and a Ctrl-C during favor.run that leaves nothing half-written (as tests/cli_resume.sh and
+tests/cli_integrity.sh check for the CLI)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import favor
+
+FAVOR = os.environ["FAVOR"]
+SRC = Path(__file__).resolve().parents[2]
+
+# Three estimators (and exact), each with its own map family: positive (FAVOR+), trig, oprf.
+ESTIMATORS = [dict(features="positive", m=16), dict(features="trig", m=16, projection="iid"),
+              dict(features="oprf", m=12, projection="orthogonal")]
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([FAVOR, *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def flags(kw):
+    out = []
+    for k, v in kw.items():
+        out += [f"--{k.replace('_', '-')}", v]
+    return out
+
+
+@pytest.fixture(scope="module")
+def qkv(tmp_path_factory):
+    """q, k, v of shape (2, 48, 8) / (2, 48, 8) / (2, 48, 5) saved as files named q, k, v (so
+    the CLI's messages name them as the module names its arguments)."""
+    d = tmp_path_factory.mktemp("qkv")
+    rng = np.random.default_rng(5)
+    t = {n: rng.normal(size=(2, 48, 5 if n == "v" else 8)) * 0.7 for n in "qkv"}
+    for n, a in t.items():
+        with open(d / n, "wb") as f:
+            np.save(f, a)
+    return d, t
+
+
+@pytest.mark.parametrize("est", ESTIMATORS + [dict(exact=True)], ids=["positive", "trig", "oprf", "exact"])
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_attention_bitwise_cli(qkv, est, causal, dtype):
+    d, t = qkv
+    kw = {k: v for k, v in est.items() if k != "exact"}
+    args = ["apply", "--q", "q", "--k", "k", "--v", "v", "--seed", 3, "--dtype", dtype, *flags(kw),
+            "--out", f"o_{dtype}_{causal}.npy"] + (["--exact"] if "exact" in est else []) + (["--causal"] if causal else [])
+    r = cli(*args, cwd=d)
+    assert r.returncode == 0, r.stderr
+    want = np.load(d / f"o_{dtype}_{causal}.npy")
+    got = favor.attention(t["q"], t["k"], t["v"], seed=3, dtype=dtype, causal=causal, **est)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+    # Fortran order and a strided slice of a (B, H, L, d) array read in place: the same bits.
+    big = np.zeros((1, 2, 48, 16))
+    big[0, :, :, ::2] = t["q"]
+    f = favor.attention(np.asfortranarray(big[0, :, :, ::2]), np.asfortranarray(t["k"]), t["v"], seed=3,
+                        dtype=dtype, causal=causal, **est)
+    assert f.tobytes() == want.tobytes()
+
+
+def test_float32_inputs_and_heads(qkv):
+    """float32 inputs give what the CLI gives for the same float32 file; one head alone equals
+    that head of the batch."""
+    d, t = qkv
+    q32 = {n: a.astype(np.float32) for n, a in t.items()}
+    for n, a in q32.items():
+        np.save(d / f"{n}32.npy", a)
+    r = cli("apply", "--q", "q32.npy", "--k", "k32.npy", "--v", "v32.npy", "--features", "positive", "--m", 16,
+            "--out", "o32.npy", cwd=d)
+    assert r.returncode == 0, r.stderr
+    got = favor.attention(q32["q"], q32["k"], q32["v"], features="positive", m=16)
+    assert got.tobytes() == np.load(d / "o32.npy").tobytes()
+    one = favor.attention(q32["q"][1], q32["k"][1], q32["v"][1], features="positive", m=16)
+    assert one.tobytes() == got[1].tobytes()
+    half = favor.attention(t["q"].astype(np.float16), t["k"].astype(np.float16), t["v"].astype(np.float16),
+                           features="positive", m=16)
+    same = favor.attention(t["q"].astype(np.float16).astype(np.float32), t["k"].astype(np.float16).astype(np.float32),
+                           t["v"].astype(np.float16).astype(np.float32), features="positive", m=16)
+    assert half.tobytes() == same.tobytes()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_bitwise_cli(qkv, causal):
+    d, t = qkv
+    g = np.random.default_rng(9).normal(size=(2, 48, 5))
+    np.save(d / "g.npy", g)
+    os.makedirs(d / f"grad{causal}", exist_ok=True)
+    r = cli("apply", "--q", "q", "--k", "k", "--v", "v", "--features", "positive", "--m", 16, "--grad", "g.npy",
+            "--out", f"grad{causal}/o.npy", *(["--causal"] if causal else []), cwd=d)
+    assert r.returncode == 0, r.stderr
+    dq, dk, dv = favor.attention_grad(t["q"], t["k"], t["v"], g, features="positive", m=16, causal=causal)
+    for name, got in (("dq", dq), ("dk", dk), ("dv", dv)):
+        assert got.tobytes() == np.load(d / f"grad{causal}" / f"{name}.npy").tobytes(), name
+
+
+def test_projection_and_features(tmp_path):
+    r = cli("projection", "--projection", "orthogonal", "--m", 12, "--d", 8, "--seed", 4, "--trial", 1,
+            "--out", tmp_path / "W.npy")
+    assert r.returncode == 0, r.stderr
+    W = favor.projection("orthogonal", m=12, d=8, seed=4, trial=1)
+    assert W.tobytes() == np.load(tmp_path / "W.npy").tobytes()
+    # phi(q) phi(k)^T row-normalised times v is the attention output (positive: no epsilon).
+    rng = np.random.default_rng(2)
+    q, k, v = rng.normal(size=(32, 8)) * 0.5, rng.normal(size=(32, 8)) * 0.5, rng.normal(size=(32, 3))
+    pq = favor.features(q, "positive", m=64, seed=1, other=k)
+    pk = favor.features(k, "positive", m=64, seed=1, side="key", other=q)
+    A = pq @ pk.T
+    out = favor.attention(q, k, v, features="positive", m=64, seed=1)
+    # Two float64 evaluations of one formula in different orders: relative error ~1e-15 per
+    # entry; 1e-10 leaves room for the sums over 32 keys and is far below any estimator error.
+    np.testing.assert_allclose(A @ v / A.sum(1, keepdims=True), out, rtol=1e-10, atol=1e-12)
+
+
+# (module call, CLI arguments): each bad input refused with the same one line.
+BAD = [
+    (dict(features="positve", m=8), ["--features", "positve", "--m", 8]),
+    (dict(features="positive", m=0), ["--features", "positive", "--m", 0]),
+    (dict(features="positive"), ["--features", "positive"]),
+    (dict(features="positive", m=8, exact=True), ["--features", "positive", "--m", 8, "--exact"]),
+    (dict(features="nystrom", m=8, causal=True), ["--features", "nystrom", "--m", 8, "--causal"]),
+    (dict(features="positive", m=8, dtype="float8"), ["--features", "positive", "--m", 8, "--dtype", "float8"]),
+    (dict(features="positive", m=8, seed=-1), ["--features", "positive", "--m", 8, "--seed", -1]),
+    (dict(features="positive", m=8, epsilon="inf"), ["--features", "positive", "--m", 8, "--epsilon", "inf"]),
+    (dict(features="positive", m=8, nu=2), ["--features", "positive", "--m", 8, "--param", "nu=2"]),
+    (dict(features="dpfp", nu=0), ["--features", "dpfp", "--param", "nu=0"]),
+    (dict(features="elu", m=8), ["--features", "elu", "--m", 8]),
+    (dict(features="positive", m=8, projection="hadamard2"), ["--features", "positive", "--m", 8, "--projection", "hadamard2"]),
+    (dict(features="positive", m=8, max_memory="1K"), ["--features", "positive", "--m", 8, "--max-memory", "1K"]),
+]
+
+
+@pytest.mark.parametrize("kw,args", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_input_messages(qkv, kw, args):
+    d, t = qkv
+    r = cli("apply", "--q", "q", "--k", "k", "--v", "v", *args, "--out", "bad.npy", cwd=d)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    with pytest.raises(favor.Error) as e:
+        favor.attention(t["q"], t["k"], t["v"], **kw)
+    assert isinstance(e.value, ValueError)
+    assert "favor: " + str(e.value) + "\n" == r.stderr
+    assert not (d / "bad.npy").exists()
+
+
+def test_bad_tensors_messages(qkv, tmp_path):
+    """Shapes and values: the CLI names the files q, k, v as the module names its arguments."""
+    _, t = qkv
+    cases = {"width": (t["q"], t["k"][..., :6], t["v"]), "length": (t["q"], t["k"], t["v"][:, :40]),
+             "rank": (t["q"][0, 0], t["k"], t["v"]), "nan": (np.where(np.arange(8) == 3, np.nan, t["q"]), t["k"], t["v"])}
+    for name, (q, k, v) in cases.items():
+        for n, a in zip("qkv", (q, k, v)):
+            with open(tmp_path / n, "wb") as f:
+                np.save(f, a)
+        r = cli("apply", "--q", "q", "--k", "k", "--v", "v", "--features", "positive", "--m", 8, "--out", "o.npy",
+                cwd=tmp_path)
+        assert r.returncode == 2, (name, r.stderr)
+        with pytest.raises(favor.Error) as e:
+            favor.attention(q, k, v, features="positive", m=8)
+        assert "favor: " + str(e.value) + "\n" == r.stderr, name
+    with pytest.raises(favor.Error, match="dtype <i8 is not supported"):
+        favor.attention(np.ones((4, 2), dtype=np.int64), t["k"][0], t["v"][0], exact=True)
+
+
+CONFIG = {"name": "py", "seed": 1, "inputs": {"source": "random", "L": [16, 24], "d": 4, "scale": [0.5, 1.0]},
+          "variants": [{"features": "positive", "projection": "orthogonal"}, {"features": "trig"}],
+          "m": [4, 8], "trials": 3, "metrics": ["output_mse", "attention_tv"]}
+
+
+def test_run_validate_compare_equal_cli(tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps(CONFIG))
+    r = cli("run", cfg, "--out", tmp_path / "cli", "--trials", 4, "--quiet")
+    assert r.returncode == 0, r.stderr
+    t = favor.run(cfg, out=tmp_path / "py", trials=4)
+    for name in ("errors", "summary"):
+        assert (tmp_path / "py" / f"{name}.csv").read_bytes() == (tmp_path / "cli" / f"{name}.csv").read_bytes()
+        import pandas as pd
+        pd.testing.assert_frame_equal(t[name], pd.read_csv(tmp_path / "cli" / f"{name}.csv"))
+    assert t.info["config"]["trials"] == 4 and t.out == str(tmp_path / "py")
+    # A dict config runs the same cells.
+    t2 = favor.run(dict(CONFIG, trials=4), out=tmp_path / "py2")
+    assert (tmp_path / "py2" / "errors.csv").read_bytes() == (tmp_path / "cli" / "errors.csv").read_bytes()
+    with pytest.warns(UserWarning, match="no favor compare verdict is reachable"):   # the CLI's warning
+        v = favor.validate(cfg, threads=1)
+    r = cli("validate", cfg, "--threads", 1)
+    assert "favor: warning: validate: with 3 trials no favor compare verdict" in r.stderr
+    assert v["text"] == r.stdout and v["cells"] == 16 and v["peak_bytes"] > 0
+    with pytest.warns(UserWarning, match="underpowered"):
+        c = favor.compare(tmp_path / "py")
+    r = cli("compare", tmp_path / "cli")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "py" / "ranking.csv").read_bytes() == (tmp_path / "cli" / "ranking.csv").read_bytes()
+    assert len(c["comparisons"]) > 0 and c["description"] in r.stdout
+    for kw, args in ((dict(m=[4, 0]), ["--m", "4,0"]), (dict(trials=0), ["--trials", 0]),
+                     (dict(set=["inputs.d=-1"]), ["--set", "inputs.d=-1"])):
+        r = cli("run", cfg, "--out", tmp_path / "bad", *args)
+        with pytest.raises(favor.Error) as e:
+            favor.run(cfg, out=tmp_path / "bad", **kw)
+        assert "favor: " + str(e.value) + "\n" == r.stderr
+        assert not (tmp_path / "bad").exists()
+    with pytest.raises(favor.Error) as e:
+        favor.compare(tmp_path / "py", alpha=2)
+    assert "favor: " + str(e.value) + "\n" == cli("compare", tmp_path / "py", "--alpha", 2).stderr
+
+
+SIGINT_RUN = """
+import sys, favor
+cfg = {"name": "long", "seed": 7, "inputs": {"source": "random", "L": [256, 384], "d": 8, "scale": [0.5, 1.0]},
+       "variants": [{"features": "positive", "projection": "orthogonal"}, {"features": "trig"}],
+       "m": [8, 32], "trials": int(sys.argv[2]), "metrics": ["output_mse", "attention_tv"]}
+print("started", flush=True)
+try:
+    favor.run(cfg, out=sys.argv[1], threads=1)
+except KeyboardInterrupt as e:
+    print("interrupted:", e, flush=True)
+    sys.exit(130)
+"""
+
+
+def test_sigint_during_run_leaves_nothing_half_written(tmp_path):
+    """Ctrl-C in the middle of favor.run: KeyboardInterrupt naming what was kept, the earlier
+    result set in OUT byte for byte, only the journal beside it, no temporaries."""
+    out = tmp_path / "out"
+    favor.run(dict(CONFIG), out=out)   # the earlier result set
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    script = tmp_path / "long.py"
+    script.write_text(SIGINT_RUN)
+    env = dict(os.environ)
+    for trials in (64, 256):   # long enough that the signal lands inside the run
+        p = subprocess.Popen([sys.executable, str(script), str(out), str(trials)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+        assert p.stdout.readline() == "started\n"
+        time.sleep(0.6)
+        p.send_signal(signal.SIGINT)
+        stdout, stderr = p.communicate(timeout=120)
+        if p.returncode != 0:
+            break
+    assert p.returncode == 130, (stdout, stderr)
+    assert f"stopped by SIGINT after" in stdout and f"kept in {out}/journal.jsonl" in stdout, stdout
+    assert "continue with favor.run(..., resume=True)" in stdout
+    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(after) == set(before) | {"journal.jsonl"}
+    assert all(after[n] == b for n, b in before.items())
+    assert [p.name for p in tmp_path.iterdir() if "favor-" in p.name] == []
+
+
+def test_example_runs(tmp_path):
+    """examples/from_python.py, the README's example: runs and draws its figure."""
+    r = subprocess.run([sys.executable, str(SRC / "examples" / "from_python.py"), str(tmp_path)],
+                       capture_output=True, text=True, env=dict(os.environ, MPLBACKEND="Agg"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "from_python.png").stat().st_size > 10000
+    assert "positive" in r.stdout
