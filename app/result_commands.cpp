@@ -5,6 +5,7 @@
 #include "command.hpp"
 #include "favor/compare.hpp"
 #include "favor/error.hpp"
+#include "favor/files.hpp"
 #include "favor/experiment.hpp"
 #include "favor/feature_maps.hpp"
 #include "favor/merge.hpp"

@@ -10,6 +10,7 @@
 #include "favor/compare.hpp"
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
+#include "favor/files.hpp"
 #include "favor/report.hpp"
 #include "favor/result_dir.hpp"
 #include "favor/run_plan.hpp"

@@ -95,7 +95,7 @@ Prepared prepare(const py::array& q, const py::array& k, const py::array& v, con
     p.q = view_of(q), p.k = view_of(k), p.v = view_of(v);
     p.shapes = favor::check_qkv_shapes(p.q.shape, p.k.shape, p.v.shape, "q", "k", "v", p.opt.causal);
     if (grad) favor::check_apply_grad(p.opt);
-    const favor::ApplyPlan plan = favor::plan_apply(p.opt, p.shapes, favor::budget_of_text("apply", max_memory));
+    const favor::ApplyPlan plan = favor::plan_apply(p.opt, p.shapes, favor::budget_of_text("apply", max_memory), grad);
     p.opt.threads = plan.threads;
     p.warnings = plan.warnings;
     favor::set_blas_single_threaded();   // as the CLI runs (favor's own threads split the work)
