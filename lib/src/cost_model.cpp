@@ -124,10 +124,13 @@ struct KeptBuffer {
 };
 
 // The sizes of one item: queries L, keys Lk, dimensions d and dv, heads, m and its F feature
-// columns, s bytes per element of the compute dtype.
+// columns, s bytes per element of the compute dtype, and the query rows its metrics are
+// evaluated on (`query_rows`, docs/design.md 3.1: min(N, L); L without it).
 struct ItemShape {
     std::size_t m, L, Lk, d, dv, heads, s;
     double F;
+    std::size_t rows;
+    bool sampled() const { return rows < L; }
 };
 
 // favor_forward_into (favor_forward.cpp) on the item's thread: W^T (FusedFeatures), the output
@@ -178,7 +181,7 @@ std::pair<double, double> pairwise_cost(const ItemShape& x, const std::vector<st
         pair |= mi && (mi->source == MetricInfo::Source::pairwise || mi->source == MetricInfo::Source::theory);
     }
     if (!pair) return {0.0, 0.0};
-    const double F = x.F, Lq = double(x.L), Lkd = double(x.Lk);
+    const double F = x.F, Lq = double(x.rows), Lkd = double(x.Lk);   // (row-sampled: the sampled query rows)
     const double R = double(feature_block_rows()), tiles = std::ceil(Lkd / R);
     c.pairwise = double(inner) * (8.0 * (2.0 * R * F + 2.0 * R * R + 6.0 * R) + double(x.s) * R * F) +
                  8.0 * (Lq + Lkd + (tiles + 1.0) * F);
@@ -198,7 +201,8 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape
     // oprf's A*: float64 copies of the scaled Q and K while it is fitted (before the features).
     if (v.map->data_dependent()) c.fit = W + 16.0 * (Lq + Lkd) * double(x.d);
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
-    const double out = double(x.s) * Lq * double(x.dv);
+    // (Row-sampled: also the sampled rows of the output, and its jackknife copies, 3.1.)
+    const double out = double(x.s) * Lq * double(x.dv) + (x.sampled() ? 2.0 * 8.0 * double(x.rows * x.dv) : 0.0);
     if (output_fused(cols, *v.map, dtype_rounding(cfg.dtype), v.shift, cfg.causal)) fused_forward_cost(x, cfg.causal, W, out, c);
     else unfused_cost(x, cfg.causal, W, out, c);
     const auto [pair_flops, pair_exps] = pairwise_cost(x, cols, cfg.causal, inner, c);
@@ -227,9 +231,11 @@ struct ApproxRun {
 
     // The sizes at input point (L, d) (npy inputs: the files'); m and F left 0.
     ItemShape shape(std::size_t li, std::size_t di) const {
-        if (cfg.inputs.npy()) return {0, npy->L, npy->Lk, npy->d, npy->dv, npy->heads, s, 0.0};
+        const std::size_t L = cfg.inputs.npy() ? npy->L : cfg.inputs.L[li];
+        const std::size_t rows = cfg.approximation.samples(L) ? *cfg.approximation.query_rows : L;
+        if (cfg.inputs.npy()) return {0, npy->L, npy->Lk, npy->d, npy->dv, npy->heads, s, 0.0, rows};
         const std::size_t d = cfg.inputs.d[di];
-        return {0, cfg.inputs.L[li], cfg.inputs.L[li], d, cfg.inputs.d_v.value_or(d), 1, s, 0.0};
+        return {0, L, L, d, cfg.inputs.d_v.value_or(d), 1, s, 0.0, rows};
     }
 };
 
@@ -255,13 +261,17 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         const PointIndex at = run.grid.point_at(p);
         const ItemShape x = run.shape(at.L, at.d);
         const double Lq = double(x.L), Lkd = double(x.Lk), d = double(x.d), dv = double(x.dv), H = double(x.heads);
+        // Row-sampled (3.1): the float64 scaled queries, reference and softmax rows of the R
+        // sampled rows and their rows of q; the scaled keys only for the pairwise metrics.
+        const double R = double(x.rows), y = x.sampled() && !pairwise ? 0.0 : Lkd * d;
         in.held += run.draws * H *
-                   (double(run.s) * (Lq * d + Lkd * d + Lkd * dv) + 8.0 * (Lq * d + Lkd * d + Lq * dv) +
-                    (pairwise ? 16.0 * Lq : 0.0));   // + the exact softmax rows; per input draw
+                   (double(run.s) * (Lq * d + Lkd * d + Lkd * dv + (x.sampled() ? R * d : 0.0)) +
+                    8.0 * (R * d + y + R * dv) + (pairwise ? 16.0 * R : 0.0));   // + the exact softmax rows; per input draw
         const double draw = cfg.inputs.npy() ? 8.0 * H * (Lq * d + Lkd * d + Lkd * dv) * 1.5 : 8.0 * (2 * Lq * d + Lq * dv);
-        // The exact pass: K^T laid out once (ExactOperands), each thread's tiles (float64).
-        in.loading = std::max(in.loading, draw + 8.0 * Lkd * d + exact_tiles(threads, dv, 8));
-        const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
+        // The exact pass: K^T laid out once (ExactOperands; row-sampled: per tile, and the
+        // row draw's (uniform, index) pairs), each thread's tiles (float64).
+        in.loading = std::max(in.loading, draw + (x.sampled() ? 16.0 * Lq : 8.0 * Lkd * d) + exact_tiles(threads, dv, 8));
+        const double pairs = cfg.causal ? R * Lkd / 2 : R * Lkd;
         in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + x.dv), 8) + pairs / kVexpRate) / threads;
         // The uniform-attention baseline of the pairwise metrics: one more pass.
         if (baseline_pairwise)
@@ -322,7 +332,7 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
     // Per (cell, input seed, trial, head) row: the metric values (map nodes), then the errors
     // table as text and the summary.
     const double heads = double(cfg.inputs.npy() ? npy->heads : 1), items = double(run.items);
-    const double cols = double(metric_columns(cfg.approximation.metrics).size());
+    const double cols = double(metric_columns(cfg.approximation.metrics, cfg.has_row_sem()).size());
     t.add("results", cfg.input_seeds_set() ? "input_seeds" : "trials", items * heads * (cols * 120.0 + 64.0) + items * (cols + 9) * 64.0);
     t.add("thread buffers", "--threads", double(threads) * kThreadRss);
     return finish(t, in.seconds + w.seconds / double(threads), threads, w.where,
