@@ -31,9 +31,9 @@ std::size_t group_begin(std::size_t g, std::size_t groups, std::size_t N);
 // The standard error of a metric evaluated on the sample (value `full`) from its values with
 // each group left out (`deleted`, delete-a-group jackknife pseudo-values
 // p_g = G full - (G - 1) deleted_g): uniform rows, (1 - N/L) s^2(p) / G; stratified rows,
-// adjacent groups collapsed in pairs (the last three together when G is odd),
-// (1 - N/L) / G^2 sum over collapsed sets of k/(k-1) sum (p - mean)^2. 0 when all rows are
-// used; NaN when some value is not finite.
+// consecutive groups collapsed in sets of kCollapsed (the last set takes the rest),
+// (1 - N/L) / G^2 sum over sets of k/(k-1) sum (p - mean)^2. 0 when all rows are used; NaN
+// when some value is not finite.
 double row_sem(double full, const std::vector<double>& deleted, const RowSample& s);
 
 // The interval favor states for a row-sampled value x: x +- kRowInterval * row SEM (the
