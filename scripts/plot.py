@@ -1104,8 +1104,9 @@ def timing_plot(path, header, table, run, out):
             if missing:
                 label += f" (not run at L = {', '.join(fmt(q) for q in missing)})"
             ax.errorbar(x, y, yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)],
-                        color=color, marker="o" if ex else "s", ms=5, lw=1.8 if ex else 1.5,
-                        ls="-" if ex else "--", capsize=3, label=label, zorder=3)
+                        color=color, marker="o" if ex else "sD^v<>"[ms.index(mm) % 6 if mm in ms else 0], ms=5,
+                        lw=1.8 if ex else 1.5, ls="-" if ex else ["--", "-.", ":"][ms.index(mm) % 3 if mm in ms else 0],
+                        capsize=3, label=label, zorder=3)
             pts = dict(zip(x.tolist(), y.tolist()))
             if ex:
                 exact_pts.update(pts)
@@ -1117,12 +1118,16 @@ def timing_plot(path, header, table, run, out):
             if c is None:
                 notes.append(f"{name} not faster than exact at the largest L measured by both")
                 continue
-            model = f"; FLOP model 2m = {fmt(2 * mm)}" if isinstance(mm, (int, float)) else ""
+            # FLOP model: FAVOR's flops (linear in L) equal exact's at L = m + F (dv = d): 2m for
+            # maps of m columns, 3m for trig and hyperbolic (2m columns); timing.md's note.
+            k = 2 if feats.get(name.split(",")[0]) in ("trig", "hyperbolic") else 1
+            model = f"; FLOP model {'3m' if k == 2 else '2m'} = {fmt((1 + k) * mm)}" \
+                if isinstance(mm, (int, float)) else ""
             ax.axvline(star if star else c, color=color, ls=":", lw=1.6, zorder=2)
             if star:
                 text = f"{name}: L* = {star:.0f}{model}\n(faster from L = {fmt(c)}, slower at {fmt(prev)})"
                 print(f"{name}: crossover L* = {star:.1f} (log-log interpolation between L = {fmt(prev)} "
-                      f"and {fmt(c)}){model}" + (f", L* / 2m = {star / (2 * mm):.2f}" if model else ""))
+                      f"and {fmt(c)}){model}" + (f", L* / model = {star / ((1 + k) * mm):.2f}" if model else ""))
             else:
                 text = f"{name} faster than exact\nfrom L = {fmt(c)} (every L measured){model}"
             ax.annotate(text, xy=(c, 0.97 - 0.12 * i), xycoords=("data", "axes fraction"),

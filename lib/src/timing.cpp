@@ -271,10 +271,17 @@ std::string crossover_note(const Config& cfg, const Series& s, const Series& ex,
     notes << "- **" << cfg.variants[s.variant].name << "**, m = " << s.m << ", d = " << s.d
           << " (dv = " << cfg.inputs.d_v.value_or(s.d) << "): ";
     if (x) notes << "faster than exact from L = " << *x << " on (every larger L measured)";
-    if (const auto star = crossover_interpolated(Ls, mine, theirs))
-        notes << "; crossover L* = " << std::llround(*star)
-              << " (log-log interpolation of the time ratio; the FLOP model's 2m = " << 2 * s.m << ")";
     else notes << "not faster than exact at every L from some point on, among the L where both were measured";
+    // The FLOP model's crossover: FAVOR's flops (linear in L) equal exact's (quadratic), 2m
+    // for maps of m columns at dv = d (3m for trig and hyperbolic, 2m columns).
+    const std::size_t dv = cfg.inputs.d_v.value_or(s.d);
+    const double model = favor_attention_flops(*cfg.variants[s.variant].map, 1, 1, s.d, dv, s.m) /
+                         exact_attention_flops(1, 1, s.d, dv, false);
+    if (const auto star = crossover_interpolated(Ls, mine, theirs))
+        notes << "; crossover L* = " << std::llround(*star) << " (log-log interpolation of the time ratio; the FLOP model's "
+              << std::llround(model) << ", L* / model = " << double(std::llround(100.0 * *star / model)) / 100.0 << ")";
+    else if (x)
+        notes << "; the crossover L* is below the smallest L measured (the FLOP model's " << std::llround(model) << ")";
     std::size_t skipped_from = 0;
     for (std::size_t li = Ls.size(); li-- > 0;)
         if (ex.cells[li].skipped) skipped_from = Ls[li];
