@@ -125,7 +125,7 @@ TEST_CASE("row-sampled output MSE and TV: the stated interval covers the full va
     }
 }
 
-TEST_CASE("query_rows: N >= L gives today's tables bitwise; N < L adds the _row_sem columns", "[row_sample]") {
+TEST_CASE("query_rows: N >= L gives today's tables bitwise, N < L adds the _row_sem columns", "[row_sample]") {
     for (const bool causal : {false, true}) {
         json j = json::parse(R"({"name": "t", "seed": 5,
             "inputs": {"source": "random", "L": [300, 700], "d": 8},
