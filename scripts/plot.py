@@ -648,6 +648,10 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
         fixed.append(f"{fmt(trials[0])} trials")
     if cfg.get("dtype"):
         fixed.append(str(cfg["dtype"]))
+    family = [f"{k} = {fmt(v) if not isinstance(v, (str, bool)) else str(v).lower()}" for k, v in inputs.items()
+              if k not in ("source", "L", "d", "d_v", "scale", "q", "k", "v", "per_head")]
+    if family:   # input-family knobs (docs/input_families.md)
+        fixed.extend(["inputs: " + family[0]] + family[1:])
     if cfg.get("query_rows") is not None:   # row-sampled metrics (docs/design.md 3.1)
         sem = f"{metric}_row_sem"
         sems = [r.get(sem) for r in table if finite_pos(r.get(sem))]
