@@ -9,8 +9,10 @@
 // --quick     skip the long checks (exact at L = 65536, the attention_mse cell, fig4).
 // --python    interpreter for scripts/numpy_fig4.py (default /usr/bin/python3).
 // --no-numpy  do not run the numpy script (the fig4 ratio is then not printed).
-// --only NAME  run only one section: favor, exact, timing or python (the Python module's
-//             overhead over the library call, bench/module_overhead.py; skipped with --no-numpy).
+// --only NAME  run only one section: favor, exact, timing, python (the Python module's
+//             overhead over the library call, bench/module_overhead.py; skipped with --no-numpy)
+//             or longctx (the pairwise pass's product rate and the row-sampled metric at
+//             L = 2^20, docs/speed.md "Long contexts").
 // --blas-threads N  let the BLAS itself use N threads inside every product (with --threads 1:
 //             "OpenBLAS with its threading" of the BLAS comparison in docs/speed.md).
 //
@@ -42,8 +44,13 @@
 #include "favor/experiment.hpp"
 #include "favor/inputs.hpp"
 #include "favor/memory.hpp"
+#include "favor/output_metrics.hpp"
+#include "favor/pairwise_pass.hpp"
 #include "favor/parallel.hpp"
 #include "favor/tensor_io.hpp"
+#include "favor/rng.hpp"
+#include "favor/row_sample.hpp"
+#include "favor/row_sampled_metrics.hpp"
 
 using namespace favor;
 
@@ -88,8 +95,72 @@ void report(const char* name, double seconds, double gflop, double ref_rate, con
                 name, seconds * 1e3, rate, rate / ref_rate, ref, ref, ref_rate / rate);
 }
 
-void check(const std::string& what, double value, double limit, const std::string& unit) {
-    targets.push_back({what, value, limit, unit});
+void check(const std::string& what, double value, double limit, const std::string& unit, bool lower = true) {
+    targets.push_back({what, value, limit, unit, lower});
+}
+
+// An (L, c) float32 matrix of standard normals from its own stream, made a block of rows at a
+// time (no float64 copy of the whole: the L = 2^20 inputs stay 256 MB each).
+Mat<float> normal_rows(std::size_t L, std::size_t c, std::uint64_t key) {
+    Mat<float> m = Mat<float>::from_shape({L, c});
+    std::vector<double> buf(4096 * c);
+    for (std::size_t r0 = 0; r0 < L; r0 += 4096) {
+        const std::size_t n = std::min<std::size_t>(4096, L - r0) * c;
+        fill_normal(key, buf.data(), n, r0 * c);
+        std::transform(buf.begin(), buf.begin() + std::ptrdiff_t(n), m.data() + r0 * c, [](double v) { return float(v); });
+    }
+    return m;
+}
+
+// The streamed pairwise pass (attention_mse, TV, KL; float64) at L = 4096, d = 64, m = 256:
+// the products it needs (K~ = phi~(X) phi~(Y)^T and S = X Y^T over all pairs, 2 L^2 (F + d),
+// and the query and key features once, 2 2 L F d; not the key features it remakes per query
+// block) over the pass's time, against dgemm.
+void pairwise_rate(int threads, int repeats, double drate) {
+    const std::size_t L = 4096, d = 64, m = 256;
+    const QKV in = random_inputs(0, L, d, d, 1.0);
+    const Variant v = parse_variant({{"features", "positive"}, {"projection", "orthogonal"}}, Field{"bench", ""}, false, "");
+    const Estimator<double> est = make_estimator<double>(v, m, d, 0, 0).for_inputs(in.q, in.k);
+    const Mat<double> X = scale_rows(in.q), Y = scale_rows(in.k);
+    const SoftmaxRows exact = softmax_rows(X, Y, false, threads);
+    PairwiseRequest req;
+    req.attention_mse = req.attention_tv = req.attention_kl = true;
+    const EstimatorRows<double> fq(est, in.q, Side::query, threads), fk(est, in.k, Side::key, threads);
+    const double t = median_time(repeats, [&] { pairwise_metrics(X, Y, exact, fq, fk, req, threads); });
+    const double F = double(m), Ld = double(L);
+    const double gflop = (2.0 * Ld * Ld * (F + double(d)) + 2.0 * 2.0 * Ld * F * double(d)) / 1e9;
+    std::printf("pairwise pass (attention_mse + TV + KL, positive-orthogonal, float64, L=%zu d=%zu m=%zu):\n", L, d, m);
+    report("products the pass needs (K~, S, features once)", t, gflop, drate, "dgemm");
+    check("pairwise pass product rate / dgemm rate", gflop / t / drate, 0.7, "", false);
+}
+
+// The row-sampled output metrics (docs/design.md 3.1) at L = 2^20, d = 64, m = 256, N = 1024,
+// float32, against the FAVOR+ forward at that L, and the peak RSS of both.
+void long_context(int threads, int repeats) {
+    const std::size_t L = std::size_t(1) << 20, d = 64, m = 256, N = 1024;
+    reset_peak_rss();
+    const Mat<float> Q = normal_rows(L, d, stream_key({0, tag("bench-q")})), K = normal_rows(L, d, stream_key({0, tag("bench-k")})),
+                     V = normal_rows(L, d, stream_key({0, tag("bench-v")}));
+    const Variant v = parse_variant({{"features", "positive"}, {"projection", "orthogonal"}}, Field{"bench", ""}, false, "");
+    const Estimator<float> est = make_estimator<float>(v, m, d, 0, 0).for_inputs(Q, K);
+    Mat<float> out;
+    const int reps = std::max(1, std::min(repeats, 3));
+    const double t_fwd = median_time(reps, [&] { favor_forward_into(est, Q, K, V, out, false, threads); });
+    MetricValues values;
+    const double t_rows = median_time(reps, [&] {
+        const RowSample s = draw_query_rows(0, 0, L, N, false);
+        const Mat<double> exact = exact_attention_rows(Q, s.rows, K, V, false, threads);
+        favor_forward_into(est, Q, K, V, out, false, threads);
+        values.clear();
+        sampled_values({"output_mse", "output_rel_error"}, exact, take_rows(out, s.rows), PairwiseRequest{}, {}, s, values);
+    });
+    const double peak = double(peak_rss_bytes());
+    std::printf("\nrow-sampled output metrics, positive-orthogonal, float32, L=2^20 d=%zu m=%zu, N=%zu rows:\n", d, m, N);
+    std::printf("  FAVOR+ forward %.2f s; row-sampled output_mse + output_rel_error (exact rows in float64, the forward,\n"
+                "  the jackknife) %.2f s = %.2fx the forward; output_rel_error %.4g +- %.2g (row SEM); peak RSS %.0f MB\n",
+                t_fwd, t_rows, t_rows / t_fwd, *values["output_rel_error"], *values["output_rel_error_row_sem"], peak / 1e6);
+    check("row-sampled output metric L=2^20 / FAVOR+ forward", t_rows / t_fwd, 4.0, "x");
+    check("row-sampled output metric L=2^20 peak RSS", peak / 1e6, 1500, "MB");
 }
 
 }  // namespace
@@ -146,6 +217,12 @@ int main(int argc, char** argv) {
                 "(the timing experiment's reference) (%d threads)\n\n", srate, drate, srate2k, threads);
 
     auto section = [&](const char* name) { return only.empty() || only == name; };
+    // ---- long contexts: the pairwise pass's product rate, row-sampled metrics at 2^20 ----
+    if (section("longctx")) {
+        pairwise_rate(threads, repeats, drate);
+        long_context(threads, repeats);
+        std::printf("\n");
+    }
     // ---- FAVOR forward, float32, L = 16384, d = 64, m = 256, positive + orthogonal ------
     if (section("favor")) {
         const std::size_t L = 16384, d = 64, m = 256, dv = 64;

@@ -738,6 +738,15 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
         fixed.append(f"{fmt(trials[0])} trials")
     if cfg.get("dtype"):
         fixed.append(str(cfg["dtype"]))
+    family = [f"{k} = {fmt(v) if not isinstance(v, (str, bool)) else str(v).lower()}" for k, v in inputs.items()
+              if k not in ("source", "L", "d", "d_v", "scale", "q", "k", "v", "per_head")]
+    if family:   # input-family knobs (docs/input_families.md)
+        fixed.extend(["inputs: " + family[0]] + family[1:])
+    if cfg.get("query_rows") is not None:   # row-sampled metrics (docs/design.md 3.1)
+        sem = f"{metric}_row_sem"
+        sems = [r.get(sem) for r in table if finite_pos(r.get(sem))]
+        fixed.append(f"{fmt(cfg['query_rows'])} sampled query rows per L" +
+                     (f" (row SEM up to {max(sems):.2g})" if sems else ""))
     name = cfg.get("name") or os.path.basename(os.path.normpath(os.path.abspath(os.path.dirname(path))))
     what = {"m": "vs number of random features m", "L": "vs sequence length",
             "scale": "vs input scale", "num_features": "vs number of feature columns (cost)"}
@@ -1124,6 +1133,18 @@ def crossover(exact_pts, var_pts):
     return cross, prev
 
 
+def crossover_interpolated(exact_pts, var_pts, cross, prev):
+    """The crossover L* (docs/design.md section 6, timing): where the time ratio
+    variant / exact, linear in log L and log ratio between the last common L where the
+    variant is slower (prev) and the first from which it stays faster (cross), is 1.
+    None when there is no such pair (faster at every L measured, or never)."""
+    if cross is None or prev is None:
+        return None
+    r0, r1 = var_pts[prev] / exact_pts[prev], var_pts[cross] / exact_pts[cross]
+    x0, x1 = math.log(prev), math.log(cross)
+    return math.exp(x0 + (x1 - x0) * math.log(r0) / (math.log(r0) - math.log(r1)))
+
+
 def timing_plot(path, header, table, run, out):
     require(path, header, ["variant", "L", "median_s", "min_s", "max_s"])
     cfg = run_config(run)
@@ -1177,22 +1198,32 @@ def timing_plot(path, header, table, run, out):
             if missing:
                 label += f" (not run at L = {', '.join(fmt(q) for q in missing)})"
             ax.errorbar(x, y, yerr=[np.maximum(y - lo, 0), np.maximum(hi - y, 0)],
-                        color=color, marker="o" if ex else "s", ms=5, lw=1.8 if ex else 1.5,
-                        ls="-" if ex else "--", capsize=3, label=label, zorder=3)
+                        color=color, marker="o" if ex else "sD^v<>"[ms.index(mm) % 6 if mm in ms else 0], ms=5,
+                        lw=1.8 if ex else 1.5, ls="-" if ex else ["--", "-.", ":"][ms.index(mm) % 3 if mm in ms else 0],
+                        capsize=3, label=label, zorder=3)
             pts = dict(zip(x.tolist(), y.tolist()))
             if ex:
                 exact_pts.update(pts)
             elif exact_pts:
                 c, prev = crossover(exact_pts, pts)
-                cross_marks.append((label, color, c, prev))
-        for i, (label, color, c, prev) in enumerate(cross_marks):
+                cross_marks.append((label, color, c, prev, crossover_interpolated(exact_pts, pts, c, prev), mm))
+        for i, (label, color, c, prev, star, mm) in enumerate(cross_marks):
             name = label.split(" (")[0]
             if c is None:
                 notes.append(f"{name} not faster than exact at the largest L measured by both")
                 continue
-            ax.axvline(c, color=color, ls=":", lw=1.6, zorder=2)
-            text = (f"{name} faster than exact\nfrom L = {fmt(c)}" +
-                    (f" (slower at {fmt(prev)})" if prev is not None else " (every L measured)"))
+            # FLOP model: FAVOR's flops (linear in L) equal exact's at L = m + F (dv = d): 2m for
+            # maps of m columns, 3m for trig and hyperbolic (2m columns); timing.md's note.
+            k = 2 if feats.get(name.split(",")[0]) in ("trig", "hyperbolic") else 1
+            model = f"; FLOP model {'3m' if k == 2 else '2m'} = {fmt((1 + k) * mm)}" \
+                if isinstance(mm, (int, float)) else ""
+            ax.axvline(star if star else c, color=color, ls=":", lw=1.6, zorder=2)
+            if star:
+                text = f"{name}: L* = {star:.0f}{model}\n(faster from L = {fmt(c)}, slower at {fmt(prev)})"
+                print(f"{name}: crossover L* = {star:.1f} (log-log interpolation between L = {fmt(prev)} "
+                      f"and {fmt(c)}){model}" + (f", L* / model = {star / ((1 + k) * mm):.2f}" if model else ""))
+            else:
+                text = f"{name} faster than exact\nfrom L = {fmt(c)} (every L measured){model}"
             ax.annotate(text, xy=(c, 0.97 - 0.12 * i), xycoords=("data", "axes fraction"),
                         xytext=(6, 0), textcoords="offset points", ha="left", va="top",
                         fontsize=8.5, color=color,

@@ -23,6 +23,8 @@
 #include "favor/metric_table.hpp"
 #include "favor/parallel.hpp"
 #include "favor/report.hpp"
+#include "favor/row_sample.hpp"
+#include "favor/row_sampled_metrics.hpp"
 #include "favor/tensor_io.hpp"
 
 namespace favor {
@@ -32,6 +34,8 @@ namespace {
 using Values = MetricValues;   // metric -> value
 
 // One attention problem: a (batch, head) slice of the inputs, with its exact reference.
+// Row-sampled (docs/design.md 3.1: `sample` has rows): x, reference and softmax hold the
+// sampled query rows only, q_rows those rows of q; y only when a pairwise metric is asked.
 template <class T>
 struct Head {
     Mat<T> q, k, v;            // inputs in the compute dtype (half dtypes: rounded floats)
@@ -40,6 +44,9 @@ struct Head {
     SoftmaxRows softmax;       // the exact side of the pairwise metrics (if any is asked)
     Mat<T> g;                  // the upstream gradient G (L, dv) of the gradient metrics (if any is asked)
     Gradients<double> grad;    // exact attention's (dQ, dK, dV) for G, float64
+    RowSample sample;          // the query rows evaluated; no rows: all, as always
+    Mat<T> q_rows;             // row-sampled: the sampled rows of q
+    bool sampled() const { return !sample.rows.empty(); }
 };
 
 template <class T>
@@ -68,15 +75,29 @@ struct Items {
     }
 };
 
-// G: the upstream gradient, or null when no gradient metric is asked.
+// G: the upstream gradient, or null when no gradient metric is asked. sample: the rows a
+// `query_rows` config evaluates (no rows: all; never with G: config.cpp refuses the pair).
 template <class T>
 Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads,
-                  Rounding rounding, bool pairwise, const Mat<double>* G) {
-    Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
-              exact_attention(q, k, v, causal, threads), {}, {}, {}};
+                  Rounding rounding, bool pairwise, const Mat<double>* G, RowSample sample) {
+    if (sample.rows.empty()) {
+        Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
+                  exact_attention(q, k, v, causal, threads), {}, {}, {}};
+        for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
+        if (pairwise) h.softmax = softmax_rows(h.x, h.y, causal, threads);
+        if (G) h.g = cast_mat<T>(*G), h.grad = exact_attention_backward(q, k, v, *G, causal, threads);
+        return h;
+    }
+    Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(take_rows(q, sample.rows)), {},
+              exact_attention_rows(q, sample.rows, k, v, causal, threads), {}, {}, {}};
+    h.sample = std::move(sample);
+    const std::vector<std::size_t>& rows = h.sample.rows;
     for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
-    if (pairwise) h.softmax = softmax_rows(h.x, h.y, causal, threads);
-    if (G) h.g = cast_mat<T>(*G), h.grad = exact_attention_backward(q, k, v, *G, causal, threads);
+    h.q_rows = take_rows(h.q, rows);
+    if (pairwise) {
+        h.y = scale_rows(k);
+        h.softmax = softmax_rows(h.x, h.y, causal, threads, rows.data());
+    }
     return h;
 }
 
@@ -127,19 +148,22 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
         in.input_seed = cfg.input_seeds[i % S];
         if (!npy) in.scale = cfg.inputs.scale[at.scale];
         if (!needed[p] || (stop && stop->load())) continue;   // stopped: no item will run
+        const RowSample sample = cfg.approximation.samples(in.L)
+                                     ? draw_query_rows(cfg.seed, in.input_seed, in.L, *cfg.approximation.query_rows, cfg.causal)
+                                     : RowSample{};
         if (npy) {
             for (std::size_t h = 0; h < files.q.size(); ++h) {   // the first L rows (inputs.L)
                 const Mat<double> G = grads ? first_rows(file_g[h], in.L) : Mat<double>();
                 in.heads.push_back(make_head<T>(first_rows(files.q[h], in.L), first_rows(files.k[h], in.L),
                                                 first_rows(files.v[h], in.L), cfg.causal, threads,
-                                                dtype_rounding(cfg.dtype), pairwise, grads ? &G : nullptr));
+                                                dtype_rounding(cfg.dtype), pairwise, grads ? &G : nullptr, sample));
             }
         } else {
             QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale,
                                     {cfg.inputs.family, in.input_seed, cfg.file + ": inputs.scale"});
             const Mat<double> G = grads ? upstream_gradient(cfg.seed, in.L, qkv.v.shape(1), 0, in.input_seed) : Mat<double>();
             in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise,
-                                            grads ? &G : nullptr));
+                                            grads ? &G : nullptr, sample));
         }
     }
     if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", file_L}, {"d", files.d()}, {"heads", files.q.size()}};
@@ -158,7 +182,13 @@ template <class T>
 Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std::string>& cols, bool causal,
                int inner_threads) {
     Values v;
-    const PairwiseRequest req = pairwise_request(cols, causal, est.map, est.W.shape(0), h.x, h.y);
+    PairwiseRequest req = pairwise_request(cols, causal, est.map, est.W.shape(0), h.x, h.y);
+    if (h.sampled()) req.positions = h.sample.rows.data();
+    Mat<T> out_rows;   // row-sampled: Out_hat's sampled rows (their metrics come with the pass's)
+    const auto outputs = [&](const Mat<T>& out) {
+        if (h.sampled()) out_rows = take_rows(out, h.sample.rows);
+        else output_values(cols, h.reference, out, v);
+    };
     const auto t0 = std::chrono::steady_clock::now();
     // The output: the fused forward, no (L, F) feature matrices, unless a metric of the
     // unfused forward's counts is asked (overflow_fraction) or the estimator cannot take it
@@ -167,11 +197,11 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
         thread_local Mat<T> out;   // reused across the cells this worker runs (no page faults)
         favor_forward_into(est, h.q, h.k, h.v, out, causal);
         clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
-        output_values(cols, h.reference, out, v);
+        outputs(out);
     } else {
         const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
         clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
-        output_values(cols, h.reference, a.out, v);
+        outputs(a.out);
         forward_values(cols, {a.overflow, a.entries}, v);
     }
     // The gradient metrics: the estimator's backward pass for G (blank for maps without one).
@@ -179,10 +209,25 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
         gradient_values(cols, h.grad, widen(favor_backward(est, h.q, h.k, h.v, h.g, causal, inner_threads)), v);
     // The pairwise metrics stream over the pairs, each tile's features made again from the
     // estimator (bitwise favor_attention's): never the (L, F) matrices (docs/design.md 3).
-    if (req.any())
+    // Row-sampled: the sampled query rows' features against all keys, each row's own sums.
+    if (h.sampled()) {
+        std::vector<PairwiseSums> per_row;
+        if (req.any())
+            pairwise_metrics(h.x, h.y, h.softmax, EstimatorRows<T>(est, h.q_rows, Side::query, inner_threads),
+                             EstimatorRows<T>(est, h.k, Side::key, inner_threads), req, inner_threads, &per_row);
+        sampled_values(cols, h.reference, out_rows, req, per_row, h.sample, v);
+    } else if (req.any()) {
         pass_values(h, EstimatorRows<T>(est, h.q, Side::query, inner_threads),
                     EstimatorRows<T>(est, h.k, Side::key, inner_threads), cols, req, inner_threads, v);
+    }
     return v;
+}
+
+// A problem evaluated on all its rows in a table with <name>_row_sem columns (npy inputs with
+// query_rows >= L): no sampling error, 0 beside each value.
+void all_rows_sems(const std::vector<std::string>& cols, Values& v) {
+    for (const auto& c : sampled_columns(cols))
+        if (const auto it = v.find(c); it != v.end() && it->second) v[row_sem_column(c)] = 0.0;
 }
 
 // The baseline metrics of one head: uniform attention, i.e. the estimator whose features
@@ -196,9 +241,20 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
     Features<double> fk{Mat<double>::from_shape({h.y.shape(0), 1}), std::vector<double>(h.y.shape(0), 0.0)};
     fq.phi.fill(1.0);
     fk.phi.fill(1.0);
-    output_values(wanted, h.reference, linear_attention(fq.phi, fk.phi, cast_mat<double>(h.v), causal, threads), v);
-    pass_values(h, MatrixRows<double>(fq), MatrixRows<double>(fk), wanted,
-                pairwise_request(wanted, causal, nullptr, 0, h.x, h.y), threads, v);
+    Mat<double> ones = Mat<double>::from_shape({h.q.shape(0), 1});   // every query row (row-sampled: more than x's)
+    ones.fill(1.0);
+    const Mat<double> out_all = linear_attention(ones, fk.phi, cast_mat<double>(h.v), causal, threads);
+    PairwiseRequest req = pairwise_request(wanted, causal, nullptr, 0, h.x, h.y);
+    if (h.sampled()) {   // the sampled rows (fq has as many), against all keys
+        req.positions = h.sample.rows.data();
+        std::vector<PairwiseSums> per_row;
+        if (req.any())
+            pairwise_metrics(h.x, h.y, h.softmax, MatrixRows<double>(fq), MatrixRows<double>(fk), req, threads, &per_row);
+        sampled_values(wanted, h.reference, take_rows(out_all, h.sample.rows), req, per_row, h.sample, v);
+    } else {
+        output_values(wanted, h.reference, out_all, v);
+        pass_values(h, MatrixRows<double>(fq), MatrixRows<double>(fk), wanted, req, threads, v);
+    }
     if (h.g.size() != 0) {   // constant features: dQ = dK = 0, dV = A^T G with A_ij = 1/n_i
         Gradients<double> u{Mat<double>::from_shape({h.x.shape(0), h.x.shape(1)}), Mat<double>::from_shape({h.y.shape(0), h.y.shape(1)}), {}};
         u.dQ.fill(0.0), u.dK.fill(0.0);
@@ -206,7 +262,10 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
         gradient_values(wanted, h.grad, u, v);
     }
     Values out;
-    for (const auto& c : wanted) out[c] = v[c];
+    for (const auto& c : wanted) {
+        out[c] = v[c];
+        if (v.count(row_sem_column(c))) out[row_sem_column(c)] = v[row_sem_column(c)];
+    }
     return out;
 }
 
@@ -305,13 +364,18 @@ Table baseline_rows(const Config& cfg, const std::vector<Instance<T>>& instances
     Table t;
     t.columns = baseline_key_columns(per_head);
     if (seeds) t.columns.push_back("input_seed");
-    const std::vector<std::string> names = baseline_columns(cols);
+    std::vector<std::string> names = baseline_columns(cols);
+    if (cfg.has_row_sem())   // (the uniform baseline's sampling errors too)
+        for (const auto& c : sampled_columns(baseline_columns(cols))) names.push_back(row_sem_column(c));
     for (const auto& c : names) t.columns.push_back("baseline_" + c);
     if (names.empty()) return t;
     for (const Instance<T>& in : instances) {
         if (in.heads.empty()) continue;
         std::vector<Values> heads;
-        for (const Head<T>& h : in.heads) heads.push_back(uniform_baseline(h, cols, cfg.causal, threads));
+        for (const Head<T>& h : in.heads) {
+            heads.push_back(uniform_baseline(h, cols, cfg.causal, threads));
+            if (cfg.has_row_sem() && !h.sampled()) all_rows_sems(cols, heads.back());
+        }
         const std::vector<Values> rows = per_head ? heads : std::vector<Values>{combine_heads(heads, names)};
         for (std::size_t h = 0; h < rows.size(); ++h) {
             std::vector<std::string> row = {format_count(in.L), format_count(in.d), format_number(in.scale)};
@@ -396,7 +460,7 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
         resumed += opt.journal && opt.journal->find(cells[it.pos(item)], it.trial(item), cfg.input_seeds[it.seed(item)]);
     if (opt.progress) opt.progress(resumed, unique.size());   // before the exact references, which take a while
     const std::vector<Instance<T>> instances = load_instances<T>(cfg, grid, cells, info, threads, opt.stop);
-    const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
+    const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics, cfg.has_row_sem());
     const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
     std::vector<JournalRows> items(total);   // [item][row][metric]
     std::vector<char> finished(total, 0);
@@ -418,7 +482,10 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
         const std::size_t m = var.map->uses_m() ? grid.m(cell, in.d) : 1;
         const Estimator<T> base = make_estimator<T>(var, m, in.d, cfg.seed, it.trial(item), dtype_rounding(cfg.dtype));
         std::vector<Values> per;   // one per head
-        for (const Head<T>& h : in.heads) per.push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
+        for (const Head<T>& h : in.heads) {
+            per.push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
+            if (cfg.has_row_sem() && !h.sampled()) all_rows_sems(cols, per.back());
+        }
         items[item] = item_rows(per, cols, per_head);
         if (opt.journal) opt.journal->record(cell, it.trial(item), items[item], in.input_seed);
         finished[item] = 1;

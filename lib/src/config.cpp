@@ -54,6 +54,11 @@ Rounding dtype_rounding(DType t) {
 
 std::size_t dtype_bytes(DType t) { return t == DType::float64 ? 8 : 4; }
 
+bool Config::has_row_sem() const {
+    if (experiment != ExperimentKind::approximation || !approximation.query_rows) return false;
+    return inputs.npy() || (!inputs.L.empty() && approximation.samples(inputs.L.back()));
+}
+
 bool ApproximationSpec::wants(const std::string& metric) const {
     return std::find(metrics.begin(), metrics.end(), metric) != metrics.end();
 }
@@ -64,7 +69,7 @@ namespace {
 const std::vector<std::string> kTopKeys = {
     "name", "description", "experiment", "seed", "dtype", "inputs", "variants", "m", "num_features", "trials",
     "input_seeds", "metrics", "output_dir", "causal", "d", "norm", "angle", "repeats",
-    "norm_x", "norm_y", "bias", "pairs", "warmup", "time_budget_s"};
+    "norm_x", "norm_y", "bias", "pairs", "warmup", "time_budget_s", "query_rows"};
 
 // Which top-level keys each experiment kind takes (besides the common ones).
 bool key_applies(const std::string& key, ExperimentKind k) {
@@ -73,7 +78,8 @@ bool key_applies(const std::string& key, ExperimentKind k) {
     static const std::set<std::string> with_inputs = {"inputs", "metrics", "causal"};
     if (kernel_only.count(key)) return k == ExperimentKind::kernel;
     if (timing_only.count(key)) return k == ExperimentKind::timing;
-    if (key == "metrics" || key == "num_features" || key == "input_seeds") return k == ExperimentKind::approximation;
+    if (key == "metrics" || key == "num_features" || key == "input_seeds" || key == "query_rows")
+        return k == ExperimentKind::approximation;
     if (with_inputs.count(key)) return k != ExperimentKind::kernel;
     return true;
 }
@@ -200,6 +206,9 @@ void check_gradient_metrics(const Config& c, const Field& root) {
     if (grads && dtype_rounding(c.dtype) != Rounding::none)
         root.at("metrics").fail("the gradient metrics need dtype float32 or float64 (\"" + dtype_name(c.dtype) +
                                 "\" is emulated and has no backward pass)");
+    if (grads && c.approximation.query_rows)   // dK, dV sum over every query row
+        root.at("query_rows").fail("the gradient metrics need every query row (dK and dV sum over all of them): "
+                                   "drop query_rows or the gradient metrics");
     if (!grads && !c.inputs.grad.empty())
         root.at("inputs").at("grad").fail("given, but no gradient metric is asked (grad_q_rel_error, grad_k_rel_error, "
                                           "grad_v_rel_error, grad_cosine, grad_bias_rel)");
@@ -330,6 +339,7 @@ void parse_kind(const json& j, const Field& root, Config& c) {
     if (c.experiment == ExperimentKind::approximation) {
         parse_input_seeds(j, root, c);
         c.approximation.metrics = parse_metrics(j, root);
+        if (j.contains("query_rows")) c.approximation.query_rows = read_uint(j["query_rows"], root.at("query_rows"), 1, kMaxL);
         check_gradient_metrics(c, root);
         // Half dtypes always report where values overflowed (docs/design.md section 2.6).
         if (dtype_rounding(c.dtype) != Rounding::none)
@@ -461,6 +471,7 @@ json Config::resolved() const {
         j["causal"] = causal;
     }
     if (experiment == ExperimentKind::approximation) j["metrics"] = approximation.metrics;
+    if (approximation.query_rows) j["query_rows"] = *approximation.query_rows;   // recorded only when set
     if (experiment == ExperimentKind::timing) {
         j["repeats"] = timing.repeats;
         j["warmup"] = timing.warmup;

@@ -126,10 +126,13 @@ struct KeptBuffer {
 };
 
 // The sizes of one item: queries L, keys Lk, dimensions d and dv, heads, m and its F feature
-// columns, s bytes per element of the compute dtype.
+// columns, s bytes per element of the compute dtype, and the query rows its metrics are
+// evaluated on (`query_rows`, docs/design.md 3.1: min(N, L); L without it).
 struct ItemShape {
     std::size_t m, L, Lk, d, dv, heads, s;
     double F;
+    std::size_t rows;
+    bool sampled() const { return rows < L; }
 };
 
 // favor_forward_into (favor_forward.cpp) on the item's thread: W^T (FusedFeatures), the output
@@ -168,7 +171,7 @@ void unfused_cost(const ItemShape& x, bool causal, double W, double out, ItemCos
 
 // The streamed pass of the pairwise metrics (docs/design.md section 3), when some metric of
 // `cols` needs it: per thread (`inner` threads share an item's row blocks) the features of a
-// block of R query rows and of a tile of R keys, K and S (R x R), row sums; whole: the key
+// block of Q query rows and of a tile of R keys, K and S (Q x R), row sums; whole: the key
 // log scales, P_i and the per-tile key column sums (float32: the tile made in float first).
 // Sets c.pairwise; returns its flops and exps.
 std::pair<double, double> pairwise_cost(const ItemShape& x, const std::vector<std::string>& cols, bool causal, int inner,
@@ -180,14 +183,15 @@ std::pair<double, double> pairwise_cost(const ItemShape& x, const std::vector<st
         pair |= mi && (mi->source == MetricInfo::Source::pairwise || mi->source == MetricInfo::Source::theory);
     }
     if (!pair) return {0.0, 0.0};
-    const double F = x.F, Lq = double(x.L), Lkd = double(x.Lk);
+    const double F = x.F, Lq = double(x.rows), Lkd = double(x.Lk);   // (row-sampled: the sampled query rows)
     const double R = double(feature_block_rows()), tiles = std::ceil(Lkd / R);
-    c.pairwise = double(inner) * (8.0 * (2.0 * R * F + 2.0 * R * R + 6.0 * R) + double(x.s) * R * F) +
+    const double Q = double(pairwise_query_rows(x.rows));   // query rows per block
+    c.pairwise = double(inner) * (8.0 * ((Q + R) * F + 2.0 * Q * R + 6.0 * Q) + double(x.s) * R * F) +
                  8.0 * (Lq + Lkd + (tiles + 1.0) * F);
     const double pairs = causal ? Lq * Lkd / 2 : Lq * Lkd;
     // K and S per tile (causal: K once more for D_i), and each tile's key features made again
     // for every row block.
-    const double remade = (std::ceil(Lq / R) + 1.0) * Lkd;
+    const double remade = (std::ceil(Lq / Q) + 1.0) * Lkd;
     const double flops = 2.0 * pairs * (double(x.d) + F * (causal ? 2.0 : 1.0)) + 2.0 * remade * double(x.m) * double(x.d);
     const double exps = remade * F + pairs * (1.0 + (wants("attention_kl") ? 1.0 : 0.0) + (wants("kernel_mse") ? 3.0 : 0.0));
     return {flops, exps};
@@ -216,7 +220,8 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape
     // oprf's A*: float64 copies of the scaled Q and K while it is fitted (before the features).
     if (v.map->data_dependent()) c.fit = W + 16.0 * (Lq + Lkd) * double(x.d);
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
-    const double out = double(x.s) * Lq * double(x.dv);
+    // (Row-sampled: also the sampled rows of the output, and its jackknife copies, 3.1.)
+    const double out = double(x.s) * Lq * double(x.dv) + (x.sampled() ? 2.0 * 8.0 * double(x.rows * x.dv) : 0.0);
     if (output_fused(cols, *v.map, dtype_rounding(cfg.dtype), v.shift, cfg.causal)) fused_forward_cost(x, cfg.causal, W, out, c);
     else unfused_cost(x, cfg.causal, W, out, c);
     const auto [pair_flops, pair_exps] = pairwise_cost(x, cols, cfg.causal, inner, c);
@@ -247,10 +252,12 @@ struct ApproxRun {
 
     // The sizes at input point (L, d) (npy inputs: the files'); m and F left 0.
     ItemShape shape(std::size_t li, std::size_t di) const {
-        if (cfg.inputs.npy() && cfg.inputs.L.empty()) return {0, npy->L, npy->Lk, npy->d, npy->dv, npy->heads, s, 0.0};
-        if (cfg.inputs.npy()) return {0, cfg.inputs.L[li], cfg.inputs.L[li], npy->d, npy->dv, npy->heads, s, 0.0};
+        const bool npy = cfg.inputs.npy();   // npy: the files' rows, or the first inputs.L of them
+        const std::size_t L = npy && cfg.inputs.L.empty() ? npy->L : cfg.inputs.L[li];
+        const std::size_t rows = cfg.approximation.samples(L) ? *cfg.approximation.query_rows : L;
+        if (npy) return {0, L, cfg.inputs.L.empty() ? npy->Lk : L, npy->d, npy->dv, npy->heads, s, 0.0, rows};
         const std::size_t d = cfg.inputs.d[di];
-        return {0, cfg.inputs.L[li], cfg.inputs.L[li], d, cfg.inputs.d_v.value_or(d), 1, s, 0.0};
+        return {0, L, L, d, cfg.inputs.d_v.value_or(d), 1, s, 0.0, rows};
     }
 };
 
@@ -277,9 +284,12 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         const PointIndex at = run.grid.point_at(p);
         const ItemShape x = run.shape(at.L, at.d);
         const double Lq = double(x.L), Lkd = double(x.Lk), d = double(x.d), dv = double(x.dv), H = double(x.heads);
+        // Row-sampled (3.1): the float64 scaled queries, reference and softmax rows of the R
+        // sampled rows and their rows of q; the scaled keys only for the pairwise metrics.
+        const double R = double(x.rows), y = x.sampled() && !pairwise ? 0.0 : Lkd * d;
         in.held += run.draws * H *
-                   (double(run.s) * (Lq * d + Lkd * d + Lkd * dv) + 8.0 * (Lq * d + Lkd * d + Lq * dv) +
-                    (pairwise ? 16.0 * Lq : 0.0) +   // + the exact softmax rows; per input draw
+                   (double(run.s) * (Lq * d + Lkd * d + Lkd * dv + (x.sampled() ? R * d : 0.0)) +
+                    8.0 * (R * d + y + R * dv) + (pairwise ? 16.0 * R : 0.0) +   // + the exact softmax rows; per input draw
                     (grads ? double(run.s) * Lq * dv + 8.0 * ((Lq + Lkd) * d + Lkd * dv) : 0.0));   // + G, exact gradients
         // npy: the files whole (all their rows), a permuted copy too with a layout (+ G's file).
         const bool known = run.npy && run.npy->file_L && run.npy->file_Lk;
@@ -287,11 +297,12 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         const double draw = cfg.inputs.npy() ? 8.0 * H * (fL * d + fLk * d + fLk * dv + (grads ? fL * dv : 0.0)) *
                                                    (cfg.inputs.layout.empty() ? 1.5 : 2.5)
                                              : 8.0 * (2 * Lq * d + Lq * dv);
-        // The exact pass: K^T laid out once (ExactOperands), each thread's tiles (float64).
-        in.loading = std::max(in.loading, draw + 8.0 * Lkd * d + exact_tiles(threads, dv, 8));
+        // The exact pass: K^T laid out once (ExactOperands; row-sampled: per tile, and the
+        // row draw's (uniform, index) pairs), each thread's tiles (float64).
+        in.loading = std::max(in.loading, draw + (x.sampled() ? 16.0 * Lq : 8.0 * Lkd * d) + exact_tiles(threads, dv, 8));
         // The exact backward (backward_exact.cpp): per thread a block's A and dP (rows x keys).
         if (grads) in.loading = std::max(in.loading, draw + 8.0 * double(threads) * 2.0 * double(block_rows(x.Lk)) * Lkd);
-        const double pairs = cfg.causal ? Lq * Lkd / 2 : Lq * Lkd;
+        const double pairs = cfg.causal ? R * Lkd / 2 : R * Lkd;
         in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + x.dv), 8) + pairs / kVexpRate) / threads;
         // The exact backward: 8 products over the pairs (S, A V, G V^T, dQ; S^T, dV, dP^T, dK), two exps.
         if (grads) in.seconds += run.draws * H * (gemm_seconds(4.0 * pairs * double(x.d + x.dv), 8) + 2 * pairs / kVexpRate) / threads;
@@ -356,7 +367,7 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
     // Per (cell, input seed, trial, head) row: the metric values (map nodes), then the errors
     // table as text and the summary.
     const double heads = double(cfg.inputs.npy() ? npy->heads : 1), items = double(run.items);
-    const double cols = double(metric_columns(cfg.approximation.metrics).size());
+    const double cols = double(metric_columns(cfg.approximation.metrics, cfg.has_row_sem()).size());
     t.add("results", cfg.input_seeds_set() ? "input_seeds" : "trials", items * heads * (cols * 120.0 + 64.0) + items * (cols + 9) * 64.0);
     t.add("thread buffers", "--threads", double(threads) * kThreadRss);
     return finish(t, in.seconds + w.seconds / double(threads), threads, w.where,

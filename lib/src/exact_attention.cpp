@@ -43,6 +43,34 @@ struct ExactOperands {
     }
 };
 
+// The online softmax of one score tile S (rows x kt, keys c0 .. c0 + nc - 1) for a block of
+// rows at key positions pos(i): each row's running max and sum, its accumulator rescaled when
+// the max grows, and the scores of keys it does not see set to 0.
+template <class T, class Pos>
+void online_tile(T* S, std::size_t rows, std::size_t kt, std::size_t c0, std::size_t nc, bool causal, Pos pos,
+                 T* row_max, double* row_sum, T* acc, std::size_t dvp) {
+    constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+    for (std::size_t i = 0; i < rows; ++i) {
+        T* s = S + i * kt;
+        const std::size_t gi = pos(i);
+        // Keys c0 .. c0+n-1 of this tile are visible to row gi.
+        const std::size_t n = !causal ? nc : (gi + 1 <= c0 ? 0 : std::min(nc, gi + 1 - c0));
+        if (n > 0) {
+            const T mt = max_of(s, n);
+            if (mt > row_max[i]) {   // new running max: rescale what came before
+                if (row_max[i] != neg_inf) {
+                    const T f = std::exp(row_max[i] - mt);
+                    row_sum[i] *= double(f);
+                    scale_in_place(acc + i * dvp, dvp, f);
+                }
+                row_max[i] = mt;
+            }
+            row_sum[i] += exp_shifted_sum(s, n, row_max[i]);
+        }
+        std::fill(s + n, s + nc, T(0));
+    }
+}
+
 }  // namespace
 
 // Row blocks of kExactQueryRows over key tiles with a running row max (online softmax: the
@@ -68,25 +96,8 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
             const std::size_t nc = std::min(kt, cols - c0);
             tiles::times_transposed(Q.data() + r0 * d, rows, d, op.Kt.data() + c0, op.Lkp, round_up(nc, tiles::panel_keys<T>()),
                                     alpha, S.data(), kt);
-            for (std::size_t i = 0; i < rows; ++i) {
-                T* s = S.data() + i * kt;
-                const std::size_t gi = r0 + i;
-                // Keys c0 .. c0+n-1 of this tile are visible to row gi.
-                const std::size_t n = !causal ? nc : (gi + 1 <= c0 ? 0 : std::min(nc, gi + 1 - c0));
-                if (n > 0) {
-                    const T mt = max_of(s, n);
-                    if (mt > row_max[i]) {   // new running max: rescale what came before
-                        if (row_max[i] != neg_inf) {
-                            const T f = std::exp(row_max[i] - mt);
-                            row_sum[i] *= double(f);
-                            scale_in_place(acc.data() + i * dvp, dvp, f);
-                        }
-                        row_max[i] = mt;
-                    }
-                    row_sum[i] += exp_shifted_sum(s, n, row_max[i]);
-                }
-                std::fill(s + n, s + nc, T(0));
-            }
+            online_tile(S.data(), rows, kt, c0, nc, causal, [r0](std::size_t i) { return r0 + i; }, row_max.data(),
+                        row_sum.data(), acc.data(), dvp);
             tiles::times(S.data(), rows, kt, 1, nc, op.Vp + c0 * dvp, dvp, dvp, acc.data(), dvp, true);
         }
         for (std::size_t i = 0; i < rows; ++i) {
@@ -97,6 +108,46 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
     return out;
 }
 
+// The rows at `rows` in float64: per block of kExactQueryRows sampled rows, each key tile
+// widened into the tile kernels' layouts as it is used (no whole K^T copy: O(block x tile)
+// memory beyond the output, so float32 inputs at L = 2^20 stay float32).
+template <class T>
+Mat<double> exact_attention_rows(const Mat<T>& Q, const std::vector<std::size_t>& rows, const Mat<T>& K,
+                                 const Mat<T>& V, bool causal, int threads) {
+    const std::size_t N = rows.size(), d = Q.shape(1), Lk = K.shape(0), dv = V.shape(1);
+    const std::size_t rb = kExactQueryRows, kt = exact_tile_keys(sizeof(double)), dvp = round_up(dv, tiles::lanes<double>());
+    Mat<double> out = Mat<double>::from_shape({N, dv});
+    const double alpha = 1.0 / std::sqrt(double(d));
+    parallel_for((N + rb - 1) / rb, threads, [&](std::size_t blk) {
+        const std::size_t r0 = blk * rb, nr = std::min(rb, N - r0);
+        const std::size_t cols = causal ? std::min(Lk, rows[r0 + nr - 1] + 1) : Lk;
+        std::vector<double> q(nr * d), Kt(d * kt), Vt(kt * dvp, 0.0), S(nr * kt), acc(nr * dvp, 0.0),
+            row_max(nr, -std::numeric_limits<double>::infinity()), row_sum(nr, 0.0);
+        for (std::size_t i = 0; i < nr; ++i)
+            for (std::size_t k = 0; k < d; ++k) q[i * d + k] = double(Q(rows[r0 + i], k));
+        for (std::size_t c0 = 0; c0 < cols; c0 += kt) {
+            const std::size_t nc = std::min(kt, cols - c0), ncp = round_up(nc, tiles::panel_keys<double>());
+            for (std::size_t k = 0; k < d; ++k) {
+                for (std::size_t j = 0; j < nc; ++j) Kt[k * kt + j] = double(K(c0 + j, k));
+                std::fill(Kt.begin() + std::ptrdiff_t(k * kt + nc), Kt.begin() + std::ptrdiff_t(k * kt + ncp), 0.0);
+            }
+            for (std::size_t j = 0; j < nc; ++j)
+                for (std::size_t c = 0; c < dv; ++c) Vt[j * dvp + c] = double(V(c0 + j, c));
+            tiles::times_transposed(q.data(), nr, d, Kt.data(), kt, ncp, alpha, S.data(), kt);
+            online_tile(S.data(), nr, kt, c0, nc, causal, [&](std::size_t i) { return rows[r0 + i]; }, row_max.data(),
+                        row_sum.data(), acc.data(), dvp);
+            tiles::times(S.data(), nr, kt, 1, nc, Vt.data(), dvp, dvp, acc.data(), dvp, true);
+        }
+        for (std::size_t i = 0; i < nr; ++i)
+            for (std::size_t c = 0; c < dv; ++c) out(r0 + i, c) = acc[i * dvp + c] / row_sum[i];
+    });
+    return out;
+}
+
+template Mat<double> exact_attention_rows<float>(const Mat<float>&, const std::vector<std::size_t>&, const Mat<float>&,
+                                                 const Mat<float>&, bool, int);
+template Mat<double> exact_attention_rows<double>(const Mat<double>&, const std::vector<std::size_t>&,
+                                                  const Mat<double>&, const Mat<double>&, bool, int);
 template Mat<float> exact_attention<float>(const Mat<float>&, const Mat<float>&, const Mat<float>&, bool, int);
 template Mat<double> exact_attention<double>(const Mat<double>&, const Mat<double>&, const Mat<double>&, bool, int);
 

@@ -119,7 +119,7 @@ std::vector<std::string> expected_columns(const Input& in) {
     if (in.cfg.input_seeds_set()) c.push_back("input_seed");
     c.push_back("trial");
     c.push_back("seed");
-    for (const auto& m : metric_columns(in.cfg.approximation.metrics)) c.push_back(m);
+    for (const auto& m : metric_columns(in.cfg.approximation.metrics, in.cfg.has_row_sem())) c.push_back(m);
     return c;
 }
 

@@ -157,11 +157,35 @@ std::vector<std::string> metric_columns(const std::vector<std::string>& requeste
     return cols;
 }
 
+std::vector<std::string> metric_columns(const std::vector<std::string>& requested, bool row_sem) {
+    std::vector<std::string> cols = metric_columns(requested);
+    if (row_sem)
+        for (const auto& c : sampled_columns(metric_columns(requested))) cols.push_back(row_sem_column(c));
+    return cols;
+}
+
 std::vector<std::string> stat_columns(const std::vector<std::string>& columns) {
     return columns_where(columns, [](const MetricInfo& m) { return m.summary == MetricInfo::Summary::stats; });
 }
 std::vector<std::string> value_columns(const std::vector<std::string>& columns) {
-    return columns_where(columns, [](const MetricInfo& m) { return m.summary == MetricInfo::Summary::value; });
+    std::vector<std::string> out =
+        columns_where(columns, [](const MetricInfo& m) { return m.summary == MetricInfo::Summary::value; });
+    for (const auto& c : columns)
+        if (is_row_sem_column(c)) out.push_back(c);
+    return out;
+}
+
+std::vector<std::string> sampled_columns(const std::vector<std::string>& columns) {
+    return columns_where(columns, [](const MetricInfo& m) {
+        return (m.source == S::output || m.source == S::pairwise) && m.format == MetricInfo::Format::number;
+    });
+}
+std::string row_sem_column(const std::string& metric) { return metric + "_row_sem"; }
+bool is_row_sem_column(const std::string& column) {
+    const std::string suffix = row_sem_column("");
+    if (column.size() <= suffix.size() || column.compare(column.size() - suffix.size(), suffix.size(), suffix) != 0)
+        return false;
+    return !sampled_columns({column.substr(0, column.size() - suffix.size())}).empty();
 }
 std::vector<std::string> baseline_columns(const std::vector<std::string>& columns) {
     return columns_where(columns, [](const MetricInfo& m) { return m.has_baseline; });
@@ -254,7 +278,10 @@ MetricValues combine_heads(const std::vector<MetricValues>& heads, const std::ve
             if (it != v.end() && it->second) total += *it->second;
             else all = false;
         }
-        if (all) out[col] = find_metric(col)->heads == MetricInfo::Reduce::sum ? total : total / double(heads.size());
+        // (<name>_row_sem: the mean over heads, an upper bound of the standard error of the
+        // heads' mean, whose rows are the same positions.)
+        const MetricInfo* m = find_metric(col);
+        if (all) out[col] = m && m->heads == MetricInfo::Reduce::sum ? total : total / double(heads.size());
     }
     return out;
 }
@@ -262,8 +289,9 @@ MetricValues combine_heads(const std::vector<MetricValues>& heads, const std::ve
 std::string metric_cell(const MetricValues& v, const std::string& column) {
     const auto it = v.find(column);
     if (it == v.end() || !it->second) return "";
-    return find_metric(column)->format == MetricInfo::Format::count ? format_count(std::size_t(*it->second))
-                                                                     : format_number(it->second);
+    const MetricInfo* m = find_metric(column);   // null: a <name>_row_sem column, a number
+    return m && m->format == MetricInfo::Format::count ? format_count(std::size_t(*it->second))
+                                                       : format_number(it->second);
 }
 
 std::string metric_cell_problem(const std::string& column, const std::string& cell) {

@@ -33,9 +33,11 @@ namespace {
 using B = xsimd::batch<double>;
 using BB = xsimd::batch_bool<double>;
 constexpr std::size_t kLanes = B::size;
-// Query rows per block and keys per tile: the feature maps' block, so a tile's features are
-// the same block calls as compute_features makes (feature_rows).
+// Keys per tile and rows per sum: the feature maps' block, so a tile's features are the same
+// block calls as compute_features makes (feature_rows). Query blocks hold several of them
+// (pairwise_query_rows, attention_blocks.hpp).
 constexpr std::size_t kRows = feature_block_rows();
+static_assert(pairwise_query_rows(0) % kRows == 0 && pairwise_query_rows(std::size_t(1) << 30) % kRows == 0);
 
 // Keys of tile [t0, t0 + nt) that row gi sees (causal: j <= gi).
 std::size_t visible(bool causal, std::size_t gi, std::size_t t0, std::size_t nt) {
@@ -43,15 +45,7 @@ std::size_t visible(bool causal, std::size_t gi, std::size_t t0, std::size_t nt)
     return gi + 1 <= t0 ? 0 : std::min(nt, gi + 1 - t0);
 }
 
-struct BlockSums {
-    double attention = 0, tv = 0, kl = 0, kernel = 0, theory = 0, negative = 0, pairs = 0, rows = 0;
-    bool kl_undefined = false;   // some A_hat entry <= 0 (or NaN): KL(A || A_hat) is infinite
-    void add(const BlockSums& o) {
-        attention += o.attention, tv += o.tv, kl += o.kl, kernel += o.kernel, theory += o.theory;
-        negative += o.negative, pairs += o.pairs, rows += o.rows;
-        kl_undefined = kl_undefined || o.kl_undefined;
-    }
-};
+using BlockSums = PairwiseSums;
 
 // The per-row numbers of the pairs of row i: its exact softmax (max score, 1 / sum, log sum),
 // 1 / D_i (row-normalised maps) and its query log scale.
@@ -187,8 +181,15 @@ Keys key_pass(const FeatureRows& fk, std::size_t L, std::size_t Lk, const Pairwi
     if (keys.scaled) {
         keys.pmax.assign(L, all);
         double p = -std::numeric_limits<double>::infinity();
-        if (req.causal)
+        if (req.causal && !req.positions)
             for (std::size_t i = 0; i < L; ++i) keys.pmax[i] = i < Lk ? (p = std::max(p, lk[i])) : p;
+        if (req.causal && req.positions) {   // the running max up to each sampled position
+            std::size_t j = 0;
+            for (std::size_t i = 0; i < L; ++i) {
+                for (; j < Lk && j <= req.positions[i]; ++j) p = std::max(p, lk[j]);
+                keys.pmax[i] = p;
+            }
+        }
     }
     return keys;
 }
@@ -219,22 +220,29 @@ const double* tile_weights(const Pass& p, Scratch& sc, std::size_t t0, std::size
 
 double row_p(const Pass& p, std::size_t gi) { return p.keys.scaled ? p.keys.pmax[gi] : 0.0; }
 
-// For each key tile row block [r0, r0 + rows) sees, in tile order: the tile's features, then
-// K = phi~(X_b) phi~(Y_t)^T into sc.K and (with `scores`) S = X_b Y_t^T into sc.S (rows x nt
-// each), then fn(t0, nt).
+// The key position of query row gi (row-sampled metrics: PairwiseRequest::positions).
+std::size_t position(const Pass& p, std::size_t gi) { return p.req.positions ? p.req.positions[gi] : gi; }
+
+// For each key tile row block [r0, r0 + rows) sees, in tile order: the tile's features, then,
+// for the rows i0 <= i < rows that see it (causal: position >= t0; positions ascend),
+// K = phi~(X_b) phi~(Y_t)^T into sc.K and (with `scores`) S = X_b Y_t^T into sc.S ((rows - i0)
+// x nt each, row i at (i - i0) nt), then fn(t0, nt, i0).
 template <class Fn>
 void for_tiles(const Pass& p, Scratch& sc, std::size_t r0, std::size_t rows, bool scores, Fn&& fn) {
-    const std::size_t cols = p.req.causal ? std::min(p.Lk, r0 + rows) : p.Lk;
+    const std::size_t cols = p.req.causal ? std::min(p.Lk, position(p, r0 + rows - 1) + 1) : p.Lk;
+    std::size_t i0 = 0;
     for (std::size_t t0 = 0; t0 < cols; t0 += kRows) {
         const std::size_t nt = std::min(kRows, cols - t0);
+        while (p.req.causal && position(p, r0 + i0) < t0) ++i0;
         double* phik = grown(sc.phik, nt * p.F);
         p.fk.rows(t0, nt, phik, grown(sc.lk, nt));
-        gemm<double>(false, true, rows, nt, p.F, 1.0, sc.phiq.data(), p.F, phik, p.F, 0.0, grown(sc.K, rows * nt), nt);
+        gemm<double>(false, true, rows - i0, nt, p.F, 1.0, sc.phiq.data() + i0 * p.F, p.F, phik, p.F, 0.0,
+                     grown(sc.K, rows * nt), nt);
         if (scores)
-            gemm<double>(false, true, rows, nt, p.d, 1.0, p.X.data() + r0 * p.d, p.d, p.Y.data() + t0 * p.d, p.d, 0.0,
-                         grown(sc.S, rows * nt), nt);
+            gemm<double>(false, true, rows - i0, nt, p.d, 1.0, p.X.data() + (r0 + i0) * p.d, p.d, p.Y.data() + t0 * p.d,
+                         p.d, 0.0, grown(sc.S, rows * nt), nt);
         sc.w_ok = false;   // new tile: the weights are made again
-        fn(t0, nt);
+        fn(t0, nt, i0);
     }
 }
 
@@ -250,10 +258,10 @@ void normalisers(const Pass& p, Scratch& sc, std::size_t r0, std::size_t rows) {
         for (std::size_t i = 0; i < rows; ++i) inv_d[i] = 1.0 / dot_lanes(sc.phiq.data() + i * p.F, p.keys.colsum.data(), p.F);
     } else {
         std::fill(inv_d, inv_d + rows, 0.0);
-        for_tiles(p, sc, r0, rows, false, [&](std::size_t t0, std::size_t nt) {
-            for (std::size_t i = 0; i < rows; ++i) {
-                const std::size_t n = visible(p.req.causal, r0 + i, t0, nt);
-                const double* k = sc.K.data() + i * nt;
+        for_tiles(p, sc, r0, rows, false, [&](std::size_t t0, std::size_t nt, std::size_t i0) {
+            for (std::size_t i = i0; i < rows; ++i) {
+                const std::size_t n = visible(p.req.causal, position(p, r0 + i), t0, nt);
+                const double* k = sc.K.data() + (i - i0) * nt;
                 const double* w = tile_weights(p, sc, t0, nt, row_p(p, r0 + i));
                 if (n) inv_d[i] += w ? dot_lanes(k, w, n) : sum_lanes(k, n);
             }
@@ -262,51 +270,63 @@ void normalisers(const Pass& p, Scratch& sc, std::size_t r0, std::size_t rows) {
     }
 }
 
-// The sums of the row block [r0, r0 + rows).
-BlockSums row_block(const Pass& p, std::size_t r0, std::size_t rows) {
+// The sums of the row block [r0, r0 + rows) into acc[0], acc[1], ..., one per kRows rows (each
+// added to in the same order as a block of kRows rows alone would be: by tile, then by row);
+// with `own`, each row's sums there too (added into its part's in row order).
+void row_block(const Pass& p, std::size_t r0, std::size_t rows, BlockSums* acc, PairwiseSums* own) {
     Scratch& sc = scratch();
-    p.fq.rows(r0, rows, grown(sc.phiq, rows * p.F), grown(sc.lq, rows));
+    double* phiq = grown(sc.phiq, rows * p.F);
+    double* lq = grown(sc.lq, rows);
+    for (std::size_t c = 0; c < rows; c += kRows) p.fq.rows(r0 + c, std::min(kRows, rows - c), phiq + c * p.F, lq + c);
     normalisers(p, sc, r0, rows);
     double* tv = grown(sc.tv, rows);
     double* kl = grown(sc.kl, rows);
     std::fill(tv, tv + rows, 0.0);
     std::fill(kl, kl + rows, 0.0);
-    BlockSums acc;
-    for_tiles(p, sc, r0, rows, true, [&](std::size_t t0, std::size_t nt) {
-        for (std::size_t i = 0; i < rows; ++i) {
-            const std::size_t gi = r0 + i, n = visible(p.req.causal, gi, t0, nt);
+    for_tiles(p, sc, r0, rows, true, [&](std::size_t t0, std::size_t nt, std::size_t i0) {
+        for (std::size_t i = i0; i < rows; ++i) {
+            const std::size_t gi = r0 + i, n = visible(p.req.causal, position(p, gi), t0, nt);
             if (!n) continue;
-            const double* s = sc.S.data() + i * nt;
+            const double* s = sc.S.data() + (i - i0) * nt;
             const double z = p.exact.sum[gi];
             const RowConst rc{p.exact.max[gi], 1.0 / z, std::log(z), sc.inv_d[i], sc.lq[i]};
             const double* w = p.attention ? tile_weights(p, sc, t0, nt, row_p(p, gi)) : nullptr;
-            row_pairs(s, sc.K.data() + i * nt, w, p.keys.lk.data() + t0, n, rc, p.req, p.attention, acc, tv[i], kl[i]);
-            acc.pairs += double(n);
+            BlockSums& into = own ? own[i] : acc[i / kRows];
+            row_pairs(s, sc.K.data() + (i - i0) * nt, w, p.keys.lk.data() + t0, n, rc, p.req, p.attention, into, tv[i], kl[i]);
+            into.pairs += double(n);
             if (p.req.theory)
-                for (std::size_t j = 0; j < n; ++j) acc.theory += p.req.theory(gi, t0 + j, s[j]);
+                for (std::size_t j = 0; j < n; ++j) into.theory += p.req.theory(gi, t0 + j, s[j]);
         }
     });
-    if (p.attention)
-        for (std::size_t i = 0; i < rows; ++i) acc.tv += 0.5 * tv[i], acc.kl += kl[i], acc.rows += 1.0;
-    return acc;
+    for (std::size_t i = 0; own && i < rows; ++i) {
+        if (p.attention) own[i].tv = 0.5 * tv[i], own[i].kl = kl[i], own[i].rows = 1.0;
+        acc[i / kRows].add(own[i]);
+    }
+    if (p.attention && !own)
+        for (std::size_t i = 0; i < rows; ++i) {
+            BlockSums& a = acc[i / kRows];
+            a.tv += 0.5 * tv[i], a.kl += kl[i], a.rows += 1.0;
+        }
 }
 }  // namespace
 
-SoftmaxRows softmax_rows(const Mat<double>& X, const Mat<double>& Y, bool causal, int threads) {
+SoftmaxRows softmax_rows(const Mat<double>& X, const Mat<double>& Y, bool causal, int threads,
+                         const std::size_t* positions) {
+    auto at = [&](std::size_t gi) { return positions ? positions[gi] : gi; };
     const std::size_t L = X.shape(0), Lk = Y.shape(0), d = X.shape(1), nb = (L + kRows - 1) / kRows;
     SoftmaxRows out{std::vector<double>(L, -std::numeric_limits<double>::infinity()), std::vector<double>(L, 0.0)};
     // Per row block, two sweeps over the key tiles it sees: the row maxima, then the sums of
     // exp(s - max) in tile order (memory O(block x tile)).
     parallel_for(nb, threads, [&](std::size_t b) {
         const std::size_t r0 = b * kRows, rows = std::min(kRows, L - r0);
-        const std::size_t cols = causal ? std::min(Lk, r0 + rows) : Lk;
+        const std::size_t cols = causal ? std::min(Lk, at(r0 + rows - 1) + 1) : Lk;
         std::vector<double> S(rows * kRows);
         for (int sweep = 0; sweep < 2; ++sweep)
             for (std::size_t t0 = 0; t0 < cols; t0 += kRows) {
                 const std::size_t nt = std::min(kRows, cols - t0);
                 gemm<double>(false, true, rows, nt, d, 1.0, X.data() + r0 * d, d, Y.data() + t0 * d, d, 0.0, S.data(), nt);
                 for (std::size_t i = 0; i < rows; ++i) {
-                    const std::size_t gi = r0 + i, n = visible(causal, gi, t0, nt);
+                    const std::size_t gi = r0 + i, n = visible(causal, at(gi), t0, nt);
                     if (!n) continue;
                     double* s = S.data() + i * nt;
                     if (sweep == 0) out.max[gi] = std::max(out.max[gi], max_of(s, n));
@@ -344,9 +364,20 @@ void EstimatorRows<T>::rows(std::size_t r0, std::size_t n, double* phi, double* 
     }
 }
 
+PairwiseResult pairwise_result(const PairwiseSums& total, const PairwiseRequest& req) {
+    PairwiseResult res;
+    if (req.attention_mse) res.attention_mse = total.attention / total.pairs;
+    if (req.attention_tv) res.attention_tv = total.tv / total.rows;
+    if (req.attention_kl && !total.kl_undefined) res.attention_kl = total.kl / total.rows;
+    if (req.negative_fraction) res.negative_fraction = total.negative / total.pairs;
+    if (req.kernel_mse) res.kernel_mse = total.kernel / total.pairs;
+    if (req.theory) res.kernel_mse_theory = total.theory / total.pairs;
+    return res;
+}
+
 PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, const SoftmaxRows& exact,
                                 const FeatureRows& fq, const FeatureRows& fk, const PairwiseRequest& req,
-                                int threads) {
+                                int threads, std::vector<PairwiseSums>* per_row) {
     PairwiseResult res;
     if (!req.any()) return res;
     const std::size_t L = X.shape(0), Lk = Y.shape(0);
@@ -355,19 +386,17 @@ PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, cons
     const Keys keys = key_pass(fk, L, Lk, req, threads);
     const bool attention = req.attention_mse || req.attention_tv || req.attention_kl || req.negative_fraction;
     const Pass p{X, Y, exact, fq, fk, req, keys, L, Lk, X.shape(1), fq.columns(), attention};
-    const std::size_t nblocks = (L + kRows - 1) / kRows;
-    std::vector<BlockSums> sums(nblocks);
-    parallel_for(nblocks, threads, [&](std::size_t b) { sums[b] = row_block(p, b * kRows, std::min(kRows, L - b * kRows)); });
+    const std::size_t Q = pairwise_query_rows(L), nblocks = (L + Q - 1) / Q;
+    std::vector<BlockSums> sums((L + kRows - 1) / kRows);   // per kRows rows
+    if (per_row) per_row->assign(L, PairwiseSums{});
+    parallel_for(nblocks, threads, [&](std::size_t b) {
+        const std::size_t r0 = b * Q;
+        row_block(p, r0, std::min(Q, L - r0), sums.data() + r0 / kRows, per_row ? per_row->data() + r0 : nullptr);
+    });
 
     BlockSums total;
     for (const BlockSums& s : sums) total.add(s);   // in block order
-    if (req.attention_mse) res.attention_mse = total.attention / total.pairs;
-    if (req.attention_tv) res.attention_tv = total.tv / total.rows;
-    if (req.attention_kl && !total.kl_undefined) res.attention_kl = total.kl / total.rows;
-    if (req.negative_fraction) res.negative_fraction = total.negative / total.pairs;
-    if (req.kernel_mse) res.kernel_mse = total.kernel / total.pairs;
-    if (req.theory) res.kernel_mse_theory = total.theory / total.pairs;
-    return res;
+    return pairwise_result(total, req);
 }
 
 PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, const Features<double>& fq,

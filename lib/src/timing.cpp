@@ -54,6 +54,24 @@ std::optional<std::size_t> crossover_L(const std::vector<std::size_t>& Ls,
     return from;
 }
 
+// The crossover L* (docs/design.md section 6): log L where log(fast / slow), linear in log L
+// between the last measured L where `fast` is slower and the first from which it stays
+// faster, is 0; nullopt without such a pair.
+std::optional<double> crossover_interpolated(const std::vector<std::size_t>& Ls,
+                                             const std::vector<std::optional<double>>& fast,
+                                             const std::vector<std::optional<double>>& slow) {
+    const auto from = crossover_L(Ls, fast, slow);
+    if (!from) return std::nullopt;
+    std::optional<std::size_t> prev;   // the last L measured by both below `from`
+    for (std::size_t i = 0; i < Ls.size() && Ls[i] < *from; ++i)
+        if (fast[i] && slow[i]) prev = i;
+    if (!prev) return std::nullopt;
+    const std::size_t at = std::size_t(std::find(Ls.begin(), Ls.end(), *from) - Ls.begin());
+    const double r0 = std::log(*fast[*prev] / *slow[*prev]), r1 = std::log(*fast[at] / *slow[at]);
+    const double x0 = std::log(double(Ls[*prev])), x1 = std::log(double(*from));
+    return std::exp(x0 + (x1 - x0) * r0 / (r0 - r1));
+}
+
 const std::vector<std::string>& timing_columns() {
     static const std::vector<std::string> c = {
         "variant", "L", "d", "m", "dtype", "threads", "repeats", "median_s", "min_s", "max_s",
@@ -254,6 +272,16 @@ std::string crossover_note(const Config& cfg, const Series& s, const Series& ex,
           << " (dv = " << cfg.inputs.d_v.value_or(s.d) << "): ";
     if (x) notes << "faster than exact from L = " << *x << " on (every larger L measured)";
     else notes << "not faster than exact at every L from some point on, among the L where both were measured";
+    // The FLOP model's crossover: FAVOR's flops (linear in L) equal exact's (quadratic), 2m
+    // for maps of m columns at dv = d (3m for trig and hyperbolic, 2m columns).
+    const std::size_t dv = cfg.inputs.d_v.value_or(s.d);
+    const double model = favor_attention_flops(*cfg.variants[s.variant].map, 1, 1, s.d, dv, s.m) /
+                         exact_attention_flops(1, 1, s.d, dv, false);
+    if (const auto star = crossover_interpolated(Ls, mine, theirs))
+        notes << "; crossover L* = " << std::llround(*star) << " (log-log interpolation of the time ratio; the FLOP model's "
+              << std::llround(model) << ", L* / model = " << double(std::llround(100.0 * *star / model)) / 100.0 << ")";
+    else if (x)
+        notes << "; the crossover L* is below the smallest L measured (the FLOP model's " << std::llround(model) << ")";
     std::size_t skipped_from = 0;
     for (std::size_t li = Ls.size(); li-- > 0;)
         if (ex.cells[li].skipped) skipped_from = Ls[li];

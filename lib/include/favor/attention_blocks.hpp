@@ -62,4 +62,17 @@ constexpr std::size_t fused_rows(std::size_t L, std::size_t F, std::size_t d, st
     return std::min(budget, std::max<std::size_t>(64, (L / 8 + 15) / 16 * 16));
 }
 
+// --- the pairwise pass (pairwise_pass.cpp) ------------------------------------------------
+
+// Query rows per block of the streamed pairwise pass over Lq query rows: a multiple of the
+// feature block (256 rows, features.hpp; key tiles are one feature block). Each key tile's
+// features are made again for every query block, and K = phi~(X_b) phi~(Y_t)^T is a
+// (block x 256) panel, so larger blocks cut both the remade features (1/4 of the products at
+// 256 rows, d = 64, m = 256) and the BLAS calls; at most Lq / 4 rows (at least 256) so short
+// sequences still give every core blocks; the sums are kept per 256 rows, in the order of
+// 256-row blocks, so the results do not depend on this size (docs/speed.md).
+constexpr std::size_t pairwise_query_rows(std::size_t Lq) {
+    return std::clamp<std::size_t>(Lq / 4 / 256 * 256, 256, 1024);
+}
+
 }  // namespace favor

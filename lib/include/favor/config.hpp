@@ -55,7 +55,13 @@ struct InputSpec {
 // "experiment": "approximation": attention errors against exact attention.
 struct ApproximationSpec {
     std::vector<std::string> metrics;  // requested (metric_table.hpp)
+    // Row-sampled metrics (docs/design.md 3.1): every metric on this many query rows of each
+    // problem (all of them where L <= N); unset: all rows.
+    std::optional<std::size_t> query_rows;
     bool wants(const std::string& metric) const;
+    // Whether a problem of L query rows is sampled, and whether some table has the
+    // <name>_row_sem columns: query_rows set and below some L (npy inputs: set).
+    bool samples(std::size_t L) const { return query_rows && *query_rows < L; }
 };
 // "experiment": "kernel": pairs (x, y) of common length `norm` at angle `angle`, or, with
 // "norm_x" and "norm_y" instead of "norm", |x| from `norm` and |y| from `norm_y` (two axes).
@@ -97,6 +103,10 @@ struct Config {
     ApproximationSpec approximation;
     KernelSpec kernel;
     TimingSpec timing;
+
+    // Whether the approximation tables have <name>_row_sem columns (docs/design.md 3.1):
+    // query_rows set and below the largest L (npy inputs: whenever set).
+    bool has_row_sem() const;
 
     nlohmann::json resolved() const;   // the config with every default filled in
 };

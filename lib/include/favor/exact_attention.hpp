@@ -1,6 +1,8 @@
 #pragma once
 // Exact softmax attention, in working precision and as a half-precision model computes it
 // (docs/design.md sections 2.1 and 2.6). Block sizes: attention_blocks.hpp.
+#include <vector>
+
 #include "favor/attention_blocks.hpp"
 #include "favor/half.hpp"
 #include "favor/tensor.hpp"
@@ -15,6 +17,14 @@ namespace favor {
 template <class T>
 Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal = false,
                        int threads = 1);
+
+// The rows at ascending key positions `rows` of exact attention, computed in float64 from Q,
+// K, V of either dtype (row-sampled metrics, docs/design.md 3.1): row r is row rows[r] of
+// exact_attention's (causal: it sees keys j <= rows[r]), equal up to rounding, O(N Lk d) work.
+// Returns (N, dv).
+template <class T>
+Mat<double> exact_attention_rows(const Mat<T>& Q, const std::vector<std::size_t>& rows, const Mat<T>& K,
+                                 const Mat<T>& V, bool causal = false, int threads = 1);
 
 // Exact attention as a half-precision model computes it (docs/design.md section 2.6): scores
 // Q K^T / sqrt(d) accumulated in float32 and stored rounded, softmax in float32 (row max

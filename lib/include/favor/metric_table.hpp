@@ -78,11 +78,22 @@ std::vector<std::string> metric_names();
 std::vector<std::string> default_metrics();               // by_default, in table order
 // The metric columns of a table for these requested metrics, in table order.
 std::vector<std::string> metric_columns(const std::vector<std::string>& requested);
-// Those of `columns` summarised as statistics / as one value per cell.
+// The same, then with `row_sem` (Config::has_row_sem) the <name>_row_sem of each sampled column:
+// the metric columns of an approximation run's errors.csv.
+std::vector<std::string> metric_columns(const std::vector<std::string>& requested, bool row_sem);
+// Those of `columns` summarised as statistics / as one value per cell (the mean over the
+// cell's rows; also the <name>_row_sem columns).
 std::vector<std::string> stat_columns(const std::vector<std::string>& columns);
 std::vector<std::string> value_columns(const std::vector<std::string>& columns);
 // Those of `columns` with a baseline_<name> column.
 std::vector<std::string> baseline_columns(const std::vector<std::string>& columns);
+// Row-sampled metrics (docs/design.md 3.1): those of `columns` a row sample estimates (output
+// and pairwise numbers; not counts, the clock, the forward's counts or closed forms), and
+// the column of each one's sampling standard error, <name>_row_sem.
+std::vector<std::string> sampled_columns(const std::vector<std::string>& columns);
+std::string row_sem_column(const std::string& metric);
+// Whether `column` is some metric's <name>_row_sem.
+bool is_row_sem_column(const std::string& column);
 // Whether some column comes from the streamed pass (pairwise or theory).
 bool any_pairwise(const std::vector<std::string>& columns);
 // Whether some column needs the gradients (source gradient or trials) / a cell's trials' (trials).

@@ -30,6 +30,9 @@ struct PairwiseRequest {
     bool negative_fraction = false;  // share of A_hat entries < 0
     FeatureMap::PairMse theory;      // kernel_mse_theory (i, j, x_i.y_j), if set
     bool causal = false;             // only pairs j <= i
+    // Row-sampled metrics (docs/design.md 3.1): query row i sits at key position positions[i]
+    // (ascending; causal: it sees keys j <= positions[i]); null: at i.
+    const std::size_t* positions = nullptr;
     bool row_normalised = true;      // A_hat = K row / D_i; otherwise the K row itself
     bool any() const {
         return attention_mse || attention_tv || attention_kl || kernel_mse || negative_fraction || bool(theory);
@@ -43,13 +46,28 @@ struct PairwiseResult {
            negative_fraction = nan;
 };
 
+// The sums the results are ratios of: over a row block, or one query row (row-sampled metrics).
+struct PairwiseSums {
+    double attention = 0, tv = 0, kl = 0, kernel = 0, theory = 0, negative = 0, pairs = 0, rows = 0;
+    bool kl_undefined = false;   // some A_hat entry <= 0 (or NaN): KL(A || A_hat) is infinite
+    void add(const PairwiseSums& o) {
+        attention += o.attention, tv += o.tv, kl += o.kl, kernel += o.kernel, theory += o.theory;
+        negative += o.negative, pairs += o.pairs, rows += o.rows;
+        kl_undefined = kl_undefined || o.kl_undefined;
+    }
+};
+// The results of `req` from sums over some rows (the whole pass: over all of them).
+PairwiseResult pairwise_result(const PairwiseSums& total, const PairwiseRequest& req);
+
 // The exact side of the pairwise metrics for the scaled rows X (L, d), Y (Lk, d): per query
 // row i the largest visible score max_j x_i.y_j and sum_j exp(x_i.y_j - max). O(L); made
 // once per attention problem and shared by every estimator run on it.
 struct SoftmaxRows {
     std::vector<double> max, sum;
 };
-SoftmaxRows softmax_rows(const Mat<double>& X, const Mat<double>& Y, bool causal, int threads = 1);
+// positions: as PairwiseRequest::positions (null: row i at i).
+SoftmaxRows softmax_rows(const Mat<double>& X, const Mat<double>& Y, bool causal, int threads = 1,
+                         const std::size_t* positions = nullptr);
 
 // Where the pass reads features: rows [r0, r0 + n) (r0 a multiple of feature_block_rows())
 // as phi (n x F, float64) and their log scales (Features::log_scale). Called from several
@@ -98,10 +116,11 @@ private:
 // (memory O(block x (tile + F)) per thread plus O(L + Lk + F) vectors; never (L, F) or L x L).
 // X: (L, d), Y: (Lk, d) scaled inputs; exact: softmax_rows(X, Y, req.causal); fq, fk: their
 // features. Sums are formed per row block (per-lane sums, in a fixed order) and added in block
-// order: the same for any thread count.
+// order: the same for any thread count. per_row (row-sampled metrics): also each query row's
+// own sums (the result then adds those in row order instead).
 PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, const SoftmaxRows& exact,
                                 const FeatureRows& fq, const FeatureRows& fk, const PairwiseRequest& req,
-                                int threads = 1);
+                                int threads = 1, std::vector<PairwiseSums>* per_row = nullptr);
 // The same from whole features (float64), the exact side computed here.
 PairwiseResult pairwise_metrics(const Mat<double>& X, const Mat<double>& Y, const Features<double>& fq,
                                 const Features<double>& fk, const PairwiseRequest& req, int threads = 1);
