@@ -82,14 +82,14 @@ Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>&
                   Rounding rounding, bool pairwise, const Mat<double>* G, RowSample sample) {
     if (sample.rows.empty()) {
         Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
-                  exact_attention(q, k, v, causal, threads), {}, {}, {}};
+                  exact_attention(q, k, v, causal, threads), {}, {}, {}, {}, {}};
         for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
         if (pairwise) h.softmax = softmax_rows(h.x, h.y, causal, threads);
         if (G) h.g = cast_mat<T>(*G), h.grad = exact_attention_backward(q, k, v, *G, causal, threads);
         return h;
     }
     Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(take_rows(q, sample.rows)), {},
-              exact_attention_rows(q, sample.rows, k, v, causal, threads), {}, {}, {}};
+              exact_attention_rows(q, sample.rows, k, v, causal, threads), {}, {}, {}, {}, {}};
     h.sample = std::move(sample);
     const std::vector<std::size_t>& rows = h.sample.rows;
     for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
@@ -278,8 +278,8 @@ void trial_gradient_cells(const Config& cfg, const ApproxCells& grid, const Item
                           const std::vector<Instance<T>>& instances, const std::vector<std::string>& cols, int threads,
                           std::vector<JournalRows>& items) {
     std::vector<std::string> wanted;
-    for (const auto& c : cols)
-        if (find_metric(c)->source == MetricInfo::Source::trials) wanted.push_back(c);
+    for (const auto& c : cols)   // (a <metric>_row_sem column is no table entry)
+        if (const MetricInfo* mi = find_metric(c); mi && mi->source == MetricInfo::Source::trials) wanted.push_back(c);
     if (wanted.empty()) return;
     const bool per_head = cfg.inputs.npy() && cfg.inputs.per_head;
     const std::size_t groups = cells.size() * it.seeds;

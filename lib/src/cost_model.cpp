@@ -252,10 +252,10 @@ struct ApproxRun {
 
     // The sizes at input point (L, d) (npy inputs: the files'); m and F left 0.
     ItemShape shape(std::size_t li, std::size_t di) const {
-        const bool npy = cfg.inputs.npy();   // npy: the files' rows, or the first inputs.L of them
-        const std::size_t L = npy && cfg.inputs.L.empty() ? npy->L : cfg.inputs.L[li];
+        const bool files = cfg.inputs.npy();   // npy: the files' rows, or the first inputs.L of them
+        const std::size_t L = files && cfg.inputs.L.empty() ? npy->L : cfg.inputs.L[li];
         const std::size_t rows = cfg.approximation.samples(L) ? *cfg.approximation.query_rows : L;
-        if (npy) return {0, L, cfg.inputs.L.empty() ? npy->Lk : L, npy->d, npy->dv, npy->heads, s, 0.0, rows};
+        if (files) return {0, L, cfg.inputs.L.empty() ? npy->Lk : L, npy->d, npy->dv, npy->heads, s, 0.0, rows};
         const std::size_t d = cfg.inputs.d[di];
         return {0, L, L, d, cfg.inputs.d_v.value_or(d), 1, s, 0.0, rows};
     }
@@ -541,7 +541,7 @@ std::pair<double, double> apply_backward(const QkvShapes& sh, const ApplyOptions
         flops = 4.0 * pairs * (d + dv), exps = 2 * pairs;
     } else {
         ItemCost c;
-        const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, sh.heads, s, double(o.variant->map->num_features(o.m, sh.d))};
+        const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, sh.heads, s, double(o.variant->map->num_features(o.m, sh.d)), sh.L};
         std::tie(flops, exps) = backward_cost(x, {"grad_cosine"}, c);
         head += c.backward;
     }
