@@ -178,3 +178,15 @@ TEST_CASE("tensor-file inputs: layout, inputs.L as the rows, paths from the conf
     CHECK(load_config(dir + "/sub/c.json", {"output_dir=null"}).output_dir == "results/c");
     std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("query_rows: a number of rows, never with a gradient metric", "[config]") {
+    REQUIRE(error_of("query_rows=0").find("c.json: query_rows: must be between 1") == 0);
+    REQUIRE(error_of("query_rows=8").empty());
+    REQUIRE(error_of("metrics=[\"grad_cosine\"]").empty());
+    // Both together: dK and dV sum over every query row, a row sample cannot give them.
+    json j = json::parse(kGood);
+    apply_set(j, "metrics=[\"grad_cosine\"]");
+    apply_set(j, "query_rows=8");
+    const std::string msg = favor_test::error_of([&] { parse_config(j, "c.json"); });
+    REQUIRE(msg.rfind("c.json: query_rows: the gradient metrics need every query row", 0) == 0);
+}
