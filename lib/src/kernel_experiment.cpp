@@ -31,6 +31,7 @@ namespace {
 struct KernelPoint {
     double norm, norm_y, angle;
     std::size_t q_row = 0, k_row = 0;
+    std::vector<double> x, y;   // "pairs": the scaled rows themselves (empty: placed in the trial's frame)
 };
 struct KernelCell {
     std::size_t first;                 // grid index of its first point (the journal's key)
@@ -57,7 +58,8 @@ NpyArray pair_rows(const std::string& field, const std::string& path, std::size_
 
 // The "pairs" points: pair p is (q_i, k_j) with i = floor(nq u(2p)), j = floor(nk u(2p + 1))
 // from the stream (seed, "kernel-pairs", d), rows scaled by d^-1/4 as attention scales them;
-// a point keeps |x|, |y| and their angle (the trials place it in their random frame).
+// a point keeps the rows themselves, at their own coordinates (what a fitted diagonal such as
+// saderf's Psi acts on), and |x|, |y| and their angle for the table.
 std::vector<KernelPoint> data_pairs(const Config& cfg) {
     const std::size_t d = cfg.kernel.d.front();
     const NpyArray q = pair_rows("q", cfg.kernel.pairs_q, d), k = pair_rows("k", cfg.kernel.pairs_k, d);
@@ -69,12 +71,14 @@ std::vector<KernelPoint> data_pairs(const Config& cfg) {
         const std::size_t i = std::min(nq - 1, std::size_t(double(nq) * uniform_at(key, 2 * p)));
         const std::size_t j = std::min(nk - 1, std::size_t(double(nk) * uniform_at(key, 2 * p + 1)));
         double x2 = 0, y2 = 0, xy = 0;
+        std::vector<double> xs(d), ys(d);
         for (std::size_t c = 0; c < d; ++c) {
             const double x = scale * q.data[i * d + c], y = scale * k.data[j * d + c];
+            xs[c] = x, ys[c] = y;
             x2 += x * x, y2 += y * y, xy += x * y;
         }
         const double cosine = x2 > 0 && y2 > 0 ? std::clamp(xy / std::sqrt(x2 * y2), -1.0, 1.0) : 1.0;
-        pts.push_back({std::sqrt(x2), std::sqrt(y2), std::acos(cosine), i, j});
+        pts.push_back({std::sqrt(x2), std::sqrt(y2), std::acos(cosine), i, j, std::move(xs), std::move(ys)});
     }
     return pts;
 }
@@ -152,6 +156,8 @@ Table kernel_summary(const Config& cfg, const std::vector<KernelCell>& cells, co
 // are rotation invariant, so this changes nothing for them; for structured projections
 // (hadamard, givens, and qmc, whose Sobol points are axis-aligned) it reports the MSE averaged
 // over pair orientations, not that of one axis-aligned pair, which is their worst case.
+// "pairs" points are used at their own coordinates (no frame): a fitted diagonal (saderf's
+// Psi) sees the rows as the model made them.
 void kernel_trial(const Config& cfg, const KernelCell& c, std::size_t trial, double* sq, double* th, double* rel) {
     const std::size_t n = c.points.size();
     const Variant& var = cfg.variants[c.variant];
@@ -160,9 +166,10 @@ void kernel_trial(const Config& cfg, const KernelCell& c, std::size_t trial, dou
     for (std::size_t r = 0; r < n; ++r) {
         const double l = c.points[r].norm, ly = c.points[r].norm_y, a = c.points[r].angle;
         Mat<double> x = Mat<double>::from_shape({1, c.d}), y = Mat<double>::from_shape({1, c.d});
-        for (std::size_t c2 = 0; c2 < c.d; ++c2) {
-            x(0, c2) = l * frame(0, c2);
-            y(0, c2) = ly * (std::cos(a) * frame(0, c2) + std::sin(a) * frame(1, c2));
+        const KernelPoint& pt = c.points[r];
+        for (std::size_t c2 = 0; c2 < c.d; ++c2) {   // "pairs": the rows as they are
+            x(0, c2) = pt.x.empty() ? l * frame(0, c2) : pt.x[c2];
+            y(0, c2) = pt.y.empty() ? ly * (std::cos(a) * frame(0, c2) + std::sin(a) * frame(1, c2)) : pt.y[c2];
         }
         double xy = 0.0;
         for (std::size_t c2 = 0; c2 < c.d; ++c2) xy += x(0, c2) * y(0, c2);
@@ -191,7 +198,7 @@ std::vector<KernelCell> owned_cells(const Config& cfg, const KernelCells& grid, 
         }
         const double l = cfg.kernel.norm[at.norm];
         cells.back().points.push_back({l, cfg.kernel.norm_y.empty() ? l : cfg.kernel.norm_y[at.norm_y],
-                                       cfg.kernel.angle[at.angle]});
+                                       cfg.kernel.angle[at.angle], 0, 0, {}, {}});
     }
     return cells;
 }
