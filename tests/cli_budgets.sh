@@ -27,7 +27,7 @@ set -e
 [ $rc -eq 2 ] && [ "$(wc -l <<<"$err")" = 1 ] && grep -q "^favor: run: --m and --num-features" <<<"$err" &&
   [ $rc2 -eq 2 ] && grep -q "num_features: 33 columns: 'trig' (variants\[1\])" <<<"$err2" && [ ! -e "$tmp/bad" ] ||
   fail "budget refusals: rc=$rc [$err] rc2=$rc2 [$err2]"
-"$favor" validate "$tmp/c.json" | grep -q "ok, 12 cells x 3 input seeds x 2 trials" || fail "validate count"
+grep -q "ok, 12 cells x 3 input seeds x 2 trials" <<<"$("$favor" validate "$tmp/c.json")" || fail "validate count"
 # Input seeds: shards and a sweep over input seeds merge into the whole run.
 "$favor" run "$tmp/c.json" --out "$tmp/full" --quiet
 for k in 0 1 2; do "$favor" run "$tmp/c.json" --shard $k/3 --threads 1 --out "$tmp/s$k" --quiet; done

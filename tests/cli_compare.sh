@@ -9,7 +9,7 @@ favor=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-"$favor" compare --help | grep -q "Welch t statistic" || fail "compare --help names the test"
+grep -q "Welch t statistic" <<<"$("$favor" compare --help)" || fail "compare --help names the test"
 cat > "$tmp/cmp.json" <<'JSON'
 {"name": "cmp", "inputs": {"source": "random", "L": 128, "d": 8, "scale": 1},
  "variants": [{"features": "trig", "projection": "iid"}, {"features": "positive", "projection": "iid"},

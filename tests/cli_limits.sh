@@ -43,7 +43,7 @@ expect_error m32768-L262144-fused "m: needs an estimated" run "$(cfg bigmf "$goo
 expect_error 100GB "inputs.L: needs an estimated" run "$(cfg b100 "${good/\"L\": 64, \"d\": 8/\"L\": 2097152, \"d\": 2048}")" --out "$tmp/out"
 expect_error max-memory "more than the 20 MiB available (--max-memory)" run "$(cfg mm "$good")" --L 16384 --m 256 --max-memory 20M --out "$tmp/out"
 expect_error max-memory-bad "run: --max-memory: unknown unit 'X'" run "$(cfg mm2 "$good")" --max-memory 8X --out "$tmp/out"
-"$favor" validate "$(cfg v "$good")" | grep -q "^estimate: peak memory .* on [0-9]* thread" || fail "validate prints no estimate"
+grep -q "^estimate: peak memory .* on [0-9]* thread" <<<"$("$favor" validate "$(cfg v "$good")")" || fail "validate prints no estimate"
 expect_error apply-m-huge "apply: --m: must be an integer between 1 and 65536, got 100000000" apply --q x --k x --v x --features positive --m 100000000 --out "$tmp/out"
 expect_error gen-L-neg "gen: --L: '-1' is not an integer" gen --L -1 --d 4 --out "$tmp/out"
 expect_error apply-m-neg "apply: --m: '-1' is not an integer" apply --q x --k x --v x --features positive --m -1 --out "$tmp/out"
@@ -91,7 +91,7 @@ printf 'not an npy' > "$tmp/bad.npy"
 expect_error bad-header-validate "bad.npy: not a .npy file" validate "$(npy_cfg nb "$tmp/bad.npy")"
 "$favor" gen --L 20 --d 4 --out "$tmp/in20"
 expect_error shape-validate2 "causal attention needs q and k of one length" validate "$(npy_cfg ns2 "$tmp/in20/q.npy")" --set causal=true
-"$favor" validate "$(npy_cfg ok "$tmp/in/q.npy")" | grep -q "^inputs: 1 head(s) of L = 16" || fail "validate npy inputs"
+grep -q "^inputs: 1 head(s) of L = 16" <<<"$("$favor" validate "$(npy_cfg ok "$tmp/in/q.npy")")" || fail "validate npy inputs"
 
 # --- flags: parsed whole, empty values refused, no wrap-around ---------------------------------
 c=$(cfg f "{\"name\": \"f\", \"inputs\": {\"source\": \"random\", \"L\": 64, \"d\": 8}, \"variants\": [{\"features\": \"positive\"}], \"m\": 8, \"output_dir\": \"$tmp/out\"}")

@@ -6,7 +6,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 for sub in run validate list; do "$favor" $sub --help >/dev/null || fail "$sub --help"; done
-"$favor" list | grep -q "orthogonal-nosignfix" || fail "list"
+grep -q "orthogonal-nosignfix" <<<"$("$favor" list)" || fail "list"
 "$favor" validate "$src/configs/default.json" >/dev/null || fail "validate default"
 
 cat > "$tmp/tiny.json" <<'JSON'

@@ -58,7 +58,7 @@ c=$tmp/cfg/c.json
 (cd / && "$favor" run "$c" > "$tmp/stdout")
 [ -f "$tmp/cfg/out/errors.csv" ] || fail "output_dir not resolved against the config's folder"
 grep -q "^wrote $tmp/cfg/out/ in " "$tmp/stdout" || fail "run does not print the absolute directory: $(tail -1 "$tmp/stdout")"
-(cd "$tmp" && "$favor" validate cfg/c.json 2>/dev/null | grep -qx "output directory: $tmp/cfg/out/") || fail "validate: output directory"
+(cd "$tmp" && grep -qx "output directory: $tmp/cfg/out/" <<<"$("$favor" validate cfg/c.json 2>/dev/null)") || fail "validate: output directory"
 # --out and --set paths from the working directory.
 (cd "$tmp" && "$favor" run cfg/c.json --out rel --set inputs.q=q.npy --quiet)
 cmp "$tmp/cfg/out/errors.csv" "$tmp/rel/errors.csv" || fail "--out / --set relative to the working directory"
