@@ -37,8 +37,20 @@ TEST_CASE("query rows: uniform without replacement, or one per stratum (causal)"
 }
 
 namespace {
-// One attention problem at L = 16384 (d = 8, m = 32: the test stays fast), its full metrics
-// and each query row's pairwise sums, computed once.
+// The coverage case's size: L = 16384, N = 1024 (the issue's), d = 8, m = 32. Under the
+// sanitizers (CI's ASan + UBSan pass, about 40x slower on these loops) the same paths run at
+// L = 2048, N = 256 for their memory checks, without the coverage counts: that statistical
+// property is checked by the Release passes (gcc, clang, BLIS).
+#ifdef FAVOR_TEST_SANITIZED
+constexpr std::size_t kProblemL = 2048, kProblemN = 256;
+constexpr bool kCountCoverage = false;
+#else
+constexpr std::size_t kProblemL = 16384, kProblemN = 1024;
+constexpr bool kCountCoverage = true;
+#endif
+
+// One attention problem at L = kProblemL (d = 8, m = 32: the test stays fast), its full
+// metrics and each query row's pairwise sums, computed once.
 struct Problem {
     QKV in;
     Estimator<double> est;
@@ -49,7 +61,7 @@ struct Problem {
 };
 
 Problem problem(bool causal) {
-    const std::size_t L = 16384, d = 8, m = 32;
+    const std::size_t L = kProblemL, d = 8, m = 32;
     Problem p{random_inputs(11, L, d, d, 1.0), {}, {}, {}, {}, {}, 0, 0};
     Mat<double> W = Mat<double>::from_shape({m, d});
     fill_normal(stream_key({11, tag("test-W")}), W.data(), W.size());
@@ -77,7 +89,7 @@ TEST_CASE("row-sampled output MSE and TV: the stated interval covers the full va
     for (const bool causal : {false, true}) {
         CAPTURE(causal);
         const Problem p = problem(causal);
-        const std::size_t L = p.exact.shape(0), N = 1024;
+        const std::size_t L = p.exact.shape(0), N = kProblemN;
         REQUIRE(std::fabs(pairwise_result([&] {
                               PairwiseSums t;
                               for (const auto& r : p.rows) t.add(r);
@@ -120,8 +132,10 @@ TEST_CASE("row-sampled output MSE and TV: the stated interval covers the full va
             mse_in += std::fabs(*v["output_mse"] - p.mse) <= kRowInterval * mse_sem;
             tv_in += std::fabs(*v["attention_tv"] - p.tv) <= kRowInterval * tv_sem;
         }
-        CHECK(mse_in >= 36);
-        CHECK(tv_in >= 36);
+        if (kCountCoverage) {
+            CHECK(mse_in >= 36);
+            CHECK(tv_in >= 36);
+        }
     }
 }
 
