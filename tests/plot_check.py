@@ -404,7 +404,11 @@ def check_gradient():
 def check_timing_and_errors():
     src = os.path.join(TMP, "timing")
     rc, out, err = run(src)
-    if rc != 0 or out.strip() != src + ".png" or not is_png(src + ".png"):
+    lines = out.strip().splitlines()
+    # the figure's path last; before it one line per series whose crossover L* lies between
+    # two measured lengths
+    if rc != 0 or not lines or lines[-1] != src + ".png" or not is_png(src + ".png") or \
+            not all("crossover L* = " in x for x in lines[:-1]):
         fail(f"timing: exit {rc}, output {out.strip()!r} ({err.strip()})")
     refuse("--stat median on a timing table", src, "--kind", "timing", "--stat", "median")
     refuse("--kind timing without timing.csv", os.path.join(TMP, "approx"), "--kind", "timing")
