@@ -162,7 +162,7 @@ void setup_apply(CLI::App& apply) {
     apply.add_flag("--causal", af.causal, "unidirectional (causal) attention");
     bind(apply, {
         {&af.dtype, "--dtype", "compute and output precision: float32, float64 (default), float16 or bfloat16 (emulated)"},
-        {&af.threads, "--threads", "threads for exact attention (default all)"},
+        {&af.threads, "--threads", "threads (default all; the numbers do not depend on it)"},
         {&af.out, "--out", "output .npy file"},
         {&af.grad, "--grad", "upstream gradient dLoss/dOut .npy (the output's shape): also writes dq.npy, dk.npy, dv.npy beside --out"},
         {&af.max_memory, "--max-memory", "memory budget, e.g. 8G"},

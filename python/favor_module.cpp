@@ -37,29 +37,30 @@ favor::ArrayView view_of(const py::array& a) {
     return v;
 }
 
-// Per-head (rows, cols) matrices as one array of shape lead + (rows, cols): float32 when the
-// CLI writes a float32 file (any dtype but float64), else float64. One float64 head is
+// Per-head (rows, cols) matrices of T as one array of shape lead + (rows, cols); one head is
 // handed over without a copy.
-py::array to_numpy(std::vector<favor::Mat<double>>&& heads, const std::vector<std::size_t>& lead, bool f32) {
+template <class T>
+py::array to_numpy(std::vector<favor::Mat<T>>&& heads, const std::vector<std::size_t>& lead) {
     std::vector<py::ssize_t> shape(lead.begin(), lead.end());
     shape.push_back(py::ssize_t(heads[0].shape(0)));
     shape.push_back(py::ssize_t(heads[0].shape(1)));
-    if (!f32 && heads.size() == 1) {
-        auto* m = new favor::Mat<double>(std::move(heads[0]));
-        py::capsule owner(m, [](void* p) { delete static_cast<favor::Mat<double>*>(p); });
-        return py::array_t<double>(shape, m->data(), owner);
+    if (heads.size() == 1) {
+        auto* m = new favor::Mat<T>(std::move(heads[0]));
+        py::capsule owner(m, [](void* p) { delete static_cast<favor::Mat<T>*>(p); });
+        return py::array_t<T>(shape, m->data(), owner);
     }
-    auto fill = [&](auto* dst) {
-        for (const auto& h : heads) dst = std::copy(h.begin(), h.end(), dst);
-    };
-    if (f32) {
-        py::array_t<float> out(shape);
-        fill(out.mutable_data());
-        return std::move(out);
-    }
-    py::array_t<double> out(shape);
-    fill(out.mutable_data());
+    py::array_t<T> out(shape);
+    T* dst = out.mutable_data();
+    for (const auto& h : heads) dst = std::copy(h.begin(), h.end(), dst);
     return std::move(out);
+}
+
+// Float64 heads as float32 when the CLI writes a float32 file (any dtype but float64).
+py::array to_numpy(std::vector<favor::Mat<double>>&& heads, const std::vector<std::size_t>& lead, bool f32) {
+    if (!f32) return to_numpy<double>(std::move(heads), lead);
+    std::vector<favor::Mat<float>> narrow;
+    for (const auto& h : heads) narrow.push_back(favor::cast_mat<float>(h));
+    return to_numpy<float>(std::move(narrow), lead);
 }
 
 favor::ApplyRequest apply_request(bool exact, bool causal, const py::dict& flags, const std::vector<std::string>& params) {
@@ -107,10 +108,11 @@ void check_signals() {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
-// The heads' outputs: q, k, v read straight into the compute type (what apply_attention casts
-// its float64 heads to: the same values), then apply_head head by head, Ctrl-C checked between.
+// The heads' outputs in the compute type: q, k, v read straight into it (what apply_attention
+// casts its float64 heads to: the same values), then apply_head_native head by head, Ctrl-C
+// checked between.
 template <class T>
-std::vector<favor::Mat<double>> attend(const Prepared& p) {
+std::vector<favor::Mat<T>> attend(const Prepared& p) {
     std::vector<favor::Mat<T>> Q, K, V;
     {
         py::gil_scoped_release free;
@@ -119,38 +121,46 @@ std::vector<favor::Mat<double>> attend(const Prepared& p) {
         V = favor::heads_of_array_as<T>(p.v, "v");
         favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk);
     }
-    std::vector<favor::Mat<double>> out;
+    std::vector<favor::Mat<T>> out;
     for (std::size_t h = 0; h < Q.size(); ++h) {
         {
             py::gil_scoped_release free;
-            out.push_back(favor::apply_head<T>(std::move(Q[h]), std::move(K[h]), std::move(V[h]), p.opt));
+            out.push_back(favor::apply_head_native<T>(std::move(Q[h]), std::move(K[h]), std::move(V[h]), p.opt));
         }
         check_signals();
     }
     return out;
 }
 
-bool all_finite(const std::vector<favor::Mat<double>>& out) {
+template <class T>
+bool all_finite(const std::vector<favor::Mat<T>>& out) {
     for (const auto& h : out)
-        for (double x : h)
+        for (T x : h)
             if (!std::isfinite(x)) return false;
     return true;
+}
+
+// attention's result: the heads as one array (its dtype the compute type: float32 for every
+// dtype but float64, as `favor apply --out` writes), the plan's warnings, and apply's
+// explanation when an output is not finite (from the inputs as float64 heads).
+template <class T>
+py::tuple attention_of(const Prepared& p) {
+    std::vector<favor::Mat<T>> out = attend<T>(p);
+    std::string nonfinite;
+    if (!all_finite(out)) {
+        const favor::HeadTensors in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
+        std::vector<favor::Mat<double>> wide;
+        std::size_t total = 0;
+        for (const auto& h : out) wide.push_back(favor::cast_mat<double>(h)), total += h.size();
+        if (const auto bad = favor::find_nonfinite(in, wide, p.opt)) nonfinite = bad->message(total);
+    }
+    return py::make_tuple(to_numpy(std::move(out), p.shapes.lead), p.warnings, nonfinite);
 }
 
 py::tuple attention(const py::array& q, const py::array& k, const py::array& v, bool exact, bool causal,
                     const py::dict& flags, const std::vector<std::string>& params, const Text& max_memory) {
     const Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), max_memory, false);
-    std::vector<favor::Mat<double>> out =
-        p.opt.dtype == favor::DType::float64 ? attend<double>(p) : attend<float>(p);
-    std::string nonfinite;
-    if (!all_finite(out)) {   // apply's explanation, from the inputs as float64 heads
-        const favor::HeadTensors in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
-        std::size_t total = 0;
-        for (const auto& h : out) total += h.size();
-        if (const auto bad = favor::find_nonfinite(in, out, p.opt)) nonfinite = bad->message(total);
-    }
-    return py::make_tuple(to_numpy(std::move(out), p.shapes.lead, p.opt.dtype != favor::DType::float64), p.warnings,
-                          nonfinite);
+    return p.opt.dtype == favor::DType::float64 ? attention_of<double>(p) : attention_of<float>(p);
 }
 
 py::tuple attention_grad(const py::array& q, const py::array& k, const py::array& v, const py::array& g, bool exact,

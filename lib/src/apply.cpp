@@ -146,17 +146,26 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
 }
 
 template <class T>
-Mat<double> apply_head(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& o) {
+Mat<T> apply_head_native(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& o) {
     const Rounding r = dtype_rounding(o.dtype);   // half dtypes: T = float, values rounded
     for (Mat<T>* m : {&Q, &K, &V}) round_to(r, m->data(), m->size());
+    const int threads = resolve_threads(o.threads);
     if (!o.variant) {
         if constexpr (std::is_same_v<T, float>)
-            if (r != Rounding::none)
-                return cast_mat<double>(exact_attention_rounded(Q, K, V, r, o.causal, resolve_threads(o.threads)));
-        return cast_mat<double>(exact_attention(Q, K, V, o.causal, resolve_threads(o.threads)));
+            if (r != Rounding::none) return exact_attention_rounded(Q, K, V, r, o.causal, threads);
+        return exact_attention(Q, K, V, o.causal, threads);
     }
     const Estimator<T> est = make_estimator<T>(*o.variant, o.m, Q.shape(1), o.seed, o.trial, r).for_inputs(Q, K);
-    return cast_mat<double>(favor_attention(est, Q, K, V, o.causal).out);
+    // The fused forward where the map allows it (favor_forward.hpp; otherwise it is
+    // favor_attention's output), on favor's threads: the numbers do not depend on their count.
+    return favor_forward(est, Q, K, V, o.causal, threads);
+}
+template Mat<float> apply_head_native(Mat<float>, Mat<float>, Mat<float>, const ApplyOptions&);
+template Mat<double> apply_head_native(Mat<double>, Mat<double>, Mat<double>, const ApplyOptions&);
+
+template <class T>
+Mat<double> apply_head(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& o) {
+    return cast_mat<double>(apply_head_native<T>(std::move(Q), std::move(K), std::move(V), o));
 }
 template Mat<double> apply_head(Mat<float>, Mat<float>, Mat<float>, const ApplyOptions&);
 template Mat<double> apply_head(Mat<double>, Mat<double>, Mat<double>, const ApplyOptions&);

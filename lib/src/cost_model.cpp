@@ -566,12 +566,21 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads, boo
     } else {
         const Variant& v = *o.variant;
         const double F = double(v.map->num_features(o.m, sh.d));
-        const double fit = v.map->data_dependent() ? 16.0 * (L + Lk) * d : 0;
-        head += w_bytes(o.m, sh.d, s, v.projection) +
-                std::max(fit, double(s) * (L + Lk) * F + 32.0 * (L + Lk) +
-                                  double(s) * F * (dv + 1) * (std::ceil(Lk / kLinearRows) + 3) * (o.causal ? 2 : 1));
+        const double W = w_bytes(o.m, sh.d, s, v.projection);
+        // apply_head: favor_forward on `threads` threads (each with its own block buffers) where
+        // the map fuses, else favor_attention's feature matrices; oprf's fit before either.
+        const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, 1, s, F, sh.L};
+        ItemCost c;
+        if (forward_fused(*v.map, dtype_rounding(o.dtype), v.shift, o.causal)) {
+            fused_forward_cost(x, o.causal, W, 0.0, c);
+            c.features += double(threads - 1) * c.kept[0];
+        } else {
+            unfused_cost(x, o.causal, W, 0.0, c);
+        }
+        const double fit = v.map->data_dependent() ? W + 16.0 * (L + Lk) * d : 0;
+        head += std::max(fit, c.features);
         seconds = H * (gemm_seconds(v.map->feature_flops(std::size_t(L), std::size_t(Lk), o.m, sh.d) + 4.0 * (L + Lk) * F * (dv + 1), s) +
-                       (L + Lk) * F / kVexpRate);
+                       (L + Lk) * F / kVexpRate) / threads;
     }
     const double save = outs + 8.0 * H * L * dv + double(s) * H * L * dv;
     const auto [back, back_seconds] = grad ? apply_backward(sh, o, threads) : std::pair<double, double>{0.0, 0.0};

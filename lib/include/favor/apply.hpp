@@ -48,6 +48,9 @@ std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptio
 // converts its arrays to it directly). No size checks (check_apply_sizes).
 template <class T>
 Mat<double> apply_head(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& opt);
+// The same in the compute type (what the Python module hands to numpy without widening).
+template <class T>
+Mat<T> apply_head_native(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& opt);
 
 // Where an output is not finite, and the likely reason.
 struct NonfiniteReport {
