@@ -45,7 +45,7 @@ constexpr double kLinearRows = double(kLinearBlockRows);
 
 double gemm_seconds(double flops, std::size_t s) { return flops / (s == 4 ? 2 * kGemmRate : kGemmRate); }
 
-// The exact pass's per-thread tiles (a tile of keys per kExactQueryRows query rows, and two
+// The exact pass's per-thread tiles (a tile of keys per kExactQueryRows query rows at most, and two
 // rows of dv; attention_blocks.hpp), in elements of s bytes, on `threads` threads.
 double exact_tiles(int threads, double dv, std::size_t s) {
     const double kt = double(exact_tile_keys(s)), rows = double(kExactQueryRows);

@@ -1,5 +1,5 @@
 // Exact softmax attention in working precision (docs/design.md section 2.1): query rows in
-// blocks of kExactQueryRows over key tiles of exact_tile_keys with a running row max (online
+// blocks of exact_query_rows(L) over key tiles of exact_tile_keys with a running row max (online
 // softmax), both products in the register-blocked tile kernels (tile_kernels.hpp).
 #include "favor/exact_attention.hpp"
 
@@ -73,7 +73,7 @@ void online_tile(T* S, std::size_t rows, std::size_t kt, std::size_t c0, std::si
 
 }  // namespace
 
-// Row blocks of kExactQueryRows over key tiles with a running row max (online softmax: the
+// Row blocks of exact_query_rows(L) over key tiles with a running row max (online softmax: the
 // rescaling is exact up to rounding). Both products run in the register-blocked tile kernels
 // on operands laid out once per call (no BLAS: it packs K, V and every score tile anew per
 // call; docs/speed.md).
@@ -82,7 +82,8 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
     const std::size_t L = Q.shape(0), d = Q.shape(1), Lk = K.shape(0), dv = V.shape(1);
     Mat<T> out = Mat<T>::from_shape({L, dv});
     const ExactOperands<T> op(K, V);
-    const std::size_t rb = kExactQueryRows, kt = exact_tile_keys(sizeof(T)), dvp = op.dvp;
+    // Key tiles of exact_tile_keys (fewer keys: one tile of them all, the same partition).
+    const std::size_t rb = exact_query_rows(L), kt = std::min(exact_tile_keys(sizeof(T)), op.Lkp), dvp = op.dvp;
     const std::size_t nblocks = (L + rb - 1) / rb;
     const T alpha = T(1.0 / std::sqrt(double(d)));
     constexpr T neg_inf = -std::numeric_limits<T>::infinity();
