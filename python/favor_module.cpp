@@ -63,11 +63,16 @@ py::array to_numpy(std::vector<favor::Mat<double>>&& heads, const std::vector<st
     return to_numpy<float>(std::move(narrow), lead);
 }
 
+// A flag's text from the dict the Python layer builds (absent: not given).
+Text flag_of(const py::dict& flags, const char* key) {
+    return flags.contains(key) ? flags[key].cast<Text>() : Text{};
+}
+
 favor::ApplyRequest apply_request(bool exact, bool causal, const py::dict& flags, const std::vector<std::string>& params) {
     favor::ApplyRequest r;
     r.exact = exact;
     r.causal = causal;
-    auto text = [&](const char* key) { return flags.contains(key) ? flags[key].cast<Text>() : Text{}; };
+    auto text = [&](const char* key) { return flag_of(flags, key); };
     r.features = text("features");
     r.projection = text("projection");
     r.m = text("m");
@@ -239,7 +244,7 @@ py::dict run(const std::string& config, const Text& text, const py::dict& flags,
              bool resume) {
     favor::RunRequest r;
     r.source = source_of(config, text);
-    auto get = [&](const char* key) { return flags.contains(key) ? flags[key].cast<Text>() : Text{}; };
+    auto get = [&](const char* key) { return flag_of(flags, key); };
     r.out = get("out");
     r.m = get("m");
     r.num_features = get("num_features");

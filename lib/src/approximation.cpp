@@ -185,6 +185,11 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     PairwiseRequest req = pairwise_request(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     if (h.sampled()) req.positions = h.sample.rows.data();
     Mat<T> out_rows;   // row-sampled: Out_hat's sampled rows (their metrics come with the pass's)
+    // Row-sampled, non-causal, fused: the forward of the sampled rows only (a row needs its own
+    // features and the key sums over all L keys: bitwise those rows of the whole forward), unless
+    // `seconds` asks for the whole forward's time (docs/design.md 3.1).
+    const bool rows_only = h.sampled() && !causal &&
+                           std::find(cols.begin(), cols.end(), "seconds") == cols.end();
     const auto outputs = [&](const Mat<T>& out) {
         if (h.sampled()) out_rows = take_rows(out, h.sample.rows);
         else output_values(cols, h.reference, out, v);
@@ -195,9 +200,10 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     // (half-precision emulation, unshifted maps: docs/design.md 2.6; forward_fused).
     if (output_fused(cols, est.ready_map(), est.rounding, est.shift, causal)) {
         thread_local Mat<T> out;   // reused across the cells this worker runs (no page faults)
-        favor_forward_into(est, h.q, h.k, h.v, out, causal);
+        favor_forward_into(est, rows_only ? h.q_rows : h.q, h.k, h.v, out, causal);
         clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
-        outputs(out);
+        if (rows_only) out_rows = out;
+        else outputs(out);
     } else {
         const Approximation<T> a = favor_attention(est, h.q, h.k, h.v, causal);
         clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);

@@ -141,10 +141,6 @@ QkvShapes read_qkv_shapes(const QkvSource& s) {
                         canonical(read_tensor_header(v).shape, s, v.name()), q.name(), k.name(), v.name(), s);
 }
 
-QkvShapes read_qkv_shapes(const std::string& qp, const std::string& kp, const std::string& vp, bool causal) {
-    return read_qkv_shapes(plain_source(qp, kp, vp, causal));
-}
-
 HeadTensors load_qkv(const QkvSource& s) {
     // Each file read and checked (header, data, finite values) in turn, then the shapes
     // together; each array is split into heads (its first s.rows rows) before the next is read.

@@ -176,6 +176,20 @@ private:
     const Derived& self() const { return static_cast<const Derived&>(*this); }
 };
 
+// The kernels of a map whose block() finishes the features on both sides (row_log = 0, no key
+// finishing) and that has a gradient: Derived defines block_impl and vjp_impl (a template over
+// T taking FeatureGrad<T>; elu, relu, dpfp, taylor2, hedgehog).
+template <class Derived>
+class FinishedMapKernels : public FeatureMapKernels<Derived> {
+public:
+    using FeatureMapKernels<Derived>::FeatureMapKernels;
+    template <class T>
+    void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
+    void vjp(const FeatureGrad<float>& g) const override { static_cast<const Derived&>(*this).vjp_impl(g); }
+    void vjp(const FeatureGrad<double>& g) const override { static_cast<const Derived&>(*this).vjp_impl(g); }
+    std::string gradient_refusal() const override { return ""; }
+};
+
 // out (rows x m, leading dimension F) = xs X W^T: the product every map starts from, rounded
 // as b.rounding says.
 template <class T>

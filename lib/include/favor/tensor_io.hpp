@@ -48,7 +48,6 @@ QkvShapes check_qkv_shapes(const std::vector<std::size_t>& q, const std::vector<
 // or when, with no layout given, a rank 3 or 4 tensor would have fewer rows L than heads H
 // (a (B, L, H, d) tensor read as (B, H, L, d)); a warning when L < d.
 QkvShapes read_qkv_shapes(const QkvSource& src);
-QkvShapes read_qkv_shapes(const std::string& q, const std::string& k, const std::string& v, bool causal);
 
 // Loads and checks q, k, v: rank 2 to 4, the same leading dimensions, q and k the same
 // width d, k and v the same length, q and k the same length when `causal`, every entry

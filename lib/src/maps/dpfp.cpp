@@ -13,9 +13,9 @@
 namespace favor {
 
 namespace {
-class DpfpMap : public FeatureMapKernels<DpfpMap> {
+class DpfpMap : public FinishedMapKernels<DpfpMap> {
 public:
-    DpfpMap(double epsilon, std::size_t nu) : FeatureMapKernels(epsilon), nu_(nu) {}
+    DpfpMap(double epsilon, std::size_t nu) : FinishedMapKernels(epsilon), nu_(nu) {}
     std::string name() const override { return "dpfp"; }
     std::size_t num_features(std::size_t, std::size_t d) const override { return 2 * d * nu_; }
     bool uses_projection() const override { return false; }
@@ -52,11 +52,6 @@ public:
             b.row_log[i] = 0.0;
         }
     }
-    template <class T>
-    void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
-    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
-    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
-    std::string gradient_refusal() const override { return ""; }
     // phi_{(s-1) n + k} = r_k r_{k-s} (n = 2d, indices mod n): dr_k gets g r_{k-s} from
     // feature (s, k) and g r_{k+s} from (s, k+s); then r = relu([x, -x]): dq_c = xs (1[x_c > 0]
     // dr_c - 1[x_c < 0] dr_{d+c}).

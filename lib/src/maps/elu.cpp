@@ -10,9 +10,9 @@
 namespace favor {
 
 namespace {
-class EluMap : public FeatureMapKernels<EluMap> {
+class EluMap : public FinishedMapKernels<EluMap> {
 public:
-    using FeatureMapKernels::FeatureMapKernels;
+    using FinishedMapKernels::FinishedMapKernels;
     std::string name() const override { return "elu"; }
     std::size_t num_features(std::size_t, std::size_t d) const override { return d; }
     bool uses_projection() const override { return false; }
@@ -33,11 +33,6 @@ public:
             b.row_log[i] = 0.0;
         }
     }
-    template <class T>
-    void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
-    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
-    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
-    std::string gradient_refusal() const override { return ""; }
     // d(elu(v) + 1)/dv = 1 for v > 0, exp(v) otherwise (v = xs q_c): dq_c = xs g_c times that.
     template <class T>
     void vjp_impl(const FeatureGrad<T>& g) const {

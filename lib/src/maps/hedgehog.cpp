@@ -12,9 +12,9 @@
 namespace favor {
 
 namespace {
-class HedgehogMap : public FeatureMapKernels<HedgehogMap> {
+class HedgehogMap : public FinishedMapKernels<HedgehogMap> {
 public:
-    using FeatureMapKernels::FeatureMapKernels;
+    using FinishedMapKernels::FinishedMapKernels;
     std::string name() const override { return "hedgehog"; }
     std::size_t num_features(std::size_t, std::size_t d) const override { return 2 * d; }
     bool uses_projection() const override { return false; }
@@ -45,11 +45,6 @@ public:
             b.row_log[i] = 0.0;
         }
     }
-    template <class T>
-    void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
-    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
-    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
-    std::string gradient_refusal() const override { return ""; }
     // Softmax: dz_f = p_f (g_f - sum_k g_k p_k), p = phi - epsilon; z = [2v, -2v], v = xs q:
     // dq_c = xs 2 (dz_c - dz_{d+c}).
     template <class T>

@@ -9,9 +9,9 @@
 namespace favor {
 
 namespace {
-class ReluMap : public FeatureMapKernels<ReluMap> {
+class ReluMap : public FinishedMapKernels<ReluMap> {
 public:
-    using FeatureMapKernels::FeatureMapKernels;
+    using FinishedMapKernels::FinishedMapKernels;
     std::string name() const override { return "relu"; }
     bool estimates_softmax() const override { return false; }
 
@@ -27,11 +27,6 @@ public:
             b.row_log[i] = 0.0;
         }
     }
-    template <class T>
-    void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
-    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
-    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
-    std::string gradient_refusal() const override { return ""; }
     // phi = (relu(W x) + eps) / sqrt m: dq = xs W^T (g o 1[W x > 0]) / sqrt m.
     template <class T>
     void vjp_impl(const FeatureGrad<T>& g) const {

@@ -13,9 +13,9 @@
 namespace favor {
 
 namespace {
-class Taylor2Map : public FeatureMapKernels<Taylor2Map> {
+class Taylor2Map : public FinishedMapKernels<Taylor2Map> {
 public:
-    using FeatureMapKernels::FeatureMapKernels;
+    using FinishedMapKernels::FinishedMapKernels;
     std::string name() const override { return "taylor2"; }
     std::size_t num_features(std::size_t, std::size_t d) const override { return 1 + d + d * (d + 1) / 2; }
     bool uses_projection() const override { return false; }
@@ -46,11 +46,6 @@ public:
             b.row_log[i] = 0.0;
         }
     }
-    template <class T>
-    void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
-    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
-    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
-    std::string gradient_refusal() const override { return ""; }
     // d/dx_c: x_c -> 1, x_c^2/sqrt 2 -> sqrt 2 x_c, x_c x_k -> x_k (and x_l x_c -> x_l); dq = xs dx.
     template <class T>
     void vjp_impl(const FeatureGrad<T>& g) const {
