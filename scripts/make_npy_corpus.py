@@ -203,17 +203,25 @@ def write_dir(path, files):
             f.write(data)
 
 
-def main():
-    usage = "usage: make_npy_corpus.py [REPO_ROOT]   (rewrites REPO_ROOT/tests/data/npy_{bad,good,nan})"
+def data_dir(script, usage):
+    """tests/data of the repository root given as the only argument (default: this script's
+    repository); None after printing the usage for -h / --help; exits 2 on other arguments."""
     if sys.argv[1:] in (["-h"], ["--help"]):
         print(usage)
-        return
+        return None
     if len(sys.argv) > 2 or (len(sys.argv) == 2 and not os.path.isdir(os.path.join(sys.argv[1], "tests", "data"))):
-        print(f"{usage}\nmake_npy_corpus.py: expected a repository root (with tests/data/), "
+        print(f"{usage}\n{script}: expected a repository root (with tests/data/), "
               f"got {' '.join(sys.argv[1:])}", file=sys.stderr)
         sys.exit(2)
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-    data = os.path.join(root, "tests", "data")
+    return os.path.join(root, "tests", "data")
+
+
+def main():
+    data = data_dir("make_npy_corpus.py",
+                    "usage: make_npy_corpus.py [REPO_ROOT]   (rewrites REPO_ROOT/tests/data/npy_{bad,good,nan})")
+    if data is None:
+        return
     bad = bad_files()
     assert len({n for n, _, _ in bad}) == len(bad)
     write_dir(os.path.join(data, "npy_bad"), [(n, b) for n, b, _ in bad])

@@ -13,12 +13,13 @@ Usage: scripts/make_tensor_corpus.py [REPO_ROOT]
 import io
 import json
 import os
-import shutil
 import struct
 import sys
 import zlib
 
 import numpy as np
+
+from make_npy_corpus import data_dir, write_dir  # the same script folder
 
 
 def arange(shape, dtype, order="C"):
@@ -211,27 +212,17 @@ def st_bad():
 
 
 def write(path, files, manifest, lines, header):
-    shutil.rmtree(path, ignore_errors=True)
-    os.makedirs(path)
-    for name, data in files:
-        with open(os.path.join(path, name), "wb") as f:
-            f.write(data)
+    write_dir(path, files)
     with open(os.path.join(path, manifest), "w") as f:
         f.write(header + "\n")
         f.writelines(line + "\n" for line in lines)
 
 
 def main():
-    usage = "usage: make_tensor_corpus.py [REPO_ROOT]   (rewrites REPO_ROOT/tests/data/{npz,safetensors}_{good,bad})"
-    if sys.argv[1:] in (["-h"], ["--help"]):
-        print(usage)
+    data = data_dir("make_tensor_corpus.py", "usage: make_tensor_corpus.py [REPO_ROOT]   "
+                    "(rewrites REPO_ROOT/tests/data/{npz,safetensors}_{good,bad})")
+    if data is None:
         return
-    if len(sys.argv) > 2 or (len(sys.argv) == 2 and not os.path.isdir(os.path.join(sys.argv[1], "tests", "data"))):
-        print(f"{usage}\nmake_tensor_corpus.py: expected a repository root (with tests/data/), "
-              f"got {' '.join(sys.argv[1:])}", file=sys.stderr)
-        sys.exit(2)
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-    data = os.path.join(root, "tests", "data")
     good_head = "# file member dtype dims... (values 0, 1, 2, ... in C order; scripts/make_tensor_corpus.py)"
     bad_head = "# file<TAB>fragment of the error message reading member q (scripts/make_tensor_corpus.py)"
     for kind, good, bad in (("npz", npz_good(), npz_bad()), ("safetensors", st_good(), st_bad())):
