@@ -137,6 +137,32 @@ XLABEL = {
     "scale": "input scale (std of Q, K, V entries)",
 }
 BASELINE_LABEL = "uniform attention (mean of V)"
+
+
+def x_label(xkey, rows, cfg):
+    """The x axis's label; for feature counts, what F is for the maps in `rows`, read from
+    their m and num_features columns: a map at a single count while the axis has several has
+    its own F (elu, taylor2, hedgehog: F fixed by d)."""
+    if xkey not in ("m", "num_features"):
+        return XLABEL.get(xkey, xkey)
+    pairs = {}
+    for r in rows:
+        f, m, F = r.get("features"), r.get("m"), r.get("num_features")
+        if f and m is not None and F is not None:
+            pairs.setdefault(f, set()).add((m, F))
+    several = len({r.get(xkey) for r in rows}) > 1
+    own = sorted(f for f, ps in pairs.items() if several and len(ps) == 1)
+    own_text = f"{', '.join(own)}: {'its' if len(own) == 1 else 'their'} own F" if own else ""
+    if xkey == "m":
+        return XLABEL["m"] + (f" ({own_text})" if own else "")
+    groups = {}
+    for f, ps in pairs.items():
+        if f not in own:
+            ratios = {F / m for m, F in ps if m}
+            k = ratios.pop() if len(ratios) == 1 else None
+            groups.setdefault("F = m" if k == 1 else f"F = {k:g}m" if k else "F of its own m", []).append(f)
+    parts = [g if len(groups) == 1 else f"{g} for {', '.join(sorted(fs))}" for g, fs in groups.items()]
+    return "feature columns F (cost): " + "; ".join(parts + ([own_text] if own else []))
 SEM_BAND = "bars: ± one standard error of the mean"
 BASELINE_STYLE = {"color": "0.45", "ls": (0, (5, 3)), "lw": 1.4}
 FEATURE_COLOR = {"trig": "C0", "positive": "C1", "hyperbolic": "C2", "relu": "C4",
@@ -344,7 +370,7 @@ def gradient_plot(path, header, table, cfg, out, xkey):
                     ax.axhline(float(np.mean(y)), **BASELINE_STYLE, label=BASELINE_LABEL)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
-            ax.set_xlabel(XLABEL.get(xkey, xkey) if xkey != "num_features" else "feature columns (cost)", fontsize=8)
+            ax.set_xlabel(_wrap(x_label(xkey, rows_g, cfg), 40), fontsize=8)
             title = {"grad_bias_rel": "bias of the mean gradient (solid)\nvs its Monte Carlo floor (dotted)"}.get(
                 metric, METRIC_NAME.get(metric, metric))
             ax.set_title(title + (f"\n{where}" if where else ""), fontsize=9)
@@ -695,7 +721,7 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
                 ax.xaxis.set_minor_formatter(NullFormatter())
         if logy:
             ax.set_yscale("log")
-        ax.set_xlabel(_wrap(XLABEL[xkey], 48))
+        ax.set_xlabel(_wrap(x_label(xkey, [r for r in prow if r["variant"] in pvariants], cfg), 48))
         ax.grid(True, which="major", alpha=0.3)
         if title:
             ax.set_title(title, fontsize=10)
