@@ -8,7 +8,10 @@
 #include <pybind11/stl.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "favor/apply.hpp"
 #include "favor/apply_grad.hpp"
@@ -137,12 +140,22 @@ std::vector<favor::Mat<T>> attend(const Prepared& p) {
     return out;
 }
 
+// Whether every entry is finite: an exponent-bits test without an early exit, so the loop
+// vectorises (a scan of the output costs ~3% of a 10 ms call otherwise).
 template <class T>
 bool all_finite(const std::vector<favor::Mat<T>>& out) {
-    for (const auto& h : out)
-        for (T x : h)
-            if (!std::isfinite(x)) return false;
-    return true;
+    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    constexpr Bits mask = sizeof(T) == 4 ? Bits(0x7F800000u) : Bits(0x7FF0000000000000ull);
+    Bits bad = 0;
+    for (const auto& h : out) {
+        const T* p = h.data();
+        for (std::size_t i = 0; i < h.size(); ++i) {
+            Bits b;
+            std::memcpy(&b, p + i, sizeof b);
+            bad |= Bits((b & mask) == mask);
+        }
+    }
+    return bad == 0;
 }
 
 // attention's result: the heads as one array (its dtype the compute type: float32 for every
