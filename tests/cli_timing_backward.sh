@@ -11,17 +11,20 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 old='variant,L,d,m,dtype,threads,repeats,median_s,min_s,max_s,gflops,gemm_ratio,speedup_vs_exact,peak_bytes,projection_s,features_s,kv_s,normalise_s,status'
 new='variant,L,d,m,dtype,threads,repeats,median_s,min_s,max_s,gflops,gemm_ratio,speedup_vs_exact,peak_bytes,projection_s,features_s,kv_s,normalise_s,backward_s,backward_ratio,status'
-write() {   # write NAME EXTRA_KEYS
+nys=', {"features": "nystrom"}'
+write() {   # write NAME EXTRA_KEYS [MORE_VARIANTS (default nystrom)]
+    local more=${3-$nys}
     cat > "$tmp/$1.json" <<JSON
 {"name": "$1", "experiment": "timing", "dtype": "float32", "inputs": {"source": "random", "L": [40, 150], "d": 4},
  "m": 4, "repeats": 1, "warmup": 0$2,
- "variants": [{"features": "exact"}, {"features": "positive"}, {"features": "nystrom"}]}
+ "variants": [{"features": "exact"}, {"features": "positive"}$more]}
 JSON
 }
 write plain ''
 write off ', "backward": false'
-write on ', "backward": true, "causal": true'
-for c in plain off on; do "$favor" run "$tmp/$c.json" --out "$tmp/$c" --quiet --threads 2; done
+write on ', "backward": true'
+write causal ', "backward": true, "causal": true' ''
+for c in plain off on causal; do "$favor" run "$tmp/$c.json" --out "$tmp/$c" --quiet --threads 2; done
 for c in plain off; do
     [ "$(head -1 "$tmp/$c/timing.csv")" = "$old" ] || fail "$c: header $(head -1 "$tmp/$c/timing.csv")"
     grep -q '"backward"' "$tmp/$c/run.json" && fail "$c: run.json records backward"
@@ -29,11 +32,12 @@ done
 [ "$(head -1 "$tmp/on/timing.csv")" = "$new" ] || fail "on: header $(head -1 "$tmp/on/timing.csv")"
 grep -q '"backward": true' "$tmp/on/run.json" || fail "on: run.json lacks backward"
 grep -q 'backward_s is the median' "$tmp/on/timing.md" || fail "on: timing.md does not say what backward_s is"
-/usr/bin/python3 - "$tmp/on/timing.csv" <<'PY'
+[ "$(head -1 "$tmp/causal/timing.csv")" = "$new" ] || fail "causal: header $(head -1 "$tmp/causal/timing.csv")"
+/usr/bin/python3 - "$tmp/on/timing.csv" "$tmp/causal/timing.csv" <<'PY'
 import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-assert len(rows) == 6, len(rows)
-for r in rows:
+on, causal = (list(csv.DictReader(open(f))) for f in sys.argv[1:])
+assert len(on) == 6 and len(causal) == 4, (len(on), len(causal))
+for r in on + causal:
     assert r["status"] == "ok", r
     if r["variant"] == "nystrom":
         assert r["backward_s"] == "" and r["backward_ratio"] == "", r
