@@ -26,23 +26,27 @@ constexpr std::size_t round_up(std::size_t n, std::size_t k) { return (n + k - 1
 static_assert(kExactBackwardKeys % tiles::panel_keys<float>() == 0 &&
               kExactBackwardKeys % tiles::panel_keys<double>() == 0);
 
-// The operands in the tile kernels' layouts (tile_kernels.hpp): K^T and V^T with the keys
-// padded by zeros to whole score panels; each row's lse and delta as T (exp's shift, dP's offset).
+// The operands in the tile kernels' layouts (tile_kernels.hpp): K^T and V^T of each key block
+// apart (d x kExactBackwardKeys, zeros past the last key), so that a score panel's rows are
+// kExactBackwardKeys entries apart rather than Lk (rows Lk apart map to few L1 sets); each
+// row's lse and delta as T (exp's shift, dP's offset).
 template <class T>
 struct SavedInputs {
     const Mat<T>&Q, &K, &G;
     bool causal;
-    std::size_t L, Lk, d, dv, Lkp;
+    std::size_t L, Lk, d, dv, nkb;
     T alpha;
     std::vector<T> Kt, Vt, lse, delta;
     SavedInputs(const Mat<T>& Q_, const Mat<T>& K_, const Mat<T>& V, const Mat<T>& G_, const Mat<T>& out,
                 const std::vector<double>& lse_d, bool causal_)
         : Q(Q_), K(K_), G(G_), causal(causal_), L(Q_.shape(0)), Lk(K_.shape(0)), d(Q_.shape(1)), dv(V.shape(1)),
-          Lkp(round_up(Lk, tiles::panel_keys<T>())), alpha(T(1.0 / std::sqrt(double(d)))),
-          Kt(d * Lkp, T(0)), Vt(dv * Lkp, T(0)), lse(L), delta(L) {
+          nkb((Lk + kExactBackwardKeys - 1) / kExactBackwardKeys), alpha(T(1.0 / std::sqrt(double(d)))),
+          Kt(nkb * d * kExactBackwardKeys, T(0)), Vt(nkb * dv * kExactBackwardKeys, T(0)), lse(L), delta(L) {
+        constexpr std::size_t bk = kExactBackwardKeys;
         for (std::size_t j = 0; j < Lk; ++j) {
-            for (std::size_t k = 0; k < d; ++k) Kt[k * Lkp + j] = K(j, k);
-            for (std::size_t c = 0; c < dv; ++c) Vt[c * Lkp + j] = V(j, c);
+            const std::size_t b = j / bk, r = j % bk;
+            for (std::size_t k = 0; k < d; ++k) Kt[(b * d + k) * bk + r] = K(j, k);
+            for (std::size_t c = 0; c < dv; ++c) Vt[(b * dv + c) * bk + r] = V(j, c);
         }
         for (std::size_t i = 0; i < L; ++i) {
             double dl = 0;
@@ -83,12 +87,14 @@ void key_block(const SavedInputs<T>& in, std::size_t j0, std::size_t nk, T* dK, 
                std::vector<T>& dP) {
     const std::size_t bq = kExactBackwardQueryRows, ld = kExactBackwardKeys, d = in.d, dv = in.dv;
     const std::size_t nkp = round_up(nk, tiles::panel_keys<T>());
+    const T* Kt = in.Kt.data() + j0 * d;   // the block's K^T and V^T (j0 = b kExactBackwardKeys)
+    const T* Vt = in.Vt.data() + j0 * dv;
     std::fill(dK, dK + nk * d, T(0));
     std::fill(dV, dV + nk * dv, T(0));
     for (std::size_t i0 = in.causal ? j0 / bq * bq : 0; i0 < in.L; i0 += bq) {
         const std::size_t rows = std::min(bq, in.L - i0);
-        tiles::times_transposed(&in.Q(i0, 0), rows, d, in.Kt.data() + j0, in.Lkp, nkp, in.alpha, P.data(), ld);
-        tiles::times_transposed(&in.G(i0, 0), rows, dv, in.Vt.data() + j0, in.Lkp, nkp, T(1), dP.data(), ld);
+        tiles::times_transposed(&in.Q(i0, 0), rows, d, Kt, ld, nkp, in.alpha, P.data(), ld);
+        tiles::times_transposed(&in.G(i0, 0), rows, dv, Vt, ld, nkp, T(1), dP.data(), ld);
         softmax_grad_tile(in, i0, rows, j0, nk, P.data(), dP.data(), ld);
         tiles::times(P.data(), nk, 1, ld, rows, &in.G(i0, 0), dv, dv, dV, dv, true);     // dV += P^T G
         tiles::times(dP.data(), nk, 1, ld, rows, &in.Q(i0, 0), d, d, dK, d, true);       // dK += dS^T Q
@@ -124,7 +130,7 @@ Gradients<T> exact_attention_backward_saved(const Mat<T>& Q, const Mat<T>& K, co
         return g;
     }
     const SavedInputs<T> in(Q, K, V, G, out, lse, causal);
-    const std::size_t bk = kExactBackwardKeys, nkb = (Lk + bk - 1) / bk;
+    const std::size_t bk = kExactBackwardKeys, nkb = in.nkb;
     const std::size_t chunks = std::min(kExactBackwardChunks, nkb);
     // dQ partials of chunks 1.. (chunk 0 adds into dQ itself), added in chunk order below.
     std::vector<T> parts((chunks - 1) * L * d, T(0));
