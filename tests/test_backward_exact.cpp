@@ -12,27 +12,12 @@
 #include "favor/error.hpp"
 #include "favor/exact_attention.hpp"
 
+#include "backward_helpers.hpp"
+
 using namespace favor;
+using namespace favor_test;
 
 namespace {
-
-Mat<double> normal(std::size_t rows, std::size_t cols, double scale, std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> n(0.0, scale);
-    Mat<double> a = Mat<double>::from_shape({rows, cols});
-    for (auto& v : a) v = n(rng);
-    return a;
-}
-
-// ||a - b|| / ||b||, or ||a - b|| where b = 0 (one key: dQ = dK = 0, the softmax of one score is 1).
-double rel_diff(const Mat<double>& a, const Mat<double>& b) {
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        num += (a.data()[i] - b.data()[i]) * (a.data()[i] - b.data()[i]);
-        den += b.data()[i] * b.data()[i];
-    }
-    return std::sqrt(den > 0 ? num / den : num);
-}
 
 struct Problem {
     Mat<double> Q, K, V, G;
