@@ -41,7 +41,8 @@ Gradients<double> dense_backward(const Problem& p, bool causal, std::vector<doub
         double mx = -INFINITY, sum = 0;
         for (std::size_t j = 0; j < Lk; ++j) {
             double s = 0;
-            for (std::size_t k = 0; k < d; ++k) s += p.Q(i, k) * p.K(j, k);
+            const double *qi = &p.Q(i, 0), *kj = &p.K(j, 0);
+            for (std::size_t k = 0; k < d; ++k) s += qi[k] * kj[k];
             A(i, j) = j < n ? s * a : -INFINITY;
             mx = std::max(mx, A(i, j));
         }
@@ -51,19 +52,20 @@ Gradients<double> dense_backward(const Problem& p, bool causal, std::vector<doub
         for (std::size_t j = 0; j < Lk; ++j) {
             A(i, j) /= sum;
             double dp = 0;
-            for (std::size_t c = 0; c < dv; ++c) dp += p.G(i, c) * p.V(j, c);
+            const double *gi = &p.G(i, 0), *vj = &p.V(j, 0);
+            for (std::size_t c = 0; c < dv; ++c) dp += gi[c] * vj[c];
             dS(i, j) = dp;
             delta += A(i, j) * dp;   // = G_i . Out_i
         }
         for (std::size_t j = 0; j < Lk; ++j) dS(i, j) = A(i, j) * (dS(i, j) - delta);
     }
-    for (std::size_t i = 0; i < L; ++i)
+    for (std::size_t i = 0; i < L; ++i)   // raw rows: element access would dominate the test's time
         for (std::size_t j = 0; j < Lk; ++j) {
-            for (std::size_t c = 0; c < dv; ++c) g.dV(j, c) += A(i, j) * p.G(i, c);
-            for (std::size_t k = 0; k < d; ++k) {
-                g.dQ(i, k) += dS(i, j) * p.K(j, k) * a;
-                g.dK(j, k) += dS(i, j) * p.Q(i, k) * a;
-            }
+            const double aij = A(i, j), sij = dS(i, j) * a;
+            const double *gi = &p.G(i, 0), *kj = &p.K(j, 0), *qi = &p.Q(i, 0);
+            double *dv_j = &g.dV(j, 0), *dq_i = &g.dQ(i, 0), *dk_j = &g.dK(j, 0);
+            for (std::size_t c = 0; c < dv; ++c) dv_j[c] += aij * gi[c];
+            for (std::size_t k = 0; k < d; ++k) dq_i[k] += sij * kj[k], dk_j[k] += sij * qi[k];
         }
     return g;
 }
@@ -95,7 +97,7 @@ TEST_CASE("exact backward from saved statistics matches the dense gradient acros
     struct Case { std::size_t L, Lk; bool causal; };
     // L = 1; sizes not multiples of the 128-row tiles; L != Lk; more key blocks (9) than chunks (8).
     const Case c = GENERATE(Case{1, 1, false}, Case{1, 1, true}, Case{1, 5, false}, Case{300, 200, false},
-                            Case{200, 300, false}, Case{300, 300, true}, Case{1100, 1030, false}, Case{1100, 1100, true});
+                            Case{200, 300, false}, Case{300, 300, true}, Case{200, 1100, false}, Case{1100, 1100, true});
     static_assert(kExactBackwardChunks * kExactBackwardKeys < 1100, "the 1100 cases should wrap the chunks");
     CAPTURE(c.L, c.Lk, c.causal);
     const Problem p = problem(c.L, c.Lk, 20, 12, 71);   // whole SIMD vectors and scalar tails
@@ -118,6 +120,10 @@ TEST_CASE("exact backward from saved statistics matches the dense gradient acros
     CHECK(rel_diff(cast_mat<double>(g32.dQ), ref.dQ) < 1e-4);
     CHECK(rel_diff(cast_mat<double>(g32.dK), ref.dK) < 1e-4);
     CHECK(rel_diff(cast_mat<double>(g32.dV), ref.dV) < 1e-4);
+    const Gradients<float> g32_3 = exact_attention_backward(Qf, Kf, Vf, Gf, c.causal, 3);   // bitwise for any threads
+    CHECK(g32_3.dQ == g32.dQ);
+    CHECK(g32_3.dK == g32.dK);
+    CHECK(g32_3.dV == g32.dV);
 }
 
 TEST_CASE("exact backward across tiles equals finite differences", "[backward]") {
