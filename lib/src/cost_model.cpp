@@ -552,16 +552,17 @@ ThreadPlan fit_threads(const Config& cfg, int threads, const Shard& shard, const
 namespace {
 // apply --grad after the output (apply_grad.cpp): G read (its array and heads), every head's
 // gradients in float64, and per head the tensors in the compute dtype and the backward's
-// buffers (exact: a block's A and dP per thread; features: as backward_cost); its time.
+// buffers (exact: its forward's Out and lse, then exact_backward_bytes; features: as
+// backward_cost); its time.
 std::pair<double, double> apply_backward(const QkvShapes& sh, const ApplyOptions& o, int threads) {
     const std::size_t s = dtype_bytes(o.dtype);
     const double H = double(sh.heads), L = double(sh.L), Lk = double(sh.Lk), d = double(sh.d), dv = double(sh.dv);
     const double held = 16.0 * H * L * dv + 8.0 * H * ((L + Lk) * d + Lk * dv);
     double head = double(s) * ((L + Lk) * d + Lk * dv + L * dv), flops, exps;
     if (!o.variant) {
-        head += 2.0 * double(threads) * double(block_rows(sh.Lk)) * Lk * double(s) + double(s) * ((L + Lk) * d + Lk * dv);
+        head += double(s) * L * dv + 8.0 * L + exact_backward_bytes(threads, L, Lk, d, dv, s);
         const double pairs = o.causal ? L * Lk / 2 : L * Lk;
-        flops = 4.0 * pairs * (d + dv), exps = 2 * pairs;
+        flops = 2.0 * pairs * (4 * d + 3 * dv), exps = 2 * pairs;   // forward (2 products), backward (5)
     } else {
         ItemCost c;
         const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, sh.heads, s, double(o.variant->map->num_features(o.m, sh.d)), sh.L};
