@@ -71,10 +71,13 @@ void online_tile(T* S, std::size_t rows, std::size_t kt, std::size_t c0, std::si
     }
 }
 
+}  // namespace
+
 // Row blocks of kExactQueryRows over key tiles with a running row max (online softmax: the
 // rescaling is exact up to rounding). Both products run in the register-blocked tile kernels
 // on operands laid out once per call (no BLAS: it packs K, V and every score tile anew per
 // call; docs/speed.md).
+namespace {
 // lse (L entries, or null): each row's log-sum-exp of its scores, max + log(sum) in double,
 // written beside the output and changing nothing in it.
 template <class T>
