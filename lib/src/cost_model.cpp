@@ -309,15 +309,14 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         // The exact pass: K^T laid out once (ExactOperands; row-sampled: per tile, and the
         // row draw's (uniform, index) pairs), each thread's tiles (float64).
         in.loading = std::max(in.loading, draw + (x.sampled() ? 16.0 * Lq : 8.0 * Lkd * d) + exact_tiles(threads, dv, 8));
-        // The exact backward (backward_exact.cpp): its forward's Out and lse, then its own buffers.
-        if (grads)
-            in.loading = std::max(in.loading, draw + 8.0 * (Lq * dv + Lq) + exact_backward_bytes(threads, Lq, Lkd, d, dv, 8));
+        // The exact backward (backward_exact.cpp): the exact pass's lse, then its own buffers.
+        if (grads) in.loading = std::max(in.loading, draw + 8.0 * Lq + exact_backward_bytes(threads, Lq, Lkd, d, dv, 8));
         const double pairs = cfg.causal ? R * Lkd / 2 : R * Lkd;
         in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + x.dv), 8) + pairs / kVexpRate) / threads;
-        // The exact backward: its forward (S, A V) and 5 products over the pairs (S, P^T G, G V^T,
-        // dS^T Q, dS K), two exps.
+        // The exact backward from the exact pass's saved lse: 5 products over the pairs (S, P^T G,
+        // G V^T, dS^T Q, dS K), one exp pass.
         if (grads)
-            in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(4 * x.d + 3 * x.dv), 8) + 2 * pairs / kVexpRate) / threads;
+            in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(3 * x.d + 2 * x.dv), 8) + pairs / kVexpRate) / threads;
         // The uniform-attention baseline of the pairwise metrics: one more pass.
         if (baseline_pairwise)
             in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + 1), 8) + 2 * pairs / kVexpRate) / threads;
