@@ -16,7 +16,7 @@ import sys
 NONDETERMINISTIC = {"seconds", "seconds_mean", "seconds_std", "seconds_sem", "seconds_median",
                     "seconds_p10", "seconds_p90", "median_s", "min_s", "max_s", "gflops",
                     "speedup_vs_exact", "peak_bytes", "projection_s", "features_s", "kv_s",
-                    "normalise_s", "gemm_ratio", "status"}
+                    "normalise_s", "gemm_ratio", "status", "backward_s", "backward_ratio"}
 
 
 def read(path):

@@ -14,29 +14,13 @@
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
 
+#include "backward_helpers.hpp"
 #include "helpers.hpp"
 
 using namespace favor;
 using namespace favor_test;
 
 namespace {
-
-Mat<double> normal(std::size_t rows, std::size_t cols, double scale, std::uint64_t seed) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<double> n(0.0, scale);
-    Mat<double> a = Mat<double>::from_shape({rows, cols});
-    for (auto& v : a) v = n(rng);
-    return a;
-}
-
-double rel_diff(const Mat<double>& a, const Mat<double>& b) {
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        num += (a.data()[i] - b.data()[i]) * (a.data()[i] - b.data()[i]);
-        den += b.data()[i] * b.data()[i];
-    }
-    return std::sqrt(num / den);
-}
 
 // d/dX of sum(G o forward(X)) by central differences, X one of the forward's inputs.
 template <class Forward>

@@ -238,3 +238,17 @@ TEST_CASE("cost estimate: the fused forward's blocks, the (L, F) features where 
     j["variants"][0]["shift"] = true;
     REQUIRE(features(j) == fused);
 }
+
+TEST_CASE("cost estimate: a timing run with backward charges the exact backward's dQ partials", "[limits]") {
+    // L = 65536, d = 64, float32: the backward's 7 dQ partials (kExactBackwardChunks - 1) are
+    // 7 L d 4 bytes = 112 MiB beyond the forward's tiles; G, Out and the gradients 5 L d 4.
+    json j = json::parse(R"({"name": "t", "experiment": "timing", "dtype": "float32",
+        "inputs": {"source": "random", "L": 65536, "d": 64}, "variants": [{"features": "exact"}]})");
+    const Cost fwd = estimate_run(parse_config(j, "t.json"), 2);
+    j["backward"] = true;
+    const Cost both = estimate_run(parse_config(j, "t.json"), 2);
+    const double L = 65536, d = 64;
+    REQUIRE(both.peak >= fwd.peak + double(kExactBackwardChunks - 1) * L * d * 4 + 5 * L * d * 4);
+    REQUIRE(both.peak < fwd.peak + 2.0 * double(kExactBackwardChunks + 5) * L * d * 4);
+    REQUIRE(both.seconds > 2 * fwd.seconds);   // five products against two
+}

@@ -81,11 +81,17 @@ template <class T>
 Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads,
                   Rounding rounding, bool pairwise, const Mat<double>* G, RowSample sample) {
     if (sample.rows.empty()) {
+        // With G the forward keeps each row's lse and the exact gradient starts from it (one
+        // forward, as exact_attention_backward would make again; Out bitwise the same: 2.7).
+        ExactForward<double> f = G ? exact_attention_saved(q, k, v, causal, threads)
+                                   : ExactForward<double>{exact_attention(q, k, v, causal, threads), {}};
         Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
-                  exact_attention(q, k, v, causal, threads), {}, {}, {}, {}, {}};
+                  std::move(f.out), {}, {}, {}, {}, {}};
         for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
         if (pairwise) h.softmax = softmax_rows(h.x, h.y, causal, threads);
-        if (G) h.g = cast_mat<T>(*G), h.grad = exact_attention_backward(q, k, v, *G, causal, threads);
+        if (G)
+            h.g = cast_mat<T>(*G),
+            h.grad = exact_attention_backward_saved(q, k, v, *G, h.reference, f.lse, causal, threads);
         return h;
     }
     Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(take_rows(q, sample.rows)), {},

@@ -52,6 +52,15 @@ double exact_tiles(int threads, double dv, std::size_t s) {
     return double(threads) * (rows * kt + 2.0 * rows * dv) * double(s);
 }
 
+// The exact backward from saved statistics (backward_exact.cpp) beyond its inputs, G, Out and
+// the gradients: K^T and V^T laid out once, the rows' lse and delta, the dQ partials of all
+// chunks but the first (attention_blocks.hpp), each thread's P and dS tiles.
+double exact_backward_bytes(int threads, double L, double Lk, double d, double dv, std::size_t s) {
+    const double chunks = std::min(double(kExactBackwardChunks), std::ceil(Lk / double(kExactBackwardKeys)));
+    return double(s) * (Lk * (d + dv) + 2.0 * L + std::max(chunks - 1.0, 0.0) * L * d +
+                        double(threads) * 2.0 * double(kExactBackwardQueryRows * kExactBackwardKeys));
+}
+
 // Drawing W (m, d) and keeping it in precision s: the matrix, its float64 draw, and the
 // scratch of one d x d (or p x p, hadamard: its block_rows) block and its QR.
 double w_bytes(std::size_t m, std::size_t d, std::size_t s, Projection p) {
@@ -300,12 +309,14 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         // The exact pass: K^T laid out once (ExactOperands; row-sampled: per tile, and the
         // row draw's (uniform, index) pairs), each thread's tiles (float64).
         in.loading = std::max(in.loading, draw + (x.sampled() ? 16.0 * Lq : 8.0 * Lkd * d) + exact_tiles(threads, dv, 8));
-        // The exact backward (backward_exact.cpp): per thread a block's A and dP (rows x keys).
-        if (grads) in.loading = std::max(in.loading, draw + 8.0 * double(threads) * 2.0 * double(block_rows(x.Lk)) * Lkd);
+        // The exact backward (backward_exact.cpp): the exact pass's lse, then its own buffers.
+        if (grads) in.loading = std::max(in.loading, draw + 8.0 * Lq + exact_backward_bytes(threads, Lq, Lkd, d, dv, 8));
         const double pairs = cfg.causal ? R * Lkd / 2 : R * Lkd;
         in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + x.dv), 8) + pairs / kVexpRate) / threads;
-        // The exact backward: 8 products over the pairs (S, A V, G V^T, dQ; S^T, dV, dP^T, dK), two exps.
-        if (grads) in.seconds += run.draws * H * (gemm_seconds(4.0 * pairs * double(x.d + x.dv), 8) + 2 * pairs / kVexpRate) / threads;
+        // The exact backward from the exact pass's saved lse: 5 products over the pairs (S, P^T G,
+        // G V^T, dS^T Q, dS K), one exp pass.
+        if (grads)
+            in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(3 * x.d + 2 * x.dv), 8) + pairs / kVexpRate) / threads;
         // The uniform-attention baseline of the pairwise metrics: one more pass.
         if (baseline_pairwise)
             in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + 1), 8) + 2 * pairs / kVexpRate) / threads;
@@ -425,12 +436,23 @@ std::pair<double, double> timing_cell(const Config& cfg, const Variant& v, std::
         bytes = exact_tiles(threads, double(dv), s) + Ld * dv * double(s);
         const double pairs = cfg.causal ? Ld * Ld / 2 : Ld * Ld;
         secs = (gemm_seconds(2.0 * pairs * double(d + dv), s) + pairs / kVexpRate) / threads;
+        if (cfg.timing.backward) {   // G, Out, lse, the gradients and the backward's buffers; 5 products
+            bytes += double(s) * Ld * (3.0 * dv + 2.0 * d) + 8.0 * Ld + exact_backward_bytes(threads, Ld, Ld, d, dv, s);
+            secs += (gemm_seconds(2.0 * pairs * double(3 * d + 2 * dv), s) + pairs / kVexpRate) / threads;
+        }
     } else {
         const double F = double(v.map->num_features(m, d));
         bytes = w_bytes(m, d, s, v.projection) + double(s) * 2 * Ld * F + 32.0 * Ld +
                 double(s) * F * double(dv + 1) * (std::ceil(Ld / kLinearRows) + 3) + Ld * dv * double(s);
         secs = (gemm_seconds(v.map->feature_flops(L, L, m, d) + 4.0 * 2 * Ld * F * double(dv + 1), s) + 2 * Ld * F / kVexpRate) /
                threads;
+        if (cfg.timing.backward) {   // favor_backward: both sides' features and their gradients, G and
+            // the gradients; the features' products twice (features, Jacobians), the linear part's 3x.
+            bytes += double(s) * (4.0 * Ld * F + Ld * (2.0 * dv + 2.0 * d));
+            secs += (gemm_seconds(2.0 * v.map->feature_flops(L, L, m, d) + 3.0 * 4.0 * Ld * F * double(dv + 1), s) +
+                     2 * Ld * F / kVexpRate) /
+                    threads;
+        }
     }
     return {bytes, secs * double(cfg.timing.warmup + cfg.timing.repeats)};
 }
@@ -529,16 +551,17 @@ ThreadPlan fit_threads(const Config& cfg, int threads, const Shard& shard, const
 namespace {
 // apply --grad after the output (apply_grad.cpp): G read (its array and heads), every head's
 // gradients in float64, and per head the tensors in the compute dtype and the backward's
-// buffers (exact: a block's A and dP per thread; features: as backward_cost); its time.
+// buffers (exact: its forward's Out and lse, then exact_backward_bytes; features: as
+// backward_cost); its time.
 std::pair<double, double> apply_backward(const QkvShapes& sh, const ApplyOptions& o, int threads) {
     const std::size_t s = dtype_bytes(o.dtype);
     const double H = double(sh.heads), L = double(sh.L), Lk = double(sh.Lk), d = double(sh.d), dv = double(sh.dv);
     const double held = 16.0 * H * L * dv + 8.0 * H * ((L + Lk) * d + Lk * dv);
     double head = double(s) * ((L + Lk) * d + Lk * dv + L * dv), flops, exps;
     if (!o.variant) {
-        head += 2.0 * double(threads) * double(block_rows(sh.Lk)) * Lk * double(s) + double(s) * ((L + Lk) * d + Lk * dv);
+        head += double(s) * L * dv + 8.0 * L + exact_backward_bytes(threads, L, Lk, d, dv, s);
         const double pairs = o.causal ? L * Lk / 2 : L * Lk;
-        flops = 4.0 * pairs * (d + dv), exps = 2 * pairs;
+        flops = 2.0 * pairs * (4 * d + 3 * dv), exps = 2 * pairs;   // forward (2 products), backward (5)
     } else {
         ItemCost c;
         const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, sh.heads, s, double(o.variant->map->num_features(o.m, sh.d)), sh.L};

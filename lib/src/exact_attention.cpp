@@ -77,10 +77,14 @@ void online_tile(T* S, std::size_t rows, std::size_t kt, std::size_t c0, std::si
 // rescaling is exact up to rounding). Both products run in the register-blocked tile kernels
 // on operands laid out once per call (no BLAS: it packs K, V and every score tile anew per
 // call; docs/speed.md).
+namespace {
+// lse (L entries, or null): each row's log-sum-exp of its scores, max + log(sum) in double,
+// written beside the output and changing nothing in it.
 template <class T>
-Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal, int threads) {
+void exact_forward(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal, int threads, Mat<T>& out,
+                   double* lse) {
     const std::size_t L = Q.shape(0), d = Q.shape(1), Lk = K.shape(0), dv = V.shape(1);
-    Mat<T> out = Mat<T>::from_shape({L, dv});
+    out = Mat<T>::from_shape({L, dv});
     const ExactOperands<T> op(K, V);
     // Key tiles of exact_tile_keys (fewer keys: one tile of them all, the same partition).
     const std::size_t rb = exact_query_rows(L), kt = std::min(exact_tile_keys(sizeof(T)), op.Lkp), dvp = op.dvp;
@@ -104,9 +108,26 @@ Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool c
         for (std::size_t i = 0; i < rows; ++i) {
             const T inv = T(1.0 / row_sum[i]);
             for (std::size_t c = 0; c < dv; ++c) out(r0 + i, c) = acc[i * dvp + c] * inv;
+            if (lse) lse[r0 + i] = double(row_max[i]) + std::log(row_sum[i]);
         }
     });
+}
+
+}  // namespace
+
+template <class T>
+Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal, int threads) {
+    Mat<T> out;
+    exact_forward(Q, K, V, causal, threads, out, nullptr);
     return out;
+}
+
+template <class T>
+ExactForward<T> exact_attention_saved(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal, int threads) {
+    ExactForward<T> f;
+    f.lse.resize(Q.shape(0));
+    exact_forward(Q, K, V, causal, threads, f.out, f.lse.data());
+    return f;
 }
 
 // The rows at `rows` in float64: per block of kExactQueryRows sampled rows, each key tile
@@ -151,5 +172,9 @@ template Mat<double> exact_attention_rows<double>(const Mat<double>&, const std:
                                                   const Mat<double>&, const Mat<double>&, bool, int);
 template Mat<float> exact_attention<float>(const Mat<float>&, const Mat<float>&, const Mat<float>&, bool, int);
 template Mat<double> exact_attention<double>(const Mat<double>&, const Mat<double>&, const Mat<double>&, bool, int);
+template ExactForward<float> exact_attention_saved<float>(const Mat<float>&, const Mat<float>&, const Mat<float>&, bool,
+                                                           int);
+template ExactForward<double> exact_attention_saved<double>(const Mat<double>&, const Mat<double>&, const Mat<double>&,
+                                                            bool, int);
 
 }  // namespace favor

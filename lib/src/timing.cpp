@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "favor/attention_blocks.hpp"
+#include "favor/backward_exact.hpp"
+#include "favor/backward_linear.hpp"
 #include "favor/exact_attention.hpp"
 #include "favor/favor_forward.hpp"
 #include "favor/linear_attention.hpp"
@@ -72,12 +74,17 @@ std::optional<double> crossover_interpolated(const std::vector<std::size_t>& Ls,
     return std::exp(x0 + (x1 - x0) * r0 / (r0 - r1));
 }
 
-const std::vector<std::string>& timing_columns() {
+const std::vector<std::string>& timing_columns(bool backward) {
     static const std::vector<std::string> c = {
         "variant", "L", "d", "m", "dtype", "threads", "repeats", "median_s", "min_s", "max_s",
         "gflops", "gemm_ratio", "speedup_vs_exact", "peak_bytes", "projection_s", "features_s", "kv_s",
         "normalise_s", "status"};
-    return c;
+    static const std::vector<std::string> with_backward = [] {   // "backward": two columns before status
+        std::vector<std::string> b = c;
+        b.insert(b.end() - 1, {"backward_s", "backward_ratio"});
+        return b;
+    }();
+    return backward ? with_backward : c;
 }
 
 namespace {
@@ -111,6 +118,7 @@ struct Phases {
 template <class T>
 struct Inputs {
     Mat<T> q, k, v;
+    Mat<T> g;   // the upstream gradient, drawn only with "backward"
 };
 
 // One timed run of a variant: the attention given W (the projection draw is timed apart),
@@ -171,6 +179,7 @@ struct CellResult {
     double median = 0, min = 0, max = 0, flops = 0;
     std::size_t peak = 0;
     Phases phases;   // medians
+    std::optional<double> backward;   // median of the backward's timed runs ("backward")
 };
 
 std::optional<double> opt_num(double v) {
@@ -201,12 +210,40 @@ void apply_budget(const Config& cfg, const Series& s, CellResult& c) {
         c.status = prev.status;
         return;
     }
-    const double predicted = prev.median * (c.flops / prev.flops) * double(cfg.timing.warmup + cfg.timing.repeats);
+    const double predicted =
+        (prev.median + prev.backward.value_or(0.0)) * (c.flops / prev.flops) * double(cfg.timing.warmup + cfg.timing.repeats);
     if (predicted > cfg.timing.time_budget_s) {
         c.skipped = true;
         c.status = "skipped: over time budget (predicted " + fmt_seconds(predicted) + " s > " +
                    fmt_seconds(cfg.timing.time_budget_s) + " s)";
     }
+}
+
+// The backward's warm-up and timed runs ("backward"; docs/design.md section 6), median: exact
+// from the Out and row log-sum-exps its forward saved (exact_attention_saved, not timed: a
+// training step's forward keeps them), FAVOR favor_backward with the estimator fitted as the
+// timed forward fits it. Nullopt for maps without a gradient (cells left empty, as the
+// gradient metrics leave theirs).
+template <class T>
+std::optional<double> time_backward(const Config& cfg, const Variant& var, const Inputs<T>& in, std::size_t m,
+                                    int threads) {
+    auto timed = [&](const auto& run) {
+        for (std::size_t w = 0; w < cfg.timing.warmup; ++w) run();
+        std::vector<double> t;
+        for (std::size_t r = 0; r < cfg.timing.repeats; ++r) {
+            const auto t0 = Clock::now();
+            run();
+            t.push_back(since(t0));
+        }
+        return median(t);
+    };
+    if (var.exact) {
+        const ExactForward<T> f = exact_attention_saved(in.q, in.k, in.v, cfg.causal, threads);
+        return timed([&] { exact_attention_backward_saved(in.q, in.k, in.v, in.g, f.out, f.lse, cfg.causal, threads); });
+    }
+    if (!var.map->gradient_refusal().empty()) return std::nullopt;
+    const Estimator<T> est = make_estimator<T>(var, m, in.q.shape(1), cfg.seed, 0).for_inputs(in.q, in.k);
+    return timed([&] { favor_backward(est, in.q, in.k, in.v, in.g, cfg.causal, threads); });
 }
 
 // Warm-up runs, then the timed repeats of one cell: medians of the total and the phases.
@@ -231,6 +268,7 @@ void measure(const Config& cfg, const Variant& var, const Inputs<T>& in, std::si
     c.phases = var.exact ? Phases{} : breakdown_once(cfg, var, in, m, threads);
     c.phases.projection = med(&Phases::projection);
     c.phases.total = c.median;
+    if (cfg.timing.backward) c.backward = time_backward(cfg, var, in, m, threads);   // after peak: the forward's
 }
 
 // timing.csv rows of one series (`ex`: the exact series at its d, for speedups); returns
@@ -249,7 +287,7 @@ void series_rows(const Config& cfg, const Series& s, const Series* ex, const std
         mine.push_back(c.skipped ? std::nullopt : std::optional<double>(c.median));
         theirs.push_back(e && !e->skipped ? std::optional<double>(e->median) : std::nullopt);
         if (c.skipped) {
-            for (int k = 0; k < 11; ++k) row.push_back("");
+            for (int k = 0; k < (cfg.timing.backward ? 13 : 11); ++k) row.push_back("");
         } else {
             for (double v : {c.median, c.min, c.max, c.flops / c.median / 1e9}) row.push_back(format_number(v));
             row.push_back(format_number(c.median / (c.flops / (gemm_gflops * 1e9))));
@@ -257,6 +295,10 @@ void series_rows(const Config& cfg, const Series& s, const Series* ex, const std
             row.push_back(format_count(c.peak));
             for (double v : {c.phases.projection, c.phases.features, c.phases.kv, c.phases.normalise})
                 row.push_back(format_number(opt_num(v)));
+            if (cfg.timing.backward) {
+                row.push_back(format_number(c.backward));
+                row.push_back(format_number(c.backward ? std::optional<double>(*c.backward / c.median) : std::nullopt));
+            }
         }
         row.push_back(c.status);
         t.rows.push_back(std::move(row));
@@ -304,7 +346,8 @@ void measure_cells(const Config& cfg, const RunOptions& opt, int threads, std::v
         for (std::size_t d : cfg.inputs.d) {
             const std::size_t dv = cfg.inputs.d_v.value_or(d);
             QKV qkv = random_inputs(cfg.seed, L, d, dv, scale, {cfg.inputs.family, 0, cfg.file + ": inputs.scale"});
-            const Inputs<T> in{cast_mat<T>(qkv.q), cast_mat<T>(qkv.k), cast_mat<T>(qkv.v)};
+            const Inputs<T> in{cast_mat<T>(qkv.q), cast_mat<T>(qkv.k), cast_mat<T>(qkv.v),
+                               cfg.timing.backward ? cast_mat<T>(upstream_gradient(cfg.seed, L, dv, 0)) : Mat<T>()};
             for (Series& s : series) {
                 if (s.d != d) continue;
                 const Variant& var = cfg.variants[s.variant];
@@ -333,7 +376,14 @@ std::string timing_preamble(const Config& cfg, int threads, bool reset_ok, doubl
           << "unfused run after them (favor_attention's steps), to show where the time goes; normalise_s "
           << "includes the product phiQ (phiK^T [V, 1]). gemm_ratio = median_s / (gflops counted at the "
           << (float32 ? "sgemm" : "dgemm") << " rate measured at the start of this run: "
-          << format_number(gemm_gflops) << " GFLOP/s, " << gemm_probe_n() << "^3 on " << threads << " thread(s)).\n\n";
+          << format_number(gemm_gflops) << " GFLOP/s, " << gemm_probe_n() << "^3 on " << threads << " thread(s))";
+    if (cfg.timing.backward)
+        notes << ". backward_s is the median of as many runs of the backward pass for the upstream gradient G of the "
+              << "gradient metrics (N(0, 1) from the seed), after as many warm-up runs: exact from the Out and row "
+              << "log-sum-exps its forward saved, as in a training step (exact_attention_backward_saved), FAVOR "
+              << "favor_backward with the estimator fitted to the inputs; backward_ratio = backward_s / median_s; "
+              << "empty for maps without a gradient";
+    notes << ".\n\n";
     return notes.str();
 }
 
@@ -350,7 +400,7 @@ RunResult run_timing(const Config& cfg, const RunOptions& opt, nlohmann::json in
     measure_cells<T>(cfg, opt, threads, series);
 
     RunResult r;
-    r.timing.columns = timing_columns();
+    r.timing.columns = timing_columns(cfg.timing.backward);
     std::string notes = timing_preamble(cfg, threads, reset_ok, gemm_gflops, sizeof(T) == 4);
     for (const Series& s : series) {
         const Series* ex = nullptr;   // the exact series at this d, for speedups

@@ -37,6 +37,22 @@ constexpr std::size_t block_rows(std::size_t Lk) {
     return std::clamp<std::size_t>(kRoundedBlockEntries / std::max<std::size_t>(Lk, 1), 16, 512);
 }
 
+// --- the exact backward (backward_exact.cpp) ------------------------------------------------
+
+// Keys per block and query rows per tile of the backward from saved statistics: each (query
+// tile, key block) pair holds its P and dS tiles (2 x 128 x 128 entries: 128 KB in float32,
+// 256 KB in float64) beside its block's K, V, dK, dV rows, all in the per-core L2 cache.
+// Multiples of the tile kernels' score panels (tile_kernels.hpp).
+constexpr std::size_t kExactBackwardKeys = 128;
+constexpr std::size_t kExactBackwardQueryRows = 128;
+// Fixed number of chunks of key blocks (block b in chunk b mod chunks, at most one per block):
+// the chunks run in parallel, each adding its blocks' dS K into its own dQ partial in block
+// order, and the partials are added in chunk order, so dQ does not depend on the thread count
+// (a count of threads instead would change the sums). 8 keeps up to 8 cores busy (round robin
+// spreads the causal triangle's unequal blocks over the chunks) at 8 L d extra entries of
+// memory (16 MB at L = 8192, d = 64, float32), never L x L.
+constexpr std::size_t kExactBackwardChunks = 8;
+
 // --- linear attention (linear_attention.cpp, causal_linear.cpp) ---------------------------
 
 // Key rows per block of the sums phiK^T [V, 1], and rows per chunk of the causal prefix sums

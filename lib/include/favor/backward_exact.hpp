@@ -17,10 +17,18 @@ struct Gradients {
 };
 
 // Gradient of Out = A V, A = softmax(Q K^T / sqrt d) (causal: row i sees keys j <= i):
-//   dV = A^T G,  dS = A o (G V^T - rowsum(G o Out)),  dQ = dS K / sqrt d,  dK = dS^T Q / sqrt d.
-// Two passes: query blocks (each row's log-sum-exp, rowsum(G o Out) and dQ), then key blocks
-// (dK, dV, recomputing A from the log-sum-exp); memory O(block x L), never an L x L matrix.
-// Q: (L, d), K: (Lk, d), V: (Lk, dv), G: (L, dv); causal needs Lk = L.
+//   dV = A^T G,  dS = A o (G V^T - rowsum(G o Out)),  dQ = dS K / sqrt d,  dK = dS^T Q / sqrt d,
+// from the forward's saved Out and row log-sum-exps (exact_attention_saved), as a training
+// step has them: one pass over (key block, query tile) pairs recomputing A = exp(S - lse)
+// there (FlashAttention-2's backward), five products per pair; memory O(tile x tile) per
+// thread plus kExactBackwardChunks dQ partials (attention_blocks.hpp), never an L x L matrix.
+// Q: (L, d), K: (Lk, d), V: (Lk, dv), G: (L, dv), out: (L, dv), lse: (L); causal needs Lk = L.
+template <class T>
+Gradients<T> exact_attention_backward_saved(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const Mat<T>& G,
+                                            const Mat<T>& out, const std::vector<double>& lse, bool causal = false,
+                                            int threads = 1);
+
+// The same gradient from Q, K, V and G alone: exact_attention_saved, then the backward above.
 template <class T>
 Gradients<T> exact_attention_backward(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const Mat<T>& G,
                                       bool causal = false, int threads = 1);

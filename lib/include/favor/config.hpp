@@ -79,6 +79,7 @@ struct KernelSpec {
 struct TimingSpec {
     std::size_t repeats = 5, warmup = 1;
     double time_budget_s = 0.0;        // 0: none
+    bool backward = false;             // "backward": also time each variant's backward pass
 };
 
 struct Config {

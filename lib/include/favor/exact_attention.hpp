@@ -18,6 +18,19 @@ template <class T>
 Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal = false,
                        int threads = 1);
 
+// exact_attention with the statistics its backward needs (backward_exact.hpp, as
+// FlashAttention's forward saves them): out bitwise equal to exact_attention's, and each
+// row's log-sum-exp lse_i = log sum_{j visible} exp(S_ij), S = Q K^T / sqrt d, in float64
+// (the running max plus the log of the running sum; -inf for a row that sees no key).
+template <class T>
+struct ExactForward {
+    Mat<T> out;               // (L, dv)
+    std::vector<double> lse;  // (L)
+};
+template <class T>
+ExactForward<T> exact_attention_saved(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal = false,
+                                      int threads = 1);
+
 // The rows at ascending key positions `rows` of exact attention, computed in float64 from Q,
 // K, V of either dtype (row-sampled metrics, docs/design.md 3.1): row r is row rows[r] of
 // exact_attention's (causal: it sees keys j <= rows[r]), equal up to rounding, O(N Lk d) work.

@@ -29,7 +29,8 @@ std::optional<std::size_t> crossover_L(const std::vector<std::size_t>& Ls,
                                        const std::vector<std::optional<double>>& fast,
                                        const std::vector<std::optional<double>>& slow);
 
-// Columns of timing.csv, in order (docs/design.md section 6, then phases and status).
-const std::vector<std::string>& timing_columns();
+// Columns of timing.csv, in order (docs/design.md section 6, then phases and status);
+// backward (the config's "backward"): backward_s and backward_ratio before status.
+const std::vector<std::string>& timing_columns(bool backward = false);
 
 }  // namespace favor
