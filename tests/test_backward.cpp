@@ -174,7 +174,7 @@ TEST_CASE("backward numbers do not depend on the thread count", "[backward]") {
 // The fused pass (backward_fused.cpp, what favor_backward runs non-causal) against the
 // composition it replaces (both feature matrices, linear_attention_backward, feature_vjp),
 // which the finite-difference test above checks on one block: sizes that are not multiples
-// of the blocks (8 query and 8 key blocks of fused_rows rows, the last ones partial), L != Lk,
+// of the blocks (8 query and 8 key blocks of fused_backward_rows rows, the last ones partial), L != Lk,
 // dv = 5 (not a multiple of the vector width). The saved path (favor_forward_saved, then
 // favor_backward_saved) is the standalone one bit for bit, and its output favor_forward's.
 template <class T>
@@ -217,7 +217,7 @@ TEST_CASE("the fused backward equals the feature-matrix composition and the save
     Problem p = problem(600, 450, 8, 5, 0.8, 61);
     const nlohmann::json extra = name == "dpfp" ? nlohmann::json{{"nu", 2}, {"epsilon", 0.05}} : nlohmann::json{};
     const Estimator<double> est = estimator(name, p, 16, extra);
-    REQUIRE(fused_rows(600, est.map->num_features(16, 8), 8, sizeof(double)) < 600 / 4);
+    REQUIRE(fused_backward_rows(450, est.map->num_features(16, 8), 8, sizeof(double)) < 450 / 4);
     // Float64: the same formulas in another order of operations, a few hundred roundings of
     // 2^-53 each at most, amplified by the cancellation in dQ (hsum ~ 0): 1e-10.
     check_fused(est, p.Q, p.K, p.V, p.G, 1e-10);

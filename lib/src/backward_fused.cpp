@@ -10,14 +10,16 @@
 //   key block:    phiK, lk;  dphiK_j = exp(lk_j - M) (dKV1[:, :dv] v_j + dKV1[:, dv]);
 //                 dV_j = exp(lk_j - M) dKV1[:, :dv]^T phiK_j;  dK = the vjp of dphiK   (4 products)
 // Eight products of L F d or L F dv flops against the forward's four. The shifts are held
-// fixed (the gradient is exact: backward_linear.cpp). Blocks of fused_rows rows, each on one
-// thread; dKV1's partials are added in block order: the numbers do not depend on `threads`.
+// fixed (the gradient is exact: backward_linear.cpp). Blocks of fused_backward_rows rows,
+// each on one thread; dKV1's partials are added in block order: the numbers do not depend on
+// `threads`.
 #include "backward_fused.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "favor/attention_blocks.hpp"
 #include "favor/feature_grad.hpp"
 #include "favor/memory.hpp"
 #include "favor/parallel.hpp"
@@ -54,7 +56,14 @@ void query_block(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& G, co
         a[i * e + dv] = -dot_lanes(g, s.out.data() + (r0 + i) * dv, dv) * inv;
     }
     tiles::times_transposed(a, rows, e, KV1t.data(), F, F, T(1), dphi, F);   // a KV1^T
-    tiles::times(phi, F, 1, F, rows, a, e, e, part, e, false);                // phiQ^T a
+    tiles::times(phi, F, 1, F, rows, a, e, dv, part, e, false);               // phiQ^T a[:, :dv]
+    std::vector<T> z(F, T(0));   // phiQ^T a[:, dv], row by row (in a fixed order, vectorised over F)
+    for (std::size_t i = 0; i < rows; ++i) {
+        const T ai = a[i * e + dv];
+        const T* p = phi + i * F;
+        for (std::size_t k = 0; k < F; ++k) z[k] += ai * p[k];
+    }
+    for (std::size_t k = 0; k < F; ++k) part[k * e + dv] = z[k];
     f.map.vjp(FeatureGrad<T>{Q.data() + r0 * d, rows, d, f.xs, f.W, Side::query, phi, dphi, F, dQ.data() + r0 * d});
 }
 
@@ -87,9 +96,10 @@ Gradients<T> fused_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<
     const FusedFeatures<T> f(est.ready_map(), est.W, d);
     const std::size_t F = f.F;
     Gradients<T> g{Mat<T>::from_shape({L, d}), Mat<T>::from_shape({Lk, d}), Mat<T>::from_shape({Lk, dv})};
+    for (Mat<T>* x : {&g.dQ, &g.dK, &g.dV}) advise_hugepages(x->data(), x->size() * sizeof(T));
     // Query blocks: the partials of dKV1 in storage the calling thread keeps, one slot per block.
     const std::vector<T> KV1t = transpose(s.KV1.data(), F, e);
-    const std::size_t qb = fused_rows(L, F, d, sizeof(T)), nq = (L + qb - 1) / qb;
+    const std::size_t qb = fused_backward_rows(L, F, d, sizeof(T)), nq = (L + qb - 1) / qb;
     thread_local std::vector<T> kept;
     T* const parts = grown(kept, nq * F * e);
     parallel_for(nq, threads, [&](std::size_t b) {
@@ -99,7 +109,7 @@ Gradients<T> fused_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<
     for (std::size_t b = 0; b < nq; ++b)
         for (std::size_t k = 0; k < F * e; ++k) dKV1[k] += parts[b * F * e + k];
     const std::vector<T> dKV1t = transpose(dKV1.data(), F, e);
-    const std::size_t kb = fused_rows(Lk, F, d, sizeof(T)), nk = (Lk + kb - 1) / kb;
+    const std::size_t kb = fused_backward_rows(Lk, F, d, sizeof(T)), nk = (Lk + kb - 1) / kb;
     parallel_for(nk, threads, [&](std::size_t b) {
         key_block(f, K, V, s.key_shift, dKV1, dKV1t, b * kb, std::min(kb, Lk - b * kb), g);
     });

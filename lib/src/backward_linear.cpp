@@ -205,7 +205,8 @@ Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<
                             const Mat<T>& G, bool causal, int threads) {
     check_backward_shapes(Q, K, V, G, causal);
     const FeatureMap& f = gradient_map(est);
-    if (!backward_saves(f, est.rounding, causal, K.shape(0))) return unfused_backward(f, est, Q, K, V, G, causal, threads);
+    if (!backward_saves(f, est.rounding, causal, K.shape(0)))
+        return unfused_backward(f, est, Q, K, V, G, causal, threads);
     return fused_backward(est, Q, K, V, G, favor_forward_saved(est, Q, K, V, causal, threads), threads);
 }
 
