@@ -155,6 +155,62 @@ TEST_CASE("backward numbers do not depend on the thread count", "[backward]") {
     }
 }
 
+// The fused pass (backward_fused.cpp, what favor_backward runs non-causal) against the
+// composition it replaces (both feature matrices, linear_attention_backward, feature_vjp),
+// which the finite-difference test above checks on one block: sizes that are not multiples
+// of the blocks (8 query and 8 key blocks of fused_backward_rows rows, the last ones partial), L != Lk,
+// dv = 5 (not a multiple of the vector width). The saved path (favor_forward_saved, then
+// favor_backward_saved) is the standalone one bit for bit, and its output favor_forward's.
+template <class T>
+Gradients<T> composed_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                               const Mat<T>& G) {
+    const FeatureMap& f = *est.map;
+    const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
+    const Features<T> q = compute_features(f, Q, xs, est.W, Side::query);
+    const Features<T> k = compute_features(f, K, xs, est.W, Side::key);
+    FeatureGradients<T> fg = linear_attention_backward(q.phi, k.phi, k.log_scale, V, G);
+    return {feature_vjp(f, Q, xs, est.W, Side::query, q.phi, fg.dphiQ),
+            feature_vjp(f, K, xs, est.W, Side::key, k.phi, fg.dphiK), std::move(fg.dV)};
+}
+
+template <class T>
+void check_fused(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const Mat<T>& G,
+                 double tol) {
+    REQUIRE(backward_saves(*est.map, est.rounding, false, K.shape(0)));
+    const ForwardState<T> s = favor_forward_saved(est, Q, K, V, false, 2);
+    REQUIRE(s.saved());
+    CHECK(s.out == favor_forward(est, Q, K, V, false, 2));
+    const Gradients<T> a = favor_backward(est, Q, K, V, G, false, 2);
+    const Gradients<T> b = favor_backward_saved(est, Q, K, V, G, s, false, 1);
+    CHECK(a.dQ == b.dQ);
+    CHECK(a.dK == b.dK);
+    CHECK(a.dV == b.dV);
+    const Gradients<T> c = composed_backward(est, Q, K, V, G);
+    const double eq = rel_diff(cast_mat<double>(a.dQ), cast_mat<double>(c.dQ));
+    const double ek = rel_diff(cast_mat<double>(a.dK), cast_mat<double>(c.dK));
+    const double ev = rel_diff(cast_mat<double>(a.dV), cast_mat<double>(c.dV));
+    CAPTURE(eq, ek, ev);
+    CHECK(eq < tol);
+    CHECK(ek < tol);
+    CHECK(ev < tol);
+}
+
+TEST_CASE("the fused backward equals the feature-matrix composition and the saved path", "[backward]") {
+    const std::string name = GENERATE_REF(from_range(kMaps));
+    CAPTURE(name);
+    Problem p = problem(600, 450, 8, 5, 0.8, 61);
+    const nlohmann::json extra = name == "dpfp" ? nlohmann::json{{"nu", 2}, {"epsilon", 0.05}} : nlohmann::json{};
+    const Estimator<double> est = estimator(name, p, 16, extra);
+    REQUIRE(fused_backward_rows(450, est.map->num_features(16, 8), 8, sizeof(double)) < 450 / 4);
+    // Float64: the same formulas in another order of operations, a few hundred roundings of
+    // 2^-53 each at most, amplified by the cancellation in dQ (hsum ~ 0): 1e-10.
+    check_fused(est, p.Q, p.K, p.V, p.G, 1e-10);
+    if (name == "positive" || name == "trig" || name == "sderf") {   // float32: its rounding, as above (1e-4)
+        const Estimator<float> ef = Estimator<float>{est.map, cast_mat<float>(est.W), true};
+        check_fused(ef, cast_mat<float>(p.Q), cast_mat<float>(p.K), cast_mat<float>(p.V), cast_mat<float>(p.G), 1e-4);
+    }
+}
+
 TEST_CASE("maps without a gradient refuse with Error", "[backward]") {
     Problem p = problem(8, 8, 4, 3, 1.0, 51);
     const Estimator<double> nys = estimator("nystrom", p, 4);

@@ -29,6 +29,7 @@
 #include "favor/blas.hpp"
 #include "favor/error.hpp"
 #include "favor/parallel.hpp"
+#include "backward_fused.hpp"
 
 namespace favor {
 
@@ -175,19 +176,51 @@ FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& 
     return causal ? causal_backward(phiQ, phiK, lk, V, G) : noncausal_backward(phiQ, phiK, lk, V, G, threads);
 }
 
+namespace {
+// favor_backward from both (L, F) feature matrices: the causal pass and every case without a
+// saved state (backward_saves).
 template <class T>
-Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
-                            const Mat<T>& G, bool causal, int threads) {
-    const FeatureMap& f = est.ready_map();
-    check_backward_shapes(Q, K, V, G, causal);
-    if (const std::string why = f.gradient_refusal(); !why.empty()) no_gradient(f, why);
-    if (est.rounding != Rounding::none) throw Error("backward: no gradient for the emulated half dtypes");
+Gradients<T> unfused_backward(const FeatureMap& f, const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K,
+                              const Mat<T>& V, const Mat<T>& G, bool causal, int threads) {
     const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
     const Features<T> q = compute_features(f, Q, xs, est.W, Side::query, threads);
     const Features<T> k = compute_features(f, K, xs, est.W, Side::key, threads);
     FeatureGradients<T> fg = linear_attention_backward(q.phi, k.phi, k.log_scale, V, G, causal, threads);
     return {feature_vjp(f, Q, xs, est.W, Side::query, q.phi, fg.dphiQ, threads),
             feature_vjp(f, K, xs, est.W, Side::key, k.phi, fg.dphiK, threads), std::move(fg.dV)};
+}
+
+// The map, checked to have a gradient for est (throws Error otherwise).
+template <class T>
+const FeatureMap& gradient_map(const Estimator<T>& est) {
+    const FeatureMap& f = est.ready_map();
+    if (const std::string why = f.gradient_refusal(); !why.empty()) no_gradient(f, why);
+    if (est.rounding != Rounding::none) throw Error("backward: no gradient for the emulated half dtypes");
+    return f;
+}
+}  // namespace
+
+template <class T>
+Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                            const Mat<T>& G, bool causal, int threads) {
+    check_backward_shapes(Q, K, V, G, causal);
+    const FeatureMap& f = gradient_map(est);
+    if (!backward_saves(f, est.rounding, causal, K.shape(0)))
+        return unfused_backward(f, est, Q, K, V, G, causal, threads);
+    return fused_backward(est, Q, K, V, G, favor_forward_saved(est, Q, K, V, causal, threads), threads);
+}
+
+template <class T>
+Gradients<T> favor_backward_saved(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                                  const Mat<T>& G, const ForwardState<T>& state, bool causal, int threads) {
+    check_backward_shapes(Q, K, V, G, causal);
+    const FeatureMap& f = gradient_map(est);
+    if (!state.saved()) return unfused_backward(f, est, Q, K, V, G, causal, threads);
+    const std::size_t L = Q.shape(0), F = f.num_features(est.W.shape(0), Q.shape(1)), e = V.shape(1) + 1;
+    if (causal || state.out.shape(0) != L || state.out.shape(1) != V.shape(1) || state.den.size() != L ||
+        state.KV1.size() != F * e)
+        throw Error("backward: the saved state is not the non-causal forward's of these inputs");
+    return fused_backward(est, Q, K, V, G, state, threads);
 }
 
 template FeatureGradients<float> linear_attention_backward(const Mat<float>&, const Mat<float>&,
@@ -200,5 +233,11 @@ template Gradients<float> favor_backward(const Estimator<float>&, const Mat<floa
                                          const Mat<float>&, const Mat<float>&, bool, int);
 template Gradients<double> favor_backward(const Estimator<double>&, const Mat<double>&, const Mat<double>&,
                                           const Mat<double>&, const Mat<double>&, bool, int);
+template Gradients<float> favor_backward_saved(const Estimator<float>&, const Mat<float>&, const Mat<float>&,
+                                               const Mat<float>&, const Mat<float>&, const ForwardState<float>&,
+                                               bool, int);
+template Gradients<double> favor_backward_saved(const Estimator<double>&, const Mat<double>&, const Mat<double>&,
+                                                const Mat<double>&, const Mat<double>&, const ForwardState<double>&,
+                                                bool, int);
 
 }  // namespace favor

@@ -206,20 +206,32 @@ std::pair<double, double> pairwise_cost(const ItemShape& x, const std::vector<st
     return {flops, exps};
 }
 
-// favor_backward (backward_linear.cpp) for the gradient metrics: both feature matrices and
-// their gradients, the per-block partials of KV1 and dKV1, a block's psi, [V, 1], numerators
-// and a, the gradients in the compute dtype and widened to float64; its flops and exps (features made again, six
-// products of the linear part, each side's Jacobian). A metric over trials runs it once more
-// per item.
-std::pair<double, double> backward_cost(const ItemShape& x, const std::vector<std::string>& cols, ItemCost& c) {
+// favor_backward (backward_linear.cpp) for the gradient metrics, on `inner` threads. Fused
+// (backward_saves; backward_fused.cpp): the forward's saved state (out, D, KV1), W^T, per
+// thread a block of fused_backward_rows rows' features, their gradient, h, W^T h, a and log
+// scales, the nq partials of dKV1, KV1 and dKV1 with their transposes; its flops and exps (the
+// features made twice, the forward's four products, the backward's eight). Otherwise (causal):
+// both feature matrices and their gradients, the per-block partials of KV1 and dKV1, a
+// block's psi, [V, 1], numerators and a; features made again, six products of the linear
+// part, each side's Jacobian. Both: the gradients in the compute dtype and widened to
+// float64. A metric over trials runs it once more per item.
+std::pair<double, double> backward_cost(const ItemShape& x, const std::vector<std::string>& cols, bool fused, int inner,
+                                        ItemCost& c) {
     if (!any_gradient(cols)) return {0.0, 0.0};
     const double F = x.F, Lq = double(x.L), Lkd = double(x.Lk), d = double(x.d), dv = double(x.dv), e = dv + 1;
-    const double sz = double(x.s);
+    const double sz = double(x.s), m = double(x.m), runs = any_trial_gradient(cols) ? 2.0 : 1.0;
+    const double grads = (sz + 8.0) * ((Lq + Lkd) * d + Lkd * dv);
+    if (fused) {
+        const double rows = double(fused_backward_rows(std::max(x.L, x.Lk), std::size_t(F), x.d, x.s));
+        const double nq = std::ceil(Lq / double(fused_backward_rows(x.L, std::size_t(F), x.d, x.s)));
+        c.backward = sz * (Lq * (dv + 1.0) + F * e * (nq + 4.0) + m * d) + grads +
+                     double(inner) * rows * (sz * (2.0 * F + m + d + e) + 16.0);
+        return {runs * (6.0 * (Lq + Lkd) * m * d + 6.0 * (Lq + Lkd) * F * e), runs * 2.0 * (Lq + Lkd) * F};
+    }
     const double blocks = std::ceil(Lq / kLinearRows) + std::ceil(Lkd / kLinearRows);
     c.backward = 2.0 * sz * F * (Lq + Lkd) + 16.0 * (Lq + Lkd) + sz * F * e * (blocks + 2.0) +
-                 sz * kLinearRows * (F + 3.0 * e) + (sz + 8.0) * ((Lq + Lkd) * d + Lkd * dv);
-    const double runs = any_trial_gradient(cols) ? 2.0 : 1.0;
-    return {runs * (4.0 * (Lq + Lkd) * double(x.m) * d + 6.0 * (Lq + Lkd) * F * e), runs * (Lq + Lkd) * F};
+                 sz * kLinearRows * (F + 3.0 * e) + grads;
+    return {runs * (4.0 * (Lq + Lkd) * m * d + 6.0 * (Lq + Lkd) * F * e), runs * (Lq + Lkd) * F};
 }
 
 ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape& x, int inner) {
@@ -235,7 +247,8 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape
     else unfused_cost(x, cfg.causal, W, out, c);
     const auto [pair_flops, pair_exps] = pairwise_cost(x, cols, cfg.causal, inner, c);
     // The map's own feature flops (feature_map.hpp: X W^T, or what it computes instead).
-    const auto [back_flops, back_exps] = backward_cost(x, cols, c);
+    const bool saves = backward_saves(*v.map, dtype_rounding(cfg.dtype), cfg.causal, x.Lk);
+    const auto [back_flops, back_exps] = backward_cost(x, cols, saves, inner, c);
     const double flops = v.map->feature_flops(x.L, x.Lk, x.m, x.d) + 4.0 * (Lq + Lkd) * x.F * e + pair_flops + back_flops;
     c.seconds = double(x.heads) * (gemm_seconds(flops, x.s) + ((Lq + Lkd) * x.F + pair_exps + back_exps) / kVexpRate);
     return c;
@@ -565,7 +578,8 @@ std::pair<double, double> apply_backward(const QkvShapes& sh, const ApplyOptions
     } else {
         ItemCost c;
         const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, sh.heads, s, double(o.variant->map->num_features(o.m, sh.d)), sh.L};
-        std::tie(flops, exps) = backward_cost(x, {"grad_cosine"}, c);
+        const bool saves = backward_saves(*o.variant->map, dtype_rounding(o.dtype), o.causal, sh.Lk);
+        std::tie(flops, exps) = backward_cost(x, {"grad_cosine"}, saves, threads, c);
         head += c.backward;
     }
     return {held + head, H * (gemm_seconds(flops, s) + exps / kVexpRate) / double(threads)};

@@ -16,45 +16,11 @@
 #include "favor/memory.hpp"
 #include "favor/parallel.hpp"
 #include "favor/vmath.hpp"
+#include "fused_features.hpp"
 #include "linear_sums.hpp"
 #include "tile_kernels.hpp"
 
 namespace favor {
-
-namespace {
-// What favor_forward's passes share: the map, W and W^T (laid out once for every block's
-// product), the input scale x = q / d^{1/4}, d and F. Every row is finished with its own
-// shift, keys as queries (FeatureBlock::per_row; favor_forward uses it only for maps with a
-// blockwise key shift), so a row's features do not depend on the block it is made in.
-template <class T>
-struct FusedFeatures {
-    const FeatureMap& map;
-    const Mat<T>& W;
-    std::vector<T> Wt;
-    double xs;
-    std::size_t d, F;
-    FusedFeatures(const FeatureMap& m, const Mat<T>& w, std::size_t dim)
-        : map(m), W(w), Wt(transposed(w)), xs(1.0 / std::pow(double(dim), 0.25)), d(dim),
-          F(m.num_features(w.shape(0), dim)) {}
-    // The features of rows [r0, r0 + rows) of X into phi (rows x F) and their log scales.
-    void into(const Mat<T>& X, std::size_t r0, std::size_t rows, Side side, T* phi, double* rlog) const {
-        map.block(FeatureBlock<T>{X.data() + r0 * d, rows, d, xs, W, side, phi, F, rlog, /*per_row=*/true,
-                                  Rounding::none, Wt.data()});
-    }
-    // The same into a buffer this thread keeps: a thread that runs many blocks or cells (pool
-    // workers, the approximation runner's workers) reuses the same pages instead of mapping
-    // and zeroing fresh ones (docs/speed.md, page faults). Valid until the thread's next call.
-    std::pair<T*, double*> block(const Mat<T>& X, std::size_t r0, std::size_t rows, Side side) const {
-        thread_local std::vector<T> buf;
-        thread_local std::vector<double> rlog;
-        T* phi = grown(buf, rows * F);
-        double* rl = grown(rlog, rows);
-        into(X, r0, rows, side, phi, rl);
-        return {phi, rl};
-    }
-};
-
-}  // namespace
 
 template <class T>
 Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
@@ -126,9 +92,10 @@ void fused_causal(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& K, c
 // while it is in L1 (as compute_features does), then part_b = phiK_b^T diag(exp(lk_j - M_b))
 // [V_b, 1] at once, M_b the block's largest lk_j (the factors <= 1 go into a scaled copy of
 // V_b, as in linear_attention_kv); KV1 = sum_b exp(M_b - M) part_b, M = max_b M_b, in block
-// order (the common factor exp(M) cancels in the normalisation).
+// order (the common factor exp(M) cancels in the normalisation). M into *common when given.
 template <class T>
-std::vector<T> fused_kv1(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T>& V, int threads) {
+std::vector<T> fused_kv1(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T>& V, int threads,
+                         double* common = nullptr) {
     const std::size_t Lk = K.shape(0), F = f.F, dv = V.shape(1), e = dv + 1;
     const std::size_t kb = fused_rows(Lk, F, f.d, sizeof(T)), nk = (Lk + kb - 1) / kb;
     // The partials, one F x (dv + 1) slot per block, in storage the calling thread keeps
@@ -142,6 +109,7 @@ std::vector<T> fused_kv1(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T
         shift[blk] = own_kv(phi, lk, V.data() + r0 * dv, rows, F, dv, parts + blk * F * e);
     });
     const double smax = max_of(shift.data(), nk);
+    if (common) *common = smax;
     std::vector<T> KV1(F * e, T(0));
     for (std::size_t b = 0; b < nk; ++b) {
         const T c = T(std::exp(shift[b] - smax));
@@ -153,10 +121,10 @@ std::vector<T> fused_kv1(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T
 
 // favor_forward, non-causal queries, per block: features (per-row shift) -> times KV1 ->
 // normalise, the numerators straight into the output rows, then each row's denominator
-// phiQ_i . z (z: KV1's last column) while the features are in cache.
+// phiQ_i . z (z: KV1's last column) while the features are in cache, kept in den (L) when given.
 template <class T>
 void fused_queries(const FusedFeatures<T>& f, const Mat<T>& Q, const std::vector<T>& KV1, std::size_t dv, Mat<T>& out,
-                   int threads) {
+                   int threads, T* den = nullptr) {
     const std::size_t L = Q.shape(0), F = f.F, e = dv + 1;
     std::vector<T> z(F);
     for (std::size_t k = 0; k < F; ++k) z[k] = KV1[k * e + dv];
@@ -166,7 +134,11 @@ void fused_queries(const FusedFeatures<T>& f, const Mat<T>& Q, const std::vector
         const T* phi = f.block(Q, r0, rows, Side::query).first;
         T* o = out.data() + r0 * dv;
         tiles::times(phi, rows, F, 1, F, KV1.data(), e, dv, o, dv, false);
-        for (std::size_t i = 0; i < rows; ++i) scale_in_place(o + i * dv, dv, T(1) / dot_lanes(phi + i * F, z.data(), F));
+        for (std::size_t i = 0; i < rows; ++i) {
+            const T D = dot_lanes(phi + i * F, z.data(), F);
+            if (den) den[r0 + i] = D;
+            scale_in_place(o + i * dv, dv, T(1) / D);
+        }
     });
 }
 }  // namespace
@@ -192,12 +164,36 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
     else fused_queries(f, Q, fused_kv1(f, K, V, threads), dv, out, threads);
 }
 
+bool backward_saves(const FeatureMap& map, Rounding rounding, bool causal, std::size_t keys) {
+    return keys > 0 && !causal && forward_fused(map, rounding, true, causal) && map.gradient_refusal().empty();
+}
+
+template <class T>
+ForwardState<T> favor_forward_saved(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                                    bool causal, int threads) {
+    const FeatureMap& map = est.ready_map();
+    ForwardState<T> s;
+    if (!backward_saves(map, est.rounding, causal, K.shape(0))) {
+        s.out = favor_forward(est, Q, K, V, causal, threads);
+        return s;
+    }
+    const std::size_t L = Q.shape(0), dv = V.shape(1);
+    const FusedFeatures<T> f(map, est.W, Q.shape(1));
+    s.out = Mat<T>::from_shape({L, dv});
+    s.den.resize(L);
+    s.KV1 = fused_kv1(f, K, V, threads, &s.key_shift);
+    fused_queries(f, Q, s.KV1, dv, s.out, threads, s.den.data());
+    return s;
+}
+
 #define FAVOR_INSTANTIATE(T)                                                                        \
     template Approximation<T> favor_attention<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&,  \
                                                  const Mat<T>&, bool, int);                          \
     template Mat<T> favor_forward<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int); \
     template void favor_forward_into<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, Mat<T>&, \
-                                        bool, int);
+                                        bool, int);                                                 \
+    template ForwardState<T> favor_forward_saved<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&,    \
+                                                    const Mat<T>&, bool, int);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

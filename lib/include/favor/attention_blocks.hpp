@@ -86,6 +86,14 @@ constexpr std::size_t fused_rows(std::size_t L, std::size_t F, std::size_t d, st
     return std::min(budget, std::max<std::size_t>(64, (L / 8 + 15) / 16 * 16));
 }
 
+// Rows per block of the fused backward (backward_fused.cpp): each block holds its features,
+// their gradient and the Jacobian's weighted copy (three F-wide buffers) and its slice of the
+// inputs, so the forward's budget for F + 3F columns: 256 rows at d = 64, F = 256, float32,
+// measured 0.85-0.93x the backward's time with the forward's 1024 (docs/speed.md).
+constexpr std::size_t fused_backward_rows(std::size_t L, std::size_t F, std::size_t d, std::size_t elem) {
+    return fused_rows(L, 4 * F, d, elem);
+}
+
 // --- the pairwise pass (pairwise_pass.cpp) ------------------------------------------------
 
 // Query rows per block of the streamed pairwise pass over Lq query rows: a multiple of the

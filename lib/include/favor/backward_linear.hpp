@@ -6,6 +6,7 @@
 
 #include "favor/backward_exact.hpp"
 #include "favor/estimator.hpp"
+#include "favor/favor_forward.hpp"
 #include "favor/feature_grad.hpp"
 #include "favor/tensor.hpp"
 
@@ -26,9 +27,11 @@ FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& 
                                               const std::vector<double>& key_log_scale, const Mat<T>& V,
                                               const Mat<T>& G, bool causal = false, int threads = 1);
 
-// The whole estimator's gradient (the forward is favor_attention's): features of Q and K with
-// est's W and (fitted, then fixed) map, the feature gradients above, then each side through
-// the map's Jacobian (FeatureMap::vjp). est must be fitted (Estimator::for_inputs).
+// The whole estimator's gradient (the forward is favor_attention's) with est's W and (fitted,
+// then fixed) map, each side through the map's Jacobian (FeatureMap::vjp). Non-causal, where
+// backward_saves (every map with a gradient): favor_forward_saved, then favor_backward_saved's
+// fused pass; otherwise (causal) both feature matrices, the feature gradients above, then
+// feature_vjp. est must be fitted (Estimator::for_inputs).
 // Throws Error for maps without a gradient (nystrom; epsilon > 0 after a shifted exp) and for
 // the emulated half dtypes. The features are made with their shifts whatever est.shift says
 // (the gradient is the same: docs/design.md section 2.7). For a metric: fit est once
@@ -37,5 +40,15 @@ FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& 
 template <class T>
 Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                             const Mat<T>& G, bool causal = false, int threads = 1);
+
+// The same from the state its forward kept (favor_forward_saved(est, Q, K, V, causal)), the
+// training-step form: per block of rows the features again, the output gradient's products
+// with the saved key sums, the feature Jacobians, in favor's tile kernels, no (L, F) matrix
+// (twice the forward's products; favor_backward is this after favor_forward_saved). A state
+// with nothing saved (causal, or !backward_saves) runs favor_backward's other path from both
+// feature matrices. Throws Error where favor_backward does, and for a state of other shapes.
+template <class T>
+Gradients<T> favor_backward_saved(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                                  const Mat<T>& G, const ForwardState<T>& state, bool causal = false, int threads = 1);
 
 }  // namespace favor

@@ -55,4 +55,31 @@ void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& 
 // feature matrices. The memory estimate (cost_model.cpp) charges the path this names.
 bool forward_fused(const FeatureMap& map, Rounding rounding, bool shift, bool causal);
 
+// What the backward pass needs from its forward, kept by the forward as autograd keeps it in
+// a training step (FlashAttention keeps each row's log-sum-exp the same way): the output, the
+// key sums and each row's denominator, O(F dv + L dv) beside the inputs, never an (L, F)
+// matrix (docs/design.md section 2.7). With Psi_j = exp(lk_j - key_shift) phi(y_j) (lk_j the
+// key's own log scale, key_shift = max_j lk_j):
+//   KV1 = Psi^T [V, 1]  (F x (dv + 1), row-major),  den_i = D_i = phi(x_i) . KV1[:, dv].
+// Empty KV1: nothing saved (backward_saves is false); favor_backward_saved then recomputes.
+template <class T>
+struct ForwardState {
+    Mat<T> out;                // (L, dv)
+    std::vector<T> KV1;        // (F x (dv + 1)), or empty
+    double key_shift = 0.0;    // M
+    std::vector<T> den;        // (L)
+    bool saved() const { return !KV1.empty(); }
+};
+// Whether favor_forward_saved keeps a state for the fused backward (backward_fused.cpp): non-causal,
+// row-normalised, a blockwise key shift and a gradient (FeatureMap::gradient_refusal), no half
+// emulation, some keys. (The causal backward and every other case run from both (L, F)
+// feature matrices: backward_linear.cpp.)
+bool backward_saves(const FeatureMap& map, Rounding rounding, bool causal, std::size_t keys);
+// favor_forward's output and, where backward_saves, the state above from the same fused
+// passes (the numbers of favor_forward for est.shift = true; the features are made with their
+// shifts whatever est.shift says, as favor_backward makes them). Q: (L, d), K: (Lk, d), V: (Lk, dv).
+template <class T>
+ForwardState<T> favor_forward_saved(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                                    bool causal = false, int threads = 1);
+
 }  // namespace favor

@@ -9,40 +9,46 @@
 // fixed: the gradient of a training step, where fitted values are refitted, not differentiated.
 #include <cmath>
 
+#include "../tile_kernels.hpp"
 #include "exp_family.hpp"
-#include "favor/blas.hpp"
+#include "favor/memory.hpp"
+#include "favor/vmath.hpp"
 
 namespace favor {
 
+namespace {
+// h (rows x m) = G o phi (mirrored: h_+ - h_-, the halves at columns j and m + j) and each
+// row's sum of both halves, sum_j G_j phi_j, for `rows` rows of G and phi (ld F); vectorised,
+// in a fixed order.
 template <class T>
-void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
-    if (const std::string why = gradient_refusal(); !why.empty()) no_gradient(*this, why);
-    const std::size_t m = g.W.shape(0), d = g.d, F = g.F;
-    const int s = g.side == Side::query ? 0 : 1;
-    std::vector<double> gs(d, g.xs * shape_.scale[s]);   // xs G_s, diagonal
-    if (!shape_.diag[s].empty())
-        for (std::size_t c = 0; c < d; ++c) gs[c] *= shape_.diag[s][c];
-    const std::vector<double>& Gd = shape_.dense[s];   // aderf: G_s = scale G, gs = xs scale
-    const bool dense = !B_.empty();
-    const double a = std::sqrt(1.0 - 4.0 * shape_.A);
-    // h_j = g_j phi_j (mirrored: h_+ - h_-) for the block's rows, then W^T h as one product.
-    std::vector<T> h(g.rows * m), hw_rows(g.rows * d);
-    std::vector<double> hsum(g.rows, 0.0);
+void weighted_rows(const FeatureGrad<T>& g, std::size_t m, bool mirrored, T* h, double* hsum) {
+    const std::size_t F = g.F;
     for (std::size_t i = 0; i < g.rows; ++i) {
         const T* phi = g.phi + i * F;
         const T* G = g.G + i * F;
+        T* hi = h + i * m;
+        for (std::size_t j = 0; j < m; ++j) hi[j] = G[j] * phi[j];
+        hsum[i] = sum_lanes(hi, m);
+        if (!mirrored) continue;
+        const T* phi2 = phi + m;
+        const T* G2 = G + m;
+        T s2 = T(0);
         for (std::size_t j = 0; j < m; ++j) {
-            double coef = double(G[j]) * double(phi[j]);
-            hsum[i] += coef;
-            if (mirrored_) {
-                const double h2 = double(G[m + j]) * double(phi[m + j]);
-                hsum[i] += h2;
-                coef -= h2;
-            }
-            h[i * m + j] = T(coef);
+            const T h2 = G2[j] * phi2[j];
+            hi[j] -= h2;
+            s2 += h2;
         }
+        hsum[i] += double(s2);
     }
-    gemm<T>(false, false, g.rows, d, m, T(1), h.data(), m, g.W.data(), d, T(0), hw_rows.data(), d);
+}
+
+// dX for a dense B (sderf, aderf) or a dense G_s (aderf), in double: with u = G_s x,
+// du = B W^T h - hsum u, dX = xs scale G^T du (gs = xs scale here), or gs o du for a diagonal G_s.
+template <class T>
+void general_rows(const FeatureGrad<T>& g, const std::vector<double>& gs, const std::vector<double>& Gd,
+                  const std::vector<double>& B, double a, const T* hw_rows, const double* hsum) {
+    const std::size_t d = g.d;
+    const bool dense = !B.empty();
     std::vector<double> u(d), du(d);
     for (std::size_t i = 0; i < g.rows; ++i) {
         const T* hw = &hw_rows[i * d];
@@ -55,7 +61,7 @@ void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
             double bh = a * double(hw[c]);
             if (dense) {
                 bh = 0.0;
-                for (std::size_t k = 0; k < d; ++k) bh += B_[c * d + k] * double(hw[k]);
+                for (std::size_t k = 0; k < d; ++k) bh += B[c * d + k] * double(hw[k]);
             }
             du[c] = bh - hsum[i] * u[c];
         }
@@ -69,6 +75,42 @@ void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
             g.dX[i * d + c] = T(gs[c] * t);
         }
     }
+}
+}  // namespace
+
+template <class T>
+void ExpFamilyMap::vjp_impl(const FeatureGrad<T>& g) const {
+    if (const std::string why = gradient_refusal(); !why.empty()) no_gradient(*this, why);
+    const std::size_t m = g.W.shape(0), d = g.d;
+    const int s = g.side == Side::query ? 0 : 1;
+    std::vector<double> gs(d, g.xs * shape_.scale[s]);   // xs G_s, diagonal
+    if (!shape_.diag[s].empty())
+        for (std::size_t c = 0; c < d; ++c) gs[c] *= shape_.diag[s][c];
+    const std::vector<double>& Gd = shape_.dense[s];   // aderf: G_s = scale G, gs = xs scale
+    const bool dense = !B_.empty();
+    const double a = std::sqrt(1.0 - 4.0 * shape_.A);
+    // h = g o phi for the block's rows, then W^T h as one product in the tile kernels
+    // (W (m x d) as stored), in buffers the thread keeps.
+    thread_local std::vector<T> h_kept, hw_kept;
+    thread_local std::vector<double> hsum_kept;
+    T* const h = grown(h_kept, g.rows * m);
+    T* const hw_rows = grown(hw_kept, g.rows * d);
+    double* const hsum = grown(hsum_kept, g.rows);
+    weighted_rows(g, m, mirrored_, h, hsum);
+    tiles::times(h, g.rows, m, 1, m, g.W.data(), d, d, hw_rows, d, false);
+    if (!dense && Gd.empty()) {   // G_s diagonal, B = a I: dX = gs o (a W^T h - hsum gs o x), in T
+        std::vector<T> gsT(gs.begin(), gs.end());
+        const T aT = T(a);
+        for (std::size_t i = 0; i < g.rows; ++i) {
+            const T hs = T(hsum[i]);
+            const T* x = g.X + i * d;
+            const T* hw = hw_rows + i * d;
+            T* dx = g.dX + i * d;
+            for (std::size_t c = 0; c < d; ++c) dx[c] = gsT[c] * (aT * hw[c] - hs * gsT[c] * x[c]);
+        }
+        return;
+    }
+    general_rows(g, gs, Gd, B_, a, hw_rows, hsum);
 }
 
 std::string ExpFamilyMap::gradient_refusal() const {

@@ -1,0 +1,17 @@
+#pragma once
+// The fused non-causal backward of the FAVOR estimator (backward_fused.cpp), from the state
+// its forward kept (favor/favor_forward.hpp ForwardState); favor_backward_saved calls it.
+#include "favor/backward_exact.hpp"
+#include "favor/estimator.hpp"
+#include "favor/favor_forward.hpp"
+
+namespace favor {
+
+// dQ, dK, dV for G (L, dv) from `state` (state.saved(), made by favor_forward_saved for the
+// same est, Q, K, V): features per block, no (L, F) matrix; the numbers do not depend on
+// `threads`. Shapes are the caller's to check.
+template <class T>
+Gradients<T> fused_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                            const Mat<T>& G, const ForwardState<T>& state, int threads);
+
+}  // namespace favor
