@@ -221,8 +221,9 @@ void apply_budget(const Config& cfg, const Series& s, CellResult& c) {
 
 // The backward's warm-up and timed runs ("backward"; docs/design.md section 6), median: exact
 // from the Out and row log-sum-exps its forward saved (exact_attention_saved, not timed: a
-// training step's forward keeps them), FAVOR favor_backward with the estimator fitted as the
-// timed forward fits it. Nullopt for maps without a gradient (cells left empty, as the
+// training step's forward keeps them), FAVOR likewise from favor_forward_saved's state
+// (favor_backward_saved; causal: nothing is saved and it runs from both feature matrices), the
+// estimator fitted as the timed forward fits it. Nullopt for maps without a gradient (cells left empty, as the
 // gradient metrics leave theirs).
 template <class T>
 std::optional<double> time_backward(const Config& cfg, const Variant& var, const Inputs<T>& in, std::size_t m,
@@ -243,7 +244,8 @@ std::optional<double> time_backward(const Config& cfg, const Variant& var, const
     }
     if (!var.map->gradient_refusal().empty()) return std::nullopt;
     const Estimator<T> est = make_estimator<T>(var, m, in.q.shape(1), cfg.seed, 0).for_inputs(in.q, in.k);
-    return timed([&] { favor_backward(est, in.q, in.k, in.v, in.g, cfg.causal, threads); });
+    const ForwardState<T> f = favor_forward_saved(est, in.q, in.k, in.v, cfg.causal, threads);
+    return timed([&] { favor_backward_saved(est, in.q, in.k, in.v, in.g, f, cfg.causal, threads); });
 }
 
 // Warm-up runs, then the timed repeats of one cell: medians of the total and the phases.
@@ -381,7 +383,8 @@ std::string timing_preamble(const Config& cfg, int threads, bool reset_ok, doubl
         notes << ". backward_s is the median of as many runs of the backward pass for the upstream gradient G of the "
               << "gradient metrics (N(0, 1) from the seed), after as many warm-up runs: exact from the Out and row "
               << "log-sum-exps its forward saved, as in a training step (exact_attention_backward_saved), FAVOR "
-              << "favor_backward with the estimator fitted to the inputs; backward_ratio = backward_s / median_s; "
+              << "from the state its fused forward saved (favor_backward_saved; causal: from both feature "
+              << "matrices) with the estimator fitted to the inputs; backward_ratio = backward_s / median_s; "
               << "empty for maps without a gradient";
     notes << ".\n\n";
     return notes.str();
