@@ -148,7 +148,8 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
 template <class T>
 Mat<T> apply_head_native(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& o) {
     const Rounding r = dtype_rounding(o.dtype);   // half dtypes: T = float, values rounded
-    for (Mat<T>* m : {&Q, &K, &V}) round_to(r, m->data(), m->size());
+    if (r != Rounding::none)
+        for (Mat<T>* m : {&Q, &K, &V}) round_to(r, m->data(), m->size());
     const int threads = resolve_threads(o.threads);
     if (!o.variant) {
         if constexpr (std::is_same_v<T, float>)
