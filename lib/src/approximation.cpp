@@ -194,8 +194,7 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     // Row-sampled, non-causal, fused: the forward of the sampled rows only (a row needs its own
     // features and the key sums over all L keys: bitwise those rows of the whole forward), unless
     // `seconds` asks for the whole forward's time (docs/design.md 3.1).
-    const bool rows_only = h.sampled() && !causal &&
-                           std::find(cols.begin(), cols.end(), "seconds") == cols.end();
+    const bool rows_only = h.sampled() && !causal && !any_clock(cols);
     const auto outputs = [&](const Mat<T>& out) {
         if (h.sampled()) out_rows = take_rows(out, h.sample.rows);
         else output_values(cols, h.reference, out, v);

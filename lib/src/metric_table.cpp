@@ -203,6 +203,9 @@ bool any_gradient(const std::vector<std::string>& columns) {
 bool any_trial_gradient(const std::vector<std::string>& columns) {
     return !columns_where(columns, [](const MetricInfo& m) { return m.source == S::trials; }).empty();
 }
+bool any_clock(const std::vector<std::string>& columns) {
+    return !columns_where(columns, [](const MetricInfo& m) { return m.source == S::clock; }).empty();
+}
 
 bool output_fused(const std::vector<std::string>& columns, const FeatureMap& map, Rounding rounding, bool shift,
                   bool causal) {

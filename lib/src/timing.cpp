@@ -289,7 +289,8 @@ void series_rows(const Config& cfg, const Series& s, const Series* ex, const std
         mine.push_back(c.skipped ? std::nullopt : std::optional<double>(c.median));
         theirs.push_back(e && !e->skipped ? std::optional<double>(e->median) : std::nullopt);
         if (c.skipped) {
-            for (int k = 0; k < (cfg.timing.backward ? 13 : 11); ++k) row.push_back("");
+            // every column after the cell's keys (variant .. repeats), before status
+            while (row.size() + 1 < timing_columns(cfg.timing.backward).size()) row.push_back("");
         } else {
             for (double v : {c.median, c.min, c.max, c.flops / c.median / 1e9}) row.push_back(format_number(v));
             row.push_back(format_number(c.median / (c.flops / (gemm_gflops * 1e9))));

@@ -99,6 +99,8 @@ bool any_pairwise(const std::vector<std::string>& columns);
 // Whether some column needs the gradients (source gradient or trials) / a cell's trials' (trials).
 bool any_gradient(const std::vector<std::string>& columns);
 bool any_trial_gradient(const std::vector<std::string>& columns);
+// Whether some column is a wall time (source clock: `seconds`).
+bool any_clock(const std::vector<std::string>& columns);
 // Whether the approximation runner makes an estimator's output with the fused forward
 // (forward_fused: no (L, F) feature matrices) for these metric columns: not when some column
 // comes from the unfused forward's counts. The memory estimate (cost_model.cpp) asks the same.
