@@ -1,5 +1,6 @@
 #include "favor/apply.hpp"
 
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -146,30 +147,32 @@ ApplyOptions resolve_apply(const ApplyRequest& r) {
 }
 
 template <class T>
-Mat<T> apply_head_native(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& o) {
+Mat<T> apply_head_native(MatView<T> Q, MatView<T> K, MatView<T> V, const ApplyOptions& o) {
     const Rounding r = dtype_rounding(o.dtype);   // half dtypes: T = float, values rounded
-    if (r != Rounding::none)
-        for (Mat<T>* m : {&Q, &K, &V}) round_to(r, m->data(), m->size());
     const int threads = resolve_threads(o.threads);
-    if (!o.variant) {
+    if (r != Rounding::none) {   // rounded copies (the views' memory is the caller's)
+        std::array<Mat<T>, 3> own{to_mat<T>(Q), to_mat<T>(K), to_mat<T>(V)};
+        for (Mat<T>& m : own) round_to(r, m.data(), m.size());
         if constexpr (std::is_same_v<T, float>)
-            if (r != Rounding::none) return exact_attention_rounded(Q, K, V, r, o.causal, threads);
-        return exact_attention(Q, K, V, o.causal, threads);
+            if (!o.variant) return exact_attention_rounded(own[0], own[1], own[2], r, o.causal, threads);
+        return favor_forward(make_estimator<T>(*o.variant, o.m, Q.shape(1), o.seed, o.trial, r).for_inputs(own[0], own[1]),
+                             own[0], own[1], own[2], o.causal, threads);
     }
+    if (!o.variant) return exact_attention<T>(Q, K, V, o.causal, threads);
     const Estimator<T> est = make_estimator<T>(*o.variant, o.m, Q.shape(1), o.seed, o.trial, r).for_inputs(Q, K);
     // The fused forward where the map allows it (favor_forward.hpp; otherwise it is
     // favor_attention's output), on favor's threads: the numbers do not depend on their count.
     return favor_forward(est, Q, K, V, o.causal, threads);
 }
-template Mat<float> apply_head_native(Mat<float>, Mat<float>, Mat<float>, const ApplyOptions&);
-template Mat<double> apply_head_native(Mat<double>, Mat<double>, Mat<double>, const ApplyOptions&);
+template Mat<float> apply_head_native<float>(MatView<float>, MatView<float>, MatView<float>, const ApplyOptions&);
+template Mat<double> apply_head_native<double>(MatView<double>, MatView<double>, MatView<double>, const ApplyOptions&);
 
 template <class T>
-Mat<double> apply_head(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& o) {
-    return cast_mat<double>(apply_head_native<T>(std::move(Q), std::move(K), std::move(V), o));
+Mat<double> apply_head(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const ApplyOptions& o) {
+    return cast_mat<double>(apply_head_native<T>(Q, K, V, o));
 }
-template Mat<double> apply_head(Mat<float>, Mat<float>, Mat<float>, const ApplyOptions&);
-template Mat<double> apply_head(Mat<double>, Mat<double>, Mat<double>, const ApplyOptions&);
+template Mat<double> apply_head(const Mat<float>&, const Mat<float>&, const Mat<float>&, const ApplyOptions&);
+template Mat<double> apply_head(const Mat<double>&, const Mat<double>&, const Mat<double>&, const ApplyOptions&);
 
 namespace {
 double max_abs(const Mat<double>& a) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <type_traits>
 
 #include "favor/apply_grad.hpp"
@@ -88,6 +89,47 @@ std::vector<Mat<T>> heads_of_array_as(const ArrayView& a, const std::string& nam
 }
 template std::vector<Mat<float>> heads_of_array_as(const ArrayView&, const std::string&);
 template std::vector<Mat<double>> heads_of_array_as(const ArrayView&, const std::string&);
+
+template <class T>
+bool all_finite(const T* p, std::size_t n) {
+    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    constexpr Bits mask = sizeof(T) == 4 ? Bits(0x7F800000u) : Bits(0x7FF0000000000000ull);
+    Bits bad = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        Bits b;
+        std::memcpy(&b, p + i, sizeof b);
+        bad |= Bits((b & mask) == mask);
+    }
+    return bad == 0;
+}
+template bool all_finite(const float*, std::size_t);
+template bool all_finite(const double*, std::size_t);
+
+template <class T>
+HeadViews<T> head_views_of_array(const ArrayView& a, const std::string& name) {
+    check_rank(a.shape, name);
+    const std::size_t r = a.shape.size(), rows = a.shape[r - 2], cols = a.shape.back();
+    const bool in_place = a.f32 == std::is_same_v<T, float> && a.strides[r - 1] == std::ptrdiff_t(sizeof(T)) &&
+                          (rows == 1 || a.strides[r - 2] == std::ptrdiff_t(cols * sizeof(T)));
+    HeadViews<T> v;
+    if (!in_place) {
+        v.owned = heads_of_array_as<T>(a, name);
+        v.heads.assign(v.owned.begin(), v.owned.end());
+        return v;
+    }
+    const auto* base = static_cast<const char*>(a.data);
+    for (std::ptrdiff_t offset : head_offsets(a)) {
+        const T* p = reinterpret_cast<const T*>(base + offset);
+        if (!all_finite(p, rows * cols)) {   // the first bad entry, named as heads_of_array_as names it
+            v.owned = heads_of_array_as<T>(a, name);
+            throw std::logic_error("head_views_of_array: a non-finite entry heads_of_array_as accepted");
+        }
+        v.heads.emplace_back(p, rows, cols);
+    }
+    return v;
+}
+template HeadViews<float> head_views_of_array(const ArrayView&, const std::string&);
+template HeadViews<double> head_views_of_array(const ArrayView&, const std::string&);
 
 std::vector<Mat<double>> heads_of_array(const ArrayView& a, const std::string& name) {
     return heads_of_array_as<double>(a, name);

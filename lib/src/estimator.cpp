@@ -7,7 +7,7 @@
 namespace favor {
 
 template <class T>
-Estimator<T> Estimator<T>::for_inputs(const Mat<T>& Q, const Mat<T>& K) const {
+Estimator<T> Estimator<T>::for_inputs(MatView<T> Q, MatView<T> K) const {
     Estimator<T> e = *this;
     if (map->data_dependent())
         e.map = map->fit(scale_rows(cast_mat<double>(Q)), scale_rows(cast_mat<double>(K)), W.shape(0));

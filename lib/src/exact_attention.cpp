@@ -28,7 +28,7 @@ struct ExactOperands {
     std::size_t Lkp, dvp;
     std::vector<T> Kt, Vpad;
     const T* Vp;
-    ExactOperands(const Mat<T>& K, const Mat<T>& V)
+    ExactOperands(MatView<T> K, MatView<T> V)
         : Lkp(round_up(K.shape(0), tiles::panel_keys<T>())), dvp(round_up(V.shape(1), tiles::lanes<T>())) {
         const std::size_t Lk = K.shape(0), d = K.shape(1), dv = V.shape(1);
         Kt.assign(d * Lkp, T(0));
@@ -81,7 +81,7 @@ namespace {
 // lse (L entries, or null): each row's log-sum-exp of its scores, max + log(sum) in double,
 // written beside the output and changing nothing in it.
 template <class T>
-void exact_forward(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal, int threads, Mat<T>& out,
+void exact_forward(MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads, Mat<T>& out,
                    double* lse) {
     const std::size_t L = Q.shape(0), d = Q.shape(1), Lk = K.shape(0), dv = V.shape(1);
     out = Mat<T>::from_shape({L, dv});
@@ -116,7 +116,7 @@ void exact_forward(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causa
 }  // namespace
 
 template <class T>
-Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal, int threads) {
+Mat<T> exact_attention(MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads) {
     Mat<T> out;
     exact_forward(Q, K, V, causal, threads, out, nullptr);
     return out;
@@ -170,8 +170,8 @@ template Mat<double> exact_attention_rows<float>(const Mat<float>&, const std::v
                                                  const Mat<float>&, bool, int);
 template Mat<double> exact_attention_rows<double>(const Mat<double>&, const std::vector<std::size_t>&,
                                                   const Mat<double>&, const Mat<double>&, bool, int);
-template Mat<float> exact_attention<float>(const Mat<float>&, const Mat<float>&, const Mat<float>&, bool, int);
-template Mat<double> exact_attention<double>(const Mat<double>&, const Mat<double>&, const Mat<double>&, bool, int);
+template Mat<float> exact_attention<float>(MatView<float>, MatView<float>, MatView<float>, bool, int);
+template Mat<double> exact_attention<double>(MatView<double>, MatView<double>, MatView<double>, bool, int);
 template ExactForward<float> exact_attention_saved<float>(const Mat<float>&, const Mat<float>&, const Mat<float>&, bool,
                                                            int);
 template ExactForward<double> exact_attention_saved<double>(const Mat<double>&, const Mat<double>&, const Mat<double>&,

@@ -23,7 +23,7 @@
 namespace favor {
 
 template <class T>
-Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+Approximation<T> favor_attention(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V,
                                  bool causal, int threads) {
     // x = q / d^{1/4}: the scaling is folded into the feature maps' product (no copies).
     const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
@@ -55,7 +55,7 @@ Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const
 }
 
 template <class T>
-Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal,
+Mat<T> favor_forward(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, bool causal,
                      int threads) {
     Mat<T> out;
     favor_forward_into(est, Q, K, V, out, causal, threads);
@@ -66,7 +66,7 @@ namespace {
 // favor_forward, causal: each chunk's key and query features into buffers the thread that
 // runs the chunk keeps (the same per-row shifts as favor_attention): no (L, F) matrix.
 template <class T>
-void fused_causal(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
+void fused_causal(const FusedFeatures<T>& f, MatView<T> Q, MatView<T> K, MatView<T> V, Mat<T>& out,
                   int threads) {
     const std::size_t L = Q.shape(0), F = f.F;
     if (K.shape(0) != L)
@@ -94,7 +94,7 @@ void fused_causal(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& K, c
 // V_b, as in linear_attention_kv); KV1 = sum_b exp(M_b - M) part_b, M = max_b M_b, in block
 // order (the common factor exp(M) cancels in the normalisation). M into *common when given.
 template <class T>
-std::vector<T> fused_kv1(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T>& V, int threads,
+std::vector<T> fused_kv1(const FusedFeatures<T>& f, MatView<T> K, MatView<T> V, int threads,
                          double* common = nullptr) {
     const std::size_t Lk = K.shape(0), F = f.F, dv = V.shape(1), e = dv + 1;
     const std::size_t kb = fused_rows(Lk, F, f.d, sizeof(T)), nk = (Lk + kb - 1) / kb;
@@ -123,7 +123,7 @@ std::vector<T> fused_kv1(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T
 // normalise, the numerators straight into the output rows, then each row's denominator
 // phiQ_i . z (z: KV1's last column) while the features are in cache, kept in den (L) when given.
 template <class T>
-void fused_queries(const FusedFeatures<T>& f, const Mat<T>& Q, const std::vector<T>& KV1, std::size_t dv, Mat<T>& out,
+void fused_queries(const FusedFeatures<T>& f, MatView<T> Q, const std::vector<T>& KV1, std::size_t dv, Mat<T>& out,
                    int threads, T* den = nullptr) {
     const std::size_t L = Q.shape(0), F = f.F, e = dv + 1;
     std::vector<T> z(F);
@@ -150,7 +150,7 @@ bool forward_fused(const FeatureMap& map, Rounding rounding, bool shift, bool ca
 }
 
 template <class T>
-void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
+void favor_forward_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, Mat<T>& out,
                         bool causal, int threads) {
     const FeatureMap& map = est.ready_map();
     const std::size_t L = Q.shape(0), dv = V.shape(1);
@@ -169,7 +169,7 @@ bool backward_saves(const FeatureMap& map, Rounding rounding, bool causal, std::
 }
 
 template <class T>
-ForwardState<T> favor_forward_saved(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+ForwardState<T> favor_forward_saved(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V,
                                     bool causal, int threads) {
     const FeatureMap& map = est.ready_map();
     ForwardState<T> s;
@@ -187,13 +187,10 @@ ForwardState<T> favor_forward_saved(const Estimator<T>& est, const Mat<T>& Q, co
 }
 
 #define FAVOR_INSTANTIATE(T)                                                                        \
-    template Approximation<T> favor_attention<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&,  \
-                                                 const Mat<T>&, bool, int);                          \
-    template Mat<T> favor_forward<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int); \
-    template void favor_forward_into<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, Mat<T>&, \
-                                        bool, int);                                                 \
-    template ForwardState<T> favor_forward_saved<T>(const Estimator<T>&, const Mat<T>&, const Mat<T>&,    \
-                                                    const Mat<T>&, bool, int);
+    template Approximation<T> favor_attention<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int); \
+    template Mat<T> favor_forward<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int); \
+    template void favor_forward_into<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, Mat<T>&, bool, int); \
+    template ForwardState<T> favor_forward_saved<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

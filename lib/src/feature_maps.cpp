@@ -50,7 +50,7 @@ std::vector<double> row_norms2(const Mat<T>& X) {
 }
 
 template <class T>
-Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double xs, const Mat<T>& W, Side side,
+Features<T> compute_features(const FeatureMap& f, MatView<T> Q, double xs, const Mat<T>& W, Side side,
                              int threads, Rounding rounding, bool shift) {
     const std::size_t L = Q.shape(0), F = f.num_features(W.shape(0), Q.shape(1));
     Features<T> out{Mat<T>::from_shape({L, F}), std::vector<double>(L, 0.0)};
@@ -94,7 +94,7 @@ std::size_t finish_rows(const FeatureMap& f, T* phi, std::size_t F, std::size_t 
 }  // namespace
 
 template <class T>
-std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double xs, const Mat<T>& W, Side side,
+std::size_t compute_features_into(const FeatureMap& f, MatView<T> Q, double xs, const Mat<T>& W, Side side,
                                   int threads, T* phi, double* row_log, Rounding rounding, bool shift) {
     const std::size_t L = Q.shape(0), d = Q.shape(1), m = W.shape(0);
     const std::size_t F = f.num_features(m, d);
@@ -126,7 +126,7 @@ std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double x
 }
 
 template <class T>
-double common_key_shift(const FeatureMap& f, const Mat<T>& K, double xs, const Mat<T>& W, int threads,
+double common_key_shift(const FeatureMap& f, MatView<T> K, double xs, const Mat<T>& W, int threads,
                         Rounding rounding) {
     const std::size_t L = K.shape(0), d = K.shape(1), F = f.num_features(W.shape(0), d);
     if (f.blockwise_key_shift() || L == 0) return 0.0;
@@ -141,7 +141,7 @@ double common_key_shift(const FeatureMap& f, const Mat<T>& K, double xs, const M
 }
 
 template <class T>
-std::size_t feature_rows(const FeatureMap& f, const Mat<T>& Q, std::size_t r0, std::size_t rows, double xs,
+std::size_t feature_rows(const FeatureMap& f, MatView<T> Q, std::size_t r0, std::size_t rows, double xs,
                          const Mat<T>& W, Side side, T* phi, double* row_log, Rounding rounding, bool shift,
                          double key_shift, const T* Wt) {
     const std::size_t d = Q.shape(1), F = f.num_features(W.shape(0), d), rb = feature_block_rows();
@@ -201,12 +201,12 @@ std::optional<double> pair_mse_at(const FeatureMap& f, const Mat<double>& x, con
     template void project_block<T>(const FeatureBlock<T>&);                                       \
     template std::vector<T> transposed<T>(const Mat<T>&);                                          \
     template std::vector<double> row_norms2<T>(const Mat<T>&);                                    \
-    template Features<T> compute_features<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int, \
+    template Features<T> compute_features<T>(const FeatureMap&, MatView<T>, double, const Mat<T>&, Side, int, \
                                              Rounding, bool);                                      \
-    template std::size_t compute_features_into<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, Side, int, \
+    template std::size_t compute_features_into<T>(const FeatureMap&, MatView<T>, double, const Mat<T>&, Side, int, \
                                                   T*, double*, Rounding, bool);                       \
-    template double common_key_shift<T>(const FeatureMap&, const Mat<T>&, double, const Mat<T>&, int, Rounding); \
-    template std::size_t feature_rows<T>(const FeatureMap&, const Mat<T>&, std::size_t, std::size_t, double,      \
+    template double common_key_shift<T>(const FeatureMap&, MatView<T>, double, const Mat<T>&, int, Rounding); \
+    template std::size_t feature_rows<T>(const FeatureMap&, MatView<T>, std::size_t, std::size_t, double,      \
                                          const Mat<T>&, Side, T*, double*, Rounding, bool, double, const T*);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)

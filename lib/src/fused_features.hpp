@@ -28,14 +28,14 @@ struct FusedFeatures {
         : map(m), W(w), Wt(transposed(w)), xs(1.0 / std::pow(double(dim), 0.25)), d(dim),
           F(m.num_features(w.shape(0), dim)) {}
     // The features of rows [r0, r0 + rows) of X into phi (rows x F) and their log scales.
-    void into(const Mat<T>& X, std::size_t r0, std::size_t rows, Side side, T* phi, double* rlog) const {
+    void into(MatView<T> X, std::size_t r0, std::size_t rows, Side side, T* phi, double* rlog) const {
         map.block(FeatureBlock<T>{X.data() + r0 * d, rows, d, xs, W, side, phi, F, rlog, /*per_row=*/true,
                                   Rounding::none, Wt.data()});
     }
     // The same into a buffer this thread keeps: a thread that runs many blocks or cells (pool
     // workers, the approximation runner's workers) reuses the same pages instead of mapping
     // and zeroing fresh ones (docs/speed.md, page faults). Valid until the thread's next call.
-    std::pair<T*, double*> block(const Mat<T>& X, std::size_t r0, std::size_t rows, Side side) const {
+    std::pair<T*, double*> block(MatView<T> X, std::size_t r0, std::size_t rows, Side side) const {
         thread_local std::vector<T> buf;
         thread_local std::vector<double> rlog;
         T* phi = grown(buf, rows * F);

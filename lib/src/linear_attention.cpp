@@ -81,7 +81,7 @@ double own_kv(const T* phiK, const double* lk, const T* V, std::size_t rows, std
 
 
 template <class T>
-Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_log_scale, const Mat<T>& V, int threads) {
+Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_log_scale, MatView<T> V, int threads) {
     const std::size_t Lk = phiK.shape(0), F = phiK.shape(1), dv = V.shape(1), e = dv + 1;
     const double* lk = log_or_null(key_log_scale, Lk);
     const std::size_t nblocks = std::max<std::size_t>((Lk + kLinearBlockRows - 1) / kLinearBlockRows, 1);
@@ -110,7 +110,7 @@ Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_lo
 }
 
 template <class T>
-Mat<T> linear_attention_kv(const Mat<T>& phiK, const Mat<T>& V, int threads) {
+Mat<T> linear_attention_kv(const Mat<T>& phiK, MatView<T> V, int threads) {
     return linear_attention_kv(phiK, {}, V, threads);
 }
 
@@ -130,7 +130,7 @@ Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads
 
 template <class T>
 Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& key_log_scale,
-                        const Mat<T>& V, bool causal, int threads, bool normalise) {
+                        MatView<T> V, bool causal, int threads, bool normalise) {
     if (!causal)
         return linear_attention_apply(phiQ, linear_attention_kv(phiK, key_log_scale, V, threads), threads, normalise);
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1);
@@ -146,18 +146,18 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vecto
 }
 
 template <class T>
-Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal, int threads,
+Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, MatView<T> V, bool causal, int threads,
                         bool normalise) {
     return linear_attention(phiQ, phiK, {}, V, causal, threads, normalise);
 }
 
 #define FAVOR_INSTANTIATE(T)                                                                        \
     template double own_kv<T>(const T*, const double*, const T*, std::size_t, std::size_t, std::size_t, T*); \
-    template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const Mat<T>&, bool, int, bool); \
+    template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, MatView<T>, bool, int, bool); \
     template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const std::vector<double>&,    \
-                                        const Mat<T>&, bool, int, bool);                             \
-    template Mat<T> linear_attention_kv<T>(const Mat<T>&, const Mat<T>&, int);                       \
-    template Mat<T> linear_attention_kv<T>(const Mat<T>&, const std::vector<double>&, const Mat<T>&, int); \
+                                        MatView<T>, bool, int, bool);                             \
+    template Mat<T> linear_attention_kv<T>(const Mat<T>&, MatView<T>, int);                       \
+    template Mat<T> linear_attention_kv<T>(const Mat<T>&, const std::vector<double>&, MatView<T>, int); \
     template Mat<T> linear_attention_apply<T>(const Mat<T>&, const Mat<T>&, int, bool);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)

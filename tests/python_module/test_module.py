@@ -82,6 +82,26 @@ def test_float32_inputs_and_heads(qkv):
     assert got.tobytes() == np.load(d / "o32.npy").tobytes()
     one = favor.attention(q32["q"][1], q32["k"][1], q32["v"][1], features="positive", m=16)
     assert one.tobytes() == got[1].tobytes()
+    # dtype float32 on C-contiguous float32 arrays: read in place (no copy), the CLI's bits on the
+    # same files, and the bits of Fortran-order copies (converted); exact and estimated, causal too.
+    for est in (dict(features="positive", m=16), dict(exact=True)):
+        for causal in (False, True):
+            args = ["apply", "--q", "q32.npy", "--k", "k32.npy", "--v", "v32.npy", "--dtype", "float32", "--out",
+                    "o32f.npy", *flags({k: v for k, v in est.items() if k != "exact"})]
+            r = cli(*args, *(["--exact"] if "exact" in est else []), *(["--causal"] if causal else []), cwd=d)
+            assert r.returncode == 0, r.stderr
+            got = favor.attention(q32["q"], q32["k"], q32["v"], dtype="float32", causal=causal, **est)
+            assert got.tobytes() == np.load(d / "o32f.npy").tobytes()
+            fortran = favor.attention(*(np.asfortranarray(q32[n]) for n in "qkv"), dtype="float32", causal=causal, **est)
+            assert fortran.tobytes() == got.tobytes()
+    # A NaN in the second head of an array read in place: the message of the converting reader.
+    k_nan = q32["k"].copy()
+    k_nan[1, 7, 2] = np.nan
+    with pytest.raises(favor.Error) as in_place:
+        favor.attention(q32["q"], k_nan, q32["v"], dtype="float32", features="positive", m=16)
+    with pytest.raises(favor.Error) as copied:
+        favor.attention(q32["q"], np.asfortranarray(k_nan), q32["v"], dtype="float32", features="positive", m=16)
+    assert str(in_place.value) == str(copied.value) == f"k: entry {(48 + 7) * 8 + 2} is NaN (inputs must be finite)"
     half = favor.attention(t["q"].astype(np.float16), t["k"].astype(np.float16), t["v"].astype(np.float16),
                            features="positive", m=16)
     same = favor.attention(t["q"].astype(np.float16).astype(np.float32), t["k"].astype(np.float16).astype(np.float32),

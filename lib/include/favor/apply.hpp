@@ -47,10 +47,12 @@ std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptio
 // float otherwise): apply_attention casts each head to it and calls this (the Python module
 // converts its arrays to it directly). No size checks (check_apply_sizes).
 template <class T>
-Mat<double> apply_head(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& opt);
-// The same in the compute type (what the Python module hands to numpy without widening).
+Mat<double> apply_head(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const ApplyOptions& opt);
+// The same in the compute type (what the Python module hands to numpy without widening), on
+// views of q, k, v (the module's C-contiguous arrays, read in place: T given,
+// apply_head_native<T>(...)); the half dtypes round copies of them.
 template <class T>
-Mat<T> apply_head_native(Mat<T> Q, Mat<T> K, Mat<T> V, const ApplyOptions& opt);
+Mat<T> apply_head_native(MatView<T> Q, MatView<T> K, MatView<T> V, const ApplyOptions& opt);
 
 // Where an output is not finite, and the likely reason.
 struct NonfiniteReport {

@@ -29,6 +29,23 @@ std::vector<Mat<double>> heads_of_array(const ArrayView& a, const std::string& n
 template <class T>
 std::vector<Mat<T>> heads_of_array_as(const ArrayView& a, const std::string& name);
 
+// Whether the n entries at p are all finite: an exponent-bits test without an early exit, so
+// the loop vectorises (float or double).
+template <class T>
+bool all_finite(const T* p, std::size_t n);
+
+// The heads of `a` as T, read in place where the layout allows and converted otherwise:
+// `heads` views the array's own memory when its entries are T and each head's rows are
+// C-contiguous (the caller keeps the array alive while it uses them), else views `owned`,
+// heads_of_array_as' copies. The same checks and messages as heads_of_array_as.
+template <class T>
+struct HeadViews {
+    std::vector<Mat<T>> owned;
+    std::vector<MatView<T>> heads;
+};
+template <class T>
+HeadViews<T> head_views_of_array(const ArrayView& a, const std::string& name);
+
 // q, k, v as load_qkv reads and checks them from files, with the names "q", "k", "v" where
 // load_qkv names the files.
 HeadTensors heads_of_arrays(const ArrayView& q, const ArrayView& k, const ArrayView& v, bool causal);

@@ -22,7 +22,7 @@ struct Estimator {
 
     // This estimator with the map's data-dependent parameters (oprf's A*, nystrom's
     // landmarks) fixed for queries Q (L, d) and keys K (Lk, d), before scaling by d^{-1/4}.
-    Estimator for_inputs(const Mat<T>& Q, const Mat<T>& K) const;
+    Estimator for_inputs(MatView<T> Q, MatView<T> K) const;
     // The map, checked to be ready for these inputs (throws std::logic_error otherwise).
     const FeatureMap& ready_map() const;
 };

@@ -13,10 +13,14 @@ namespace favor {
 // blocks: memory O(block x L). Causal: row i attends to keys j <= i.
 // Row blocks of fixed size, each over key tiles with a running row max (the
 // rescaling is exact up to rounding); the numbers do not depend on `threads`.
-// Q: (L, d), K: (Lk, d), V: (Lk, dv); returns (L, dv).
+// Q: (L, d), K: (Lk, d), V: (Lk, dv); returns (L, dv). On views (the Python module's arrays),
+// T given: exact_attention<T>(Q, K, V, causal, threads).
 template <class T>
-Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal = false,
-                       int threads = 1);
+Mat<T> exact_attention(MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads);
+template <class T>
+Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal = false, int threads = 1) {
+    return exact_attention<T>(MatView<T>(Q), MatView<T>(K), MatView<T>(V), causal, threads);
+}
 
 // exact_attention with the statistics its backward needs (backward_exact.hpp, as
 // FlashAttention's forward saves them): out bitwise equal to exact_attention's, and each

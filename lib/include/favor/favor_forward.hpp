@@ -26,7 +26,7 @@ struct Approximation {
 template <class T>
 struct Estimator;
 template <class T>
-Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+Approximation<T> favor_attention(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V,
                                  bool causal = false, int threads = 1);
 
 // favor_attention(...).out without materialising the (L, F) feature matrices (what the
@@ -42,13 +42,13 @@ Approximation<T> favor_attention(const Estimator<T>& est, const Mat<T>& Q, const
 // and maps that are not row-normalised use favor_attention.
 // Q: (L, d), K: (Lk, d), V: (Lk, dv); returns (L, dv).
 template <class T>
-Mat<T> favor_forward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+Mat<T> favor_forward(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V,
                      bool causal = false, int threads = 1);
 // The same into `out`, whose storage is reused when it already has the shape (L, dv): a
 // caller that runs many cells (the approximation runner) keeps one output per thread
 // instead of mapping and zeroing a fresh one per cell.
 template <class T>
-void favor_forward_into(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, Mat<T>& out,
+void favor_forward_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, Mat<T>& out,
                         bool causal = false, int threads = 1);
 // Whether favor_forward(_into) runs fused for an estimator of `map` with this rounding and
 // shift (and some keys); otherwise it returns favor_attention's output, made from both (L, F)
@@ -79,7 +79,7 @@ bool backward_saves(const FeatureMap& map, Rounding rounding, bool causal, std::
 // passes (the numbers of favor_forward for est.shift = true; the features are made with their
 // shifts whatever est.shift says, as favor_backward makes them). Q: (L, d), K: (Lk, d), V: (Lk, dv).
 template <class T>
-ForwardState<T> favor_forward_saved(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+ForwardState<T> favor_forward_saved(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V,
                                     bool causal = false, int threads = 1);
 
 }  // namespace favor

@@ -33,12 +33,12 @@ constexpr std::size_t feature_block_rows() { return 256; }
 // the projections and then phi rounded to half (docs/design.md section 2.6); `overflow`
 // counts the entries of phi that are +-Inf, whatever the rounding.
 template <class T>
-Features<T> compute_features(const FeatureMap& f, const Mat<T>& Q, double input_scale, const Mat<T>& W,
+Features<T> compute_features(const FeatureMap& f, MatView<T> Q, double input_scale, const Mat<T>& W,
                              Side side, int threads = 1, Rounding rounding = Rounding::none, bool shift = true);
 // The same into phi (L x F, row-major) and row_log (L), storage the caller keeps and reuses;
 // returns the overflow count.
 template <class T>
-std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double input_scale, const Mat<T>& W,
+std::size_t compute_features_into(const FeatureMap& f, MatView<T> Q, double input_scale, const Mat<T>& W,
                                   Side side, int threads, T* phi, double* row_log, Rounding rounding = Rounding::none,
                                   bool shift = true);
 
@@ -49,13 +49,13 @@ std::size_t compute_features_into(const FeatureMap& f, const Mat<T>& Q, double i
 // (common_key_shift); unused otherwise. Wt: W^T laid out once by a caller that asks for many
 // ranges (transposed(W)), or null. Returns the entries of phi that are +-Inf.
 template <class T>
-std::size_t feature_rows(const FeatureMap& f, const Mat<T>& Q, std::size_t r0, std::size_t rows, double input_scale,
+std::size_t feature_rows(const FeatureMap& f, MatView<T> Q, std::size_t r0, std::size_t rows, double input_scale,
                          const Mat<T>& W, Side side, T* phi, double* row_log, Rounding rounding = Rounding::none,
                          bool shift = true, double key_shift = 0.0, const T* Wt = nullptr);
 // The one shift of all keys K (L, d) of a map without a blockwise key shift (epsilon after a
 // shifted exp: docs/design.md section 2.3), as compute_features takes it; 0 for other maps.
 template <class T>
-double common_key_shift(const FeatureMap& f, const Mat<T>& K, double input_scale, const Mat<T>& W, int threads = 1,
+double common_key_shift(const FeatureMap& f, MatView<T> K, double input_scale, const Mat<T>& W, int threads = 1,
                         Rounding rounding = Rounding::none);
 
 // phi(x) . phi(y) for one pair, with the shifts undone: the kernel estimate of SM(x, y).

@@ -22,19 +22,19 @@ namespace favor {
 // the numbers do not depend on `threads`.
 template <class T>
 Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& key_log_scale,
-                        const Mat<T>& V, bool causal = false, int threads = 1, bool normalise = true);
+                        MatView<T> V, bool causal = false, int threads = 1, bool normalise = true);
 template <class T>
-Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, const Mat<T>& V, bool causal = false,
+Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, MatView<T> V, bool causal = false,
                         int threads = 1, bool normalise = true);
 
 // The two halves of non-causal linear attention (the timing experiment times them apart).
 // KV1 = phiK^T [V, 1] (relative to the largest key log scale): phiK: (Lk, F), V: (Lk, dv);
 // returns (F, dv + 1).
 template <class T>
-Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_log_scale, const Mat<T>& V,
+Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_log_scale, MatView<T> V,
                            int threads = 1);
 template <class T>
-Mat<T> linear_attention_kv(const Mat<T>& phiK, const Mat<T>& V, int threads = 1);
+Mat<T> linear_attention_kv(const Mat<T>& phiK, MatView<T> V, int threads = 1);
 // Out = D^{-1} phiQ KV1[:, :dv] with D = phiQ KV1[:, dv] (without `normalise`: phiQ KV1[:, :dv]).
 // phiQ: (L, F), KV1: (F, dv + 1); returns (L, dv).
 template <class T>
