@@ -16,6 +16,7 @@
 #include "favor/inputs.hpp"
 #include "favor/output_metrics.hpp"
 #include "favor/pairwise_pass.hpp"
+#include "favor/parallel.hpp"
 #include "favor/projections.hpp"
 #include "favor/theory.hpp"
 
@@ -423,5 +424,32 @@ TEST_CASE("feature_rows gives the bits of compute_features' rows", "[features]")
             REQUIRE(std::memcmp(phi.data(), whole.phi.data() + r0 * F, n * F * sizeof(float)) == 0);
             REQUIRE(std::memcmp(lg.data(), whole.log_scale.data() + r0, n * sizeof(double)) == 0);
         }
+    }
+}
+
+// Small calls run on the caller's thread alone (threads_for, parallel.hpp): the timing
+// experiment's shapes (float32, d = dv = 64) from L = 64, where every region is below the
+// threshold, to L = 512, where the key and query regions of m = 64 and exact attention get two
+// threads; the outputs are the same bits for 1, 2 and 3 threads either way.
+TEST_CASE("small forwards skip the thread pool and give the bits of any thread count", "[attention][threads]") {
+    REQUIRE(threads_for(0.0, 4) == 1);
+    REQUIRE(threads_for(1.9 * kParallelMinFlops, 4) == 1);
+    REQUIRE(threads_for(2.5 * kParallelMinFlops, 4) == 2);
+    REQUIRE(threads_for(1e15, 4) == 4);
+    REQUIRE(threads_for(1e15, 1) == 1);
+    const std::size_t d = 64, m = GENERATE(64, 256), L = GENERATE(64, 128, 512);
+    CAPTURE(L, m);
+    const double region = double(L) * (2.0 * double(m * d) + 2.0 * double(m * (d + 1)));   // keys: features + KV1
+    const double exact = 2.0 * double(L * L) * double(2 * d);
+    if (L == 64 && m == 64) REQUIRE((threads_for(region, 2) == 1 && threads_for(exact, 2) == 1));
+    if (L == 512) REQUIRE((threads_for(region, 2) == 2 && threads_for(exact, 2) == 2));
+    const QKV in = random_inputs(14, L, d, d, 1.0);
+    const Mat<float> q = cast_mat<float>(in.q), k = cast_mat<float>(in.k), v = cast_mat<float>(in.v);
+    const Mat<float> W = cast_mat<float>(draw_projection(Projection("orthogonal"), m, d, 14, 0));
+    const Estimator<float> est = fitted(map_named("positive"), W, q, k);
+    const Mat<float> f1 = favor_forward(est, q, k, v, false, 1), e1 = exact_attention(q, k, v, false, 1);
+    for (int threads : {2, 3}) {
+        const bool same = favor_forward(est, q, k, v, false, threads) == f1 && exact_attention(q, k, v, false, threads) == e1;
+        REQUIRE(same);
     }
 }

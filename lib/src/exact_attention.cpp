@@ -91,7 +91,8 @@ void exact_forward(MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int th
     const std::size_t nblocks = (L + rb - 1) / rb;
     const T alpha = T(1.0 / std::sqrt(double(d)));
     constexpr T neg_inf = -std::numeric_limits<T>::infinity();
-    parallel_for(nblocks, threads, [&](std::size_t blk) {
+    const double work = 2.0 * double(L) * double(Lk) * double(d + dv) * (causal ? 0.5 : 1.0);
+    parallel_for(nblocks, threads_for(work, threads), [&](std::size_t blk) {   // small L: no pool wake-up
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         // Causal rows r0..r0+rows-1 only see keys < r0 + rows.
         const std::size_t cols = causal ? std::min(Lk, r0 + rows) : Lk;

@@ -103,7 +103,8 @@ std::vector<T> fused_kv1(const FusedFeatures<T>& f, MatView<T> K, MatView<T> V, 
     thread_local std::vector<T> kept;
     T* const parts = grown(kept, nk * F * e);   // the workers use the caller's storage, not their own
     std::vector<double> shift(nk, 0.0);
-    parallel_for(nk, threads, [&](std::size_t blk) {
+    const double work = f.map.feature_flops(0, Lk, f.W.shape(0), f.d) + 2.0 * double(Lk * F * e);
+    parallel_for(nk, threads_for(work, threads), [&](std::size_t blk) {   // small L: no pool wake-up
         const std::size_t r0 = blk * kb, rows = std::min(kb, Lk - r0);
         const auto [phi, lk] = f.block(K, r0, rows, Side::key);
         shift[blk] = own_kv(phi, lk, V.data() + r0 * dv, rows, F, dv, parts + blk * F * e);
@@ -129,7 +130,8 @@ void fused_queries(const FusedFeatures<T>& f, MatView<T> Q, const std::vector<T>
     std::vector<T> z(F);
     for (std::size_t k = 0; k < F; ++k) z[k] = KV1[k * e + dv];
     const std::size_t rb = fused_rows(L, F, f.d, sizeof(T)), nq = (L + rb - 1) / rb;
-    parallel_for(nq, threads, [&](std::size_t blk) {
+    const double work = f.map.feature_flops(L, 0, f.W.shape(0), f.d) + 2.0 * double(L * F * e);
+    parallel_for(nq, threads_for(work, threads), [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         const T* phi = f.block(Q, r0, rows, Side::query).first;
         T* o = out.data() + r0 * dv;

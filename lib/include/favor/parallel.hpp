@@ -3,6 +3,7 @@
 // depend on the thread count or on which thread ran which index.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -133,6 +134,18 @@ void parallel_for(std::size_t n, int threads, F&& f) {
         job->done.wait(lock, [&] { return job->active.load() == 0; });
     }
     if (job->error) std::rethrow_exception(job->error);
+}
+
+// The least work (flops) per thread of one parallel region worth waking a pool thread for:
+// handing indices to a sleeping pool thread and joining it cost 10-25 us on the 2-core VM
+// (docs/speed.md, "Fixed costs at small L"), the time of ~2 MFLOP of tile-kernel products.
+constexpr double kParallelMinFlops = double(std::size_t(1) << 21);
+
+// Threads for a region of `flops` work: one per kParallelMinFlops, at least 1, at most
+// `threads`. Results never depend on the thread count, so neither do they on this.
+inline int threads_for(double flops, int threads) {
+    const double t = std::floor(flops / kParallelMinFlops);
+    return t >= double(threads) ? threads : std::max(1, int(t));
 }
 
 }  // namespace favor
