@@ -71,6 +71,35 @@ TEST_CASE("a cell over the time budget is a row with a status and no numbers", "
     }
 }
 
+TEST_CASE("min_time_s: more timed runs until they add up to it, counted in repeats; checked", "[timing]") {
+    json j = json::parse(R"({
+        "name": "t", "experiment": "timing", "dtype": "float32",
+        "inputs": {"source": "random", "L": [16, 32], "d": 4},
+        "variants": [{"features": "exact"}, {"features": "positive"}], "m": 4, "repeats": 2, "warmup": 0,
+        "min_time_s": 0.002})");
+    const Config cfg = parse_config(j, "t.json");
+    const RunResult r = run_experiment(cfg, {});
+    const std::size_t reps = r.timing.column("repeats"), med = r.timing.column("median_s");
+    for (const auto& row : r.timing.rows) {
+        // Runs of microseconds: many more than 2, and together at least 2 ms, so repeats x the
+        // largest time is at least min_time_s (and the count stays within kMaxTimedRuns).
+        const double n = std::stod(row[reps]);
+        REQUIRE(n > 2);
+        REQUIRE(n <= double(kMaxTimedRuns));
+        REQUIRE(n * std::stod(row[r.timing.column("max_s")]) >= 0.002);
+        REQUIRE(std::stod(row[med]) > 0);
+    }
+    REQUIRE(r.notes_md.find("add up to 0.002 s") != std::string::npos);
+    REQUIRE(cfg.resolved()["min_time_s"] == 0.002);
+    // The predicted cell time (time budget, validate): warm-ups, then the longer of repeats and min_time_s.
+    REQUIRE(cfg.timing.cell_seconds(1e-5, 0) == Approx(0.002));
+    REQUIRE(cfg.timing.cell_seconds(0.01, 0.5) == Approx(2 * 0.01 + 2 * 0.5));
+    for (const double bad : {0.0, -1.0, 1e5}) {
+        j["min_time_s"] = bad;
+        REQUIRE_THROWS_WITH(parse_config(j, "t.json"), Catch::Contains("t.json: min_time_s: must be > 0 and at most 3600"));
+    }
+}
+
 TEST_CASE("flop counts", "[timing]") {
     // exact: 2 L Lk (d + dv); causal counts the visible pairs L(L+1)/2.
     REQUIRE(exact_attention_flops(100, 100, 8, 4, false) == 2.0 * 100 * 100 * 12);

@@ -69,12 +69,12 @@ namespace {
 const std::vector<std::string> kTopKeys = {
     "name", "description", "experiment", "seed", "dtype", "inputs", "variants", "m", "num_features", "trials",
     "input_seeds", "metrics", "output_dir", "causal", "d", "norm", "angle", "repeats",
-    "norm_x", "norm_y", "bias", "pairs", "warmup", "time_budget_s", "query_rows", "backward"};
+    "norm_x", "norm_y", "bias", "pairs", "warmup", "time_budget_s", "min_time_s", "query_rows", "backward"};
 
 // Which top-level keys each experiment kind takes (besides the common ones).
 bool key_applies(const std::string& key, ExperimentKind k) {
     static const std::set<std::string> kernel_only = {"d", "norm", "angle", "norm_x", "norm_y", "bias", "pairs"};
-    static const std::set<std::string> timing_only = {"repeats", "warmup", "time_budget_s", "backward"};
+    static const std::set<std::string> timing_only = {"repeats", "warmup", "time_budget_s", "min_time_s", "backward"};
     static const std::set<std::string> with_inputs = {"inputs", "metrics", "causal"};
     if (kernel_only.count(key)) return k == ExperimentKind::kernel;
     if (timing_only.count(key)) return k == ExperimentKind::timing;
@@ -352,10 +352,13 @@ void parse_kind(const json& j, const Field& root, Config& c) {
                               "runs and apply; timing measures float32 or float64");
     if (c.inputs.npy()) root.at("inputs").at("source").fail("timing experiments take random inputs (\"source\": \"random\")");
     const FieldObject o{j, root};
-    c.timing.repeats = o.uint("repeats", c.timing.repeats, 1, 100000);
+    c.timing.repeats = o.uint("repeats", c.timing.repeats, 1, kMaxTimedRuns);
     c.timing.warmup = o.uint("warmup", c.timing.warmup, 0, 100000);
     c.timing.time_budget_s = o.number("time_budget_s", 0.0);
     if (j.contains("time_budget_s") && c.timing.time_budget_s <= 0) root.at("time_budget_s").fail("must be > 0");
+    c.timing.min_time_s = o.number("min_time_s", 0.0);
+    if (j.contains("min_time_s") && !(c.timing.min_time_s > 0 && c.timing.min_time_s <= kMaxMinTime))
+        root.at("min_time_s").fail("must be > 0 and at most " + std::to_string(int(kMaxMinTime)) + " (seconds per cell)");
     if (j.contains("backward")) c.timing.backward = read_bool(j["backward"], root.at("backward"));
 }
 
@@ -477,6 +480,7 @@ json Config::resolved() const {
         j["repeats"] = timing.repeats;
         j["warmup"] = timing.warmup;
         if (timing.time_budget_s > 0) j["time_budget_s"] = timing.time_budget_s;
+        if (timing.min_time_s > 0) j["min_time_s"] = timing.min_time_s;   // recorded only when set
         if (timing.backward) j["backward"] = true;   // recorded only when set
     }
     j["output_dir"] = output_dir;

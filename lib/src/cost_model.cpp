@@ -439,19 +439,19 @@ Cost estimate_kernel(const Config& cfg, int threads) {
 
 // One timing cell: the memory beyond the inputs (exact: the tiles per thread; FAVOR: W, both
 // feature matrices, the sums, as the unfused run that breaks the time into phases makes
-// them) and the time of its warm-up and repeats.
+// them) and the time of its warm-up and timed runs (TimingSpec::cell_seconds).
 std::pair<double, double> timing_cell(const Config& cfg, const Variant& v, std::size_t L, std::size_t d, std::size_t m,
                                       int threads) {
     const std::size_t s = dtype_bytes(cfg.dtype), dv = cfg.inputs.d_v.value_or(d);
     const double Ld = double(L);
-    double bytes, secs;
+    double bytes, secs, back = 0;   // one forward's and one backward's seconds
     if (v.exact) {
         bytes = exact_tiles(threads, double(dv), s) + Ld * dv * double(s);
         const double pairs = cfg.causal ? Ld * Ld / 2 : Ld * Ld;
         secs = (gemm_seconds(2.0 * pairs * double(d + dv), s) + pairs / kVexpRate) / threads;
         if (cfg.timing.backward) {   // G, Out, lse, the gradients and the backward's buffers; 5 products
             bytes += double(s) * Ld * (3.0 * dv + 2.0 * d) + 8.0 * Ld + exact_backward_bytes(threads, Ld, Ld, d, dv, s);
-            secs += (gemm_seconds(2.0 * pairs * double(3 * d + 2 * dv), s) + pairs / kVexpRate) / threads;
+            back = (gemm_seconds(2.0 * pairs * double(3 * d + 2 * dv), s) + pairs / kVexpRate) / threads;
         }
     } else {
         const double F = double(v.map->num_features(m, d));
@@ -462,12 +462,12 @@ std::pair<double, double> timing_cell(const Config& cfg, const Variant& v, std::
         if (cfg.timing.backward) {   // favor_backward: both sides' features and their gradients, G and
             // the gradients; the features' products twice (features, Jacobians), the linear part's 3x.
             bytes += double(s) * (4.0 * Ld * F + Ld * (2.0 * dv + 2.0 * d));
-            secs += (gemm_seconds(2.0 * v.map->feature_flops(L, L, m, d) + 3.0 * 4.0 * Ld * F * double(dv + 1), s) +
+            back = (gemm_seconds(2.0 * v.map->feature_flops(L, L, m, d) + 3.0 * 4.0 * Ld * F * double(dv + 1), s) +
                      2 * Ld * F / kVexpRate) /
                     threads;
         }
     }
-    return {bytes, secs * double(cfg.timing.warmup + cfg.timing.repeats)};
+    return {bytes, cfg.timing.cell_seconds(secs, back)};
 }
 
 // The largest L's inputs (float64 draw and dtype copy) and its largest cell; cells the time

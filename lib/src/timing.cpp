@@ -177,7 +177,7 @@ struct CellResult {
     bool skipped = false;
     std::string status = "ok";
     double median = 0, min = 0, max = 0, flops = 0;
-    std::size_t peak = 0;
+    std::size_t peak = 0, runs = 0;   // runs: the timed runs (repeats, or more for min_time_s)
     Phases phases;   // medians
     std::optional<double> backward;   // median of the backward's timed runs ("backward")
 };
@@ -210,8 +210,8 @@ void apply_budget(const Config& cfg, const Series& s, CellResult& c) {
         c.status = prev.status;
         return;
     }
-    const double predicted =
-        (prev.median + prev.backward.value_or(0.0)) * (c.flops / prev.flops) * double(cfg.timing.warmup + cfg.timing.repeats);
+    const double grow = c.flops / prev.flops;
+    const double predicted = cfg.timing.cell_seconds(prev.median * grow, prev.backward.value_or(0.0) * grow);
     if (predicted > cfg.timing.time_budget_s) {
         c.skipped = true;
         c.status = "skipped: over time budget (predicted " + fmt_seconds(predicted) + " s > " +
@@ -254,8 +254,15 @@ void measure(const Config& cfg, const Variant& var, const Inputs<T>& in, std::si
     reset_peak_rss();
     Mat<T> out;
     for (std::size_t w = 0; w < cfg.timing.warmup; ++w) run_once(cfg, var, in, m, threads, out);
+    // `repeats` timed runs, and more while they add up to less than min_time_s (a cell of tens
+    // of microseconds is otherwise over within one of a VM's slow or fast spells).
     std::vector<Phases> ps;
-    for (std::size_t r = 0; r < cfg.timing.repeats; ++r) ps.push_back(run_once(cfg, var, in, m, threads, out));
+    double timed = 0;
+    while (ps.size() < cfg.timing.repeats || (timed < cfg.timing.min_time_s && ps.size() < kMaxTimedRuns)) {
+        ps.push_back(run_once(cfg, var, in, m, threads, out));
+        timed += ps.back().total;
+    }
+    c.runs = ps.size();
     c.peak = peak_rss_bytes();
     auto med = [&](double Phases::*f) {
         std::vector<double> v;
@@ -282,7 +289,8 @@ void series_rows(const Config& cfg, const Series& s, const Series* ex, const std
     for (std::size_t li = 0; li < Ls.size(); ++li) {
         const CellResult& c = s.cells[li];
         std::vector<std::string> row = {var.name, format_count(Ls[li]), format_count(s.d), var.exact ? "" : format_count(s.m),
-                                        dtype_name(cfg.dtype), std::to_string(threads), format_count(cfg.timing.repeats)};
+                                        dtype_name(cfg.dtype), std::to_string(threads),
+                                        format_count(c.skipped ? cfg.timing.repeats : c.runs)};
         const CellResult* e = ex ? &ex->cells[li] : nullptr;
         std::optional<double> speedup;
         if (!c.skipped && e && !e->skipped) speedup = e->median / c.median;
@@ -368,8 +376,11 @@ void measure_cells(const Config& cfg, const RunOptions& opt, int threads, std::v
 // The notes' opening paragraph: what the times are and how the gemm ratio is counted.
 std::string timing_preamble(const Config& cfg, int threads, bool reset_ok, double gemm_gflops, bool float32) {
     std::ostringstream notes;
-    notes << "Times are of the attention given its inputs (and W): medians of " << cfg.timing.repeats
-          << " runs after " << cfg.timing.warmup << " warm-up run(s), on " << threads
+    notes << "Times are of the attention given its inputs (and W): medians of " << cfg.timing.repeats << " runs"
+          << (cfg.timing.min_time_s > 0 ? " (or more, until the timed runs of a cell add up to " +
+                                              fmt_seconds(cfg.timing.min_time_s) + " s: the column repeats)"
+                                        : std::string())
+          << " after " << cfg.timing.warmup << " warm-up run(s), on " << threads
           << " thread(s); projection_s (drawing W) is reported apart and not included. "
           << "gflops counts matrix-product flops only (2 M N K). peak_bytes is the peak resident "
           << "set of the process during the cell (inputs included)"

@@ -4,6 +4,7 @@
 // PATH=VALUE` and the run flags, typed), and the resolved form written to run.json. Every
 // check of a config happens here, before any work. The JSON text itself is read by
 // json_text.hpp, flag values by flag_values.hpp (both included for the callers).
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -79,7 +80,14 @@ struct KernelSpec {
 struct TimingSpec {
     std::size_t repeats = 5, warmup = 1;
     double time_budget_s = 0.0;        // 0: none
+    double min_time_s = 0.0;           // "min_time_s": more timed runs until they add up to it (0: repeats only)
     bool backward = false;             // "backward": also time each variant's backward pass
+    // A cell's predicted wall time from one run's forward and backward seconds: the warm-up
+    // runs of both, the timed forwards (repeats, or min_time_s when longer), the backward's.
+    double cell_seconds(double forward, double backward) const {
+        return double(warmup) * (forward + backward) + std::max(double(repeats) * forward, min_time_s) +
+               double(repeats) * backward;
+    }
 };
 
 struct Config {
@@ -164,6 +172,10 @@ inline constexpr std::size_t kMaxConfigBytes = std::size_t(1) << 20;
 // ask for terabytes.
 inline constexpr std::size_t kMaxL = std::size_t(1) << 22, kMaxD = 4096, kMaxM = std::size_t(1) << 16,
                              kMaxTrials = 1000000;
+// Timing: min_time_s at most an hour per cell, and at most kMaxTimedRuns timed runs (the
+// limit of repeats) however short a run.
+inline constexpr double kMaxMinTime = 3600.0;
+inline constexpr std::size_t kMaxTimedRuns = 100000;
 // input_seeds: at most kMaxInputSeeds draws, each seed at most kMaxInputSeed (exact as a double).
 inline constexpr std::size_t kMaxInputSeeds = 10000;
 inline constexpr std::uint64_t kMaxInputSeed = (std::uint64_t(1) << 32) - 1;
