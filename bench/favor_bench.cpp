@@ -36,6 +36,7 @@
 #include "favor/attention_blocks.hpp"
 #include "favor/backward_linear.hpp"
 #include "favor/exact_attention.hpp"
+#include "favor/exact_rows.hpp"
 #include "favor/favor_forward.hpp"
 #include "favor/linear_attention.hpp"
 #include "favor/estimator.hpp"
@@ -146,14 +147,15 @@ void long_context(int threads, int repeats) {
     Mat<float> out;
     const int reps = std::max(1, std::min(repeats, 3));
     const double t_fwd = median_time(reps, [&] { favor_forward_into(est, Q, K, V, out, false, threads); });
-    // As the approximation runner does it (approximation.cpp, non-causal): the exact rows in
-    // float64, the forward of the sampled rows only (key sums over all L keys), the jackknife.
+    // As the approximation runner does it (approximation.cpp, non-causal): the exact rows
+    // (float32 products, float64 sums across key tiles: exact_rows.hpp), the forward of the
+    // sampled rows only (key sums over all L keys), the jackknife.
     MetricValues values;
     const RowSample rs = draw_query_rows(0, 0, L, N, false);
-    const double t_exact = median_time(reps, [&] { exact_attention_rows(Q, rs.rows, K, V, false, threads); });
+    const double t_exact = median_time(reps, [&] { exact_attention_rows_f32(Q, rs.rows, K, V, false, threads); });
     const double t_rows = median_time(reps, [&] {
         const RowSample s = draw_query_rows(0, 0, L, N, false);
-        const Mat<double> exact = exact_attention_rows(Q, s.rows, K, V, false, threads);
+        const Mat<double> exact = exact_attention_rows_f32(Q, s.rows, K, V, false, threads);
         favor_forward_into(est, take_rows(Q, s.rows), K, V, out, false, threads);
         values.clear();
         sampled_values({"output_mse", "output_rel_error"}, exact, out, PairwiseRequest{}, {}, s, values);
@@ -161,9 +163,10 @@ void long_context(int threads, int repeats) {
     const double peak = double(peak_rss_bytes());
     const double exact_gf = 4.0 * double(N) * double(L) * double(d) / 1e9;
     std::printf("\nrow-sampled output metrics, positive-orthogonal, float32, L=2^20 d=%zu m=%zu, N=%zu rows:\n", d, m, N);
-    std::printf("  FAVOR+ forward %.2f s; row-sampled output_mse + output_rel_error (exact rows in float64, the forward\n"
-                "  of the sampled rows, the jackknife) %.2f s = %.2fx the forward, of which the exact rows %.2f s\n"
-                "  (%.1f GFLOP/s float64); output_rel_error %.4g +- %.2g (row SEM); peak RSS %.0f MB\n",
+    std::printf("  FAVOR+ forward %.2f s; row-sampled output_mse + output_rel_error (exact rows, the forward of the\n"
+                "  sampled rows, the jackknife) %.2f s = %.2fx the forward, of which the exact rows %.2f s\n"
+                "  (%.1f GFLOP/s; float32 products, float64 sums across key tiles); output_rel_error %.4g +- %.2g\n"
+                "  (row SEM); peak RSS %.0f MB\n",
                 t_fwd, t_rows, t_rows / t_fwd, t_exact, exact_gf / t_exact, *values["output_rel_error"],
                 *values["output_rel_error_row_sem"], peak / 1e6);
     check("row-sampled output metric L=2^20 / FAVOR+ forward", t_rows / t_fwd, 4.0, "x");

@@ -7,10 +7,12 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <type_traits>
 
 #include "favor/attention_blocks.hpp"
 #include "favor/backward_linear.hpp"
 #include "favor/exact_attention.hpp"
+#include "favor/exact_rows.hpp"
 #include "favor/favor_forward.hpp"
 #include "favor/linear_attention.hpp"
 #include "favor/cells.hpp"
@@ -94,8 +96,12 @@ Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>&
             h.grad = exact_attention_backward_saved(q, k, v, *G, h.reference, f.lse, causal, threads);
         return h;
     }
-    Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(take_rows(q, sample.rows)), {},
-              exact_attention_rows(q, sample.rows, k, v, causal, threads), {}, {}, {}, {}, {}};
+    Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(take_rows(q, sample.rows)),
+              {}, {}, {}, {}, {}, {}, {}};
+    // The reference rows (3.1): a float run's in float32 products of the float32 inputs (before
+    // any half rounding) with float64 sums across key tiles; a float64 run's in float64.
+    if constexpr (std::is_same_v<T, float>) h.reference = exact_attention_rows_f32(h.q, sample.rows, h.k, h.v, causal, threads);
+    else h.reference = exact_attention_rows(q, sample.rows, k, v, causal, threads);
     h.sample = std::move(sample);
     const std::vector<std::size_t>& rows = h.sample.rows;
     for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());

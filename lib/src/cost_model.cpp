@@ -14,6 +14,7 @@
 
 #include "favor/attention_blocks.hpp"
 #include "favor/exact_attention.hpp"
+#include "favor/exact_rows.hpp"
 #include "favor/favor_forward.hpp"
 #include "favor/linear_attention.hpp"
 #include "favor/attention_blocks.hpp"
@@ -320,12 +321,16 @@ InputCost input_cost(const ApproxRun& run, int threads) {
                                                    (cfg.inputs.layout.empty() ? 1.5 : 2.5)
                                              : 8.0 * (2 * Lq * d + Lq * dv);
         // The exact pass: K^T laid out once (ExactOperands; row-sampled: per tile, and the
-        // row draw's (uniform, index) pairs), each thread's tiles (float64).
-        in.loading = std::max(in.loading, draw + (x.sampled() ? 16.0 * Lq : 8.0 * Lkd * d) + exact_tiles(threads, dv, 8));
+        // row draw's (uniform, index) pairs), each thread's tiles (float64; row-sampled: those
+        // of the reference rows' precision, exact_rows.hpp).
+        const std::size_t ref_s = x.sampled() && run.s == 4 ? 4 : 8;
+        const double tiles =
+            x.sampled() ? double(threads) * exact_rows_thread_bytes(x.d, x.dv, ref_s) : exact_tiles(threads, dv, 8);
+        in.loading = std::max(in.loading, draw + (x.sampled() ? 16.0 * Lq : 8.0 * Lkd * d) + tiles);
         // The exact backward (backward_exact.cpp): the exact pass's lse, then its own buffers.
         if (grads) in.loading = std::max(in.loading, draw + 8.0 * Lq + exact_backward_bytes(threads, Lq, Lkd, d, dv, 8));
         const double pairs = cfg.causal ? R * Lkd / 2 : R * Lkd;
-        in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + x.dv), 8) + pairs / kVexpRate) / threads;
+        in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + x.dv), ref_s) + pairs / kVexpRate) / threads;
         // The exact backward from the exact pass's saved lse: 5 products over the pairs (S, P^T G,
         // G V^T, dS^T Q, dS K), one exp pass.
         if (grads)
