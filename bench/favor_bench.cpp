@@ -480,9 +480,12 @@ int main(int argc, char** argv) {
             req.features = "positive", req.projection = "orthogonal", req.m = "256", req.dtype = "float32";
             const ApplyOptions o = resolve_apply(req);
             const HeadTensors heads = load_qkv(dir + "/q.npy", dir + "/k.npy", dir + "/v.npy", false);
+            // At least 21 timed calls a side (~13 ms each) after 3 warm-ups: the module's process
+            // is fresh each round, and a median of 7 just after its start drifted by 40%.
+            const int reps = std::max(repeats, 21);
             const std::string cmd = "PYTHONPATH=" + exe + "/python " + python + " " + source_dir +
-                                    "/bench/module_overhead.py " + dir + " " + std::to_string(repeats);
-            // Three rounds, library then module, each the median of `repeats` calls; the least
+                                    "/bench/module_overhead.py " + dir + " " + std::to_string(reps);
+            // Five rounds, library then module, each the median of `reps` calls; the least
             // median of each side (a VM's speed drifts by tens of percent between runs a few
             // seconds apart: one library run against one later module run measured the drift).
             // The library side is the compute alone: apply_head_native on float32 matrices in
@@ -490,9 +493,10 @@ int main(int argc, char** argv) {
             const Mat<float> qf = cast_mat<float>(heads.q[0]), kf = cast_mat<float>(heads.k[0]),
                              vf = cast_mat<float>(heads.v[0]);
             double t_lib = 0, t_mod = 0, t_cli = 0;
-            for (int round = 0; round < 3; ++round) {
-                const double lib = median_time(repeats, [&] { apply_head_native<float>(qf, kf, vf, o); });
-                const double cli = median_time(repeats, [&] { apply_attention(heads, o); });
+            for (int round = 0; round < 5; ++round) {
+                for (int w = 0; w < 2; ++w) apply_head_native<float>(qf, kf, vf, o);   // + median_time's own: 3
+                const double lib = median_time(reps, [&] { apply_head_native<float>(qf, kf, vf, o); });
+                const double cli = median_time(reps, [&] { apply_attention(heads, o); });
                 t_cli = round == 0 ? cli : std::min(t_cli, cli);
                 double mod = 0;
                 if (FILE* p = popen(cmd.c_str(), "r")) {
@@ -506,9 +510,9 @@ int main(int argc, char** argv) {
             std::filesystem::remove_all(dir);
             std::printf("\nPython module, favor.attention on float32 numpy arrays vs the library call "
                         "apply_head_native on float32 matrices (L=16384 d=64 m=256, positive + orthogonal, float32; "
-                        "least median of 3 alternating rounds): library %.2f ms, module %.2f ms, ratio %.3f "
+                        "least median of 5 alternating rounds of %d calls after 3 warm-ups): library %.2f ms, module %.2f ms, ratio %.3f "
                         "(apply_attention on float64 heads, as the CLI calls it: %.2f ms)\n",
-                        t_lib * 1e3, t_mod * 1e3, t_mod > 0 ? t_mod / t_lib : 0.0, t_cli * 1e3);
+                        reps, t_lib * 1e3, t_mod * 1e3, t_mod > 0 ? t_mod / t_lib : 0.0, t_cli * 1e3);
             if (t_mod > 0) check("python module: favor.attention time / library call", t_mod / t_lib, 1.05, "");
             else std::printf("  the module did not run (%s)\n", cmd.c_str());
         } else {

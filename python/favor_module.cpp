@@ -19,6 +19,7 @@
 #include "favor/blas.hpp"
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
+#include "favor/parallel.hpp"
 #include "favor/run_session.hpp"
 #include "favor/tensor_requests.hpp"
 
@@ -124,9 +125,10 @@ std::vector<favor::Mat<T>> attend(const Prepared& p) {
     favor::HeadViews<T> Q, K, V;
     {
         py::gil_scoped_release free;
-        Q = favor::head_views_of_array<T>(p.q, "q");
-        K = favor::head_views_of_array<T>(p.k, "k");
-        V = favor::head_views_of_array<T>(p.v, "v");
+        const int threads = favor::resolve_threads(p.opt.threads);
+        Q = favor::head_views_of_array<T>(p.q, "q", threads);
+        K = favor::head_views_of_array<T>(p.k, "k", threads);
+        V = favor::head_views_of_array<T>(p.v, "v", threads);
         favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk);
     }
     std::vector<favor::Mat<T>> out;
@@ -140,11 +142,11 @@ std::vector<favor::Mat<T>> attend(const Prepared& p) {
     return out;
 }
 
-// Whether every entry is finite (favor::all_finite per head: a vectorised scan).
+// Whether every entry is finite (favor::all_finite per head: a vectorised scan on the call's threads).
 template <class T>
-bool all_finite(const std::vector<favor::Mat<T>>& out) {
+bool all_finite(const std::vector<favor::Mat<T>>& out, int threads) {
     for (const auto& h : out)
-        if (!favor::all_finite(h.data(), h.size())) return false;
+        if (!favor::all_finite(h.data(), h.size(), threads)) return false;
     return true;
 }
 
@@ -155,7 +157,7 @@ template <class T>
 py::tuple attention_of(const Prepared& p) {
     std::vector<favor::Mat<T>> out = attend<T>(p);
     std::string nonfinite;
-    if (!all_finite(out)) {
+    if (!all_finite(out, favor::resolve_threads(p.opt.threads))) {
         const favor::HeadTensors in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
         std::vector<favor::Mat<double>> wide;
         std::size_t total = 0;

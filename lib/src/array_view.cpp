@@ -2,6 +2,7 @@
 // file readers, with the array's name where those name the file.
 #include "favor/array_view.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "favor/apply_grad.hpp"
 #include "favor/error.hpp"
+#include "favor/parallel.hpp"
 
 namespace favor {
 
@@ -91,22 +93,28 @@ template std::vector<Mat<float>> heads_of_array_as(const ArrayView&, const std::
 template std::vector<Mat<double>> heads_of_array_as(const ArrayView&, const std::string&);
 
 template <class T>
-bool all_finite(const T* p, std::size_t n) {
+bool all_finite(const T* p, std::size_t n, int threads) {
     using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
     constexpr Bits mask = sizeof(T) == 4 ? Bits(0x7F800000u) : Bits(0x7FF0000000000000ull);
-    Bits bad = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        Bits b;
-        std::memcpy(&b, p + i, sizeof b);
-        bad |= Bits((b & mask) == mask);
-    }
-    return bad == 0;
+    constexpr std::size_t chunk = std::size_t(1) << 18;   // entries per parallel item
+    const std::size_t nchunks = (n + chunk - 1) / chunk;
+    std::vector<char> ok(nchunks, 1);
+    parallel_for(nchunks, threads, [&](std::size_t c) {
+        Bits bad = 0;
+        for (std::size_t i = c * chunk, end = std::min(n, i + chunk); i < end; ++i) {
+            Bits b;
+            std::memcpy(&b, p + i, sizeof b);
+            bad |= Bits((b & mask) == mask);
+        }
+        ok[c] = bad == 0;
+    });
+    return std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; });
 }
-template bool all_finite(const float*, std::size_t);
-template bool all_finite(const double*, std::size_t);
+template bool all_finite(const float*, std::size_t, int);
+template bool all_finite(const double*, std::size_t, int);
 
 template <class T>
-HeadViews<T> head_views_of_array(const ArrayView& a, const std::string& name) {
+HeadViews<T> head_views_of_array(const ArrayView& a, const std::string& name, int threads) {
     check_rank(a.shape, name);
     const std::size_t r = a.shape.size(), rows = a.shape[r - 2], cols = a.shape.back();
     const bool in_place = a.f32 == std::is_same_v<T, float> && a.strides[r - 1] == std::ptrdiff_t(sizeof(T)) &&
@@ -120,7 +128,7 @@ HeadViews<T> head_views_of_array(const ArrayView& a, const std::string& name) {
     const auto* base = static_cast<const char*>(a.data);
     for (std::ptrdiff_t offset : head_offsets(a)) {
         const T* p = reinterpret_cast<const T*>(base + offset);
-        if (!all_finite(p, rows * cols)) {   // the first bad entry, named as heads_of_array_as names it
+        if (!all_finite(p, rows * cols, threads)) {   // the first bad entry, named as heads_of_array_as names it
             v.owned = heads_of_array_as<T>(a, name);
             throw std::logic_error("head_views_of_array: a non-finite entry heads_of_array_as accepted");
         }
@@ -128,8 +136,8 @@ HeadViews<T> head_views_of_array(const ArrayView& a, const std::string& name) {
     }
     return v;
 }
-template HeadViews<float> head_views_of_array(const ArrayView&, const std::string&);
-template HeadViews<double> head_views_of_array(const ArrayView&, const std::string&);
+template HeadViews<float> head_views_of_array(const ArrayView&, const std::string&, int);
+template HeadViews<double> head_views_of_array(const ArrayView&, const std::string&, int);
 
 std::vector<Mat<double>> heads_of_array(const ArrayView& a, const std::string& name) {
     return heads_of_array_as<double>(a, name);

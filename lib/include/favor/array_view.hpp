@@ -30,9 +30,10 @@ template <class T>
 std::vector<Mat<T>> heads_of_array_as(const ArrayView& a, const std::string& name);
 
 // Whether the n entries at p are all finite: an exponent-bits test without an early exit, so
-// the loop vectorises (float or double).
+// the loop vectorises (float or double); in chunks on up to `threads` threads (a scan of
+// 12 MB is ~4% of a 13 ms attention call on one thread).
 template <class T>
-bool all_finite(const T* p, std::size_t n);
+bool all_finite(const T* p, std::size_t n, int threads = 1);
 
 // The heads of `a` as T, read in place where the layout allows and converted otherwise:
 // `heads` views the array's own memory when its entries are T and each head's rows are
@@ -44,7 +45,7 @@ struct HeadViews {
     std::vector<MatView<T>> heads;
 };
 template <class T>
-HeadViews<T> head_views_of_array(const ArrayView& a, const std::string& name);
+HeadViews<T> head_views_of_array(const ArrayView& a, const std::string& name, int threads = 1);
 
 // q, k, v as load_qkv reads and checks them from files, with the names "q", "k", "v" where
 // load_qkv names the files.

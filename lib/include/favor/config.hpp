@@ -84,9 +84,9 @@ struct TimingSpec {
     bool backward = false;             // "backward": also time each variant's backward pass
     // A cell's predicted wall time from one run's forward and backward seconds: the warm-up
     // runs of both, the timed forwards (repeats, or min_time_s when longer), the backward's.
-    double cell_seconds(double forward, double backward) const {
-        return double(warmup) * (forward + backward) + std::max(double(repeats) * forward, min_time_s) +
-               double(repeats) * backward;
+    double cell_seconds(double forward_s, double backward_s) const {
+        return double(warmup) * (forward_s + backward_s) + std::max(double(repeats) * forward_s, min_time_s) +
+               double(repeats) * backward_s;
     }
 };
 
