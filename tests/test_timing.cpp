@@ -71,7 +71,7 @@ TEST_CASE("a cell over the time budget is a row with a status and no numbers", "
     }
 }
 
-TEST_CASE("min_time_s: more timed runs until they add up to it, counted in repeats; checked", "[timing]") {
+TEST_CASE("min_time_s: more timed runs until they add up to it, counted in repeats, and checked", "[timing]") {
     json j = json::parse(R"({
         "name": "t", "experiment": "timing", "dtype": "float32",
         "inputs": {"source": "random", "L": [16, 32], "d": 4},
