@@ -150,15 +150,17 @@ template <class T>
 Mat<T> apply_head_native(MatView<T> Q, MatView<T> K, MatView<T> V, const ApplyOptions& o) {
     const Rounding r = dtype_rounding(o.dtype);   // half dtypes: T = float, values rounded
     const int threads = resolve_threads(o.threads);
-    if (r != Rounding::none) {   // rounded copies (the views' memory is the caller's)
-        std::array<Mat<T>, 3> own{to_mat<T>(Q), to_mat<T>(K), to_mat<T>(V)};
-        for (Mat<T>& m : own) round_to(r, m.data(), m.size());
-        if constexpr (std::is_same_v<T, float>)
-            if (!o.variant) return exact_attention_rounded(own[0], own[1], own[2], r, o.causal, threads);
-        return favor_forward(make_estimator<T>(*o.variant, o.m, Q.shape(1), o.seed, o.trial, r).for_inputs(own[0], own[1]),
-                             own[0], own[1], own[2], o.causal, threads);
+    std::array<Mat<T>, 3> rounded;   // the half dtypes' rounded copies (the views' memory is the caller's)
+    if (r != Rounding::none) {
+        rounded = {to_mat<T>(Q), to_mat<T>(K), to_mat<T>(V)};
+        for (Mat<T>& m : rounded) round_to(r, m.data(), m.size());
+        Q = rounded[0], K = rounded[1], V = rounded[2];
     }
-    if (!o.variant) return exact_attention<T>(Q, K, V, o.causal, threads);
+    if (!o.variant) {
+        if constexpr (std::is_same_v<T, float>)
+            if (r != Rounding::none) return exact_attention_rounded(rounded[0], rounded[1], rounded[2], r, o.causal, threads);
+        return exact_attention<T>(Q, K, V, o.causal, threads);
+    }
     const Estimator<T> est = make_estimator<T>(*o.variant, o.m, Q.shape(1), o.seed, o.trial, r).for_inputs(Q, K);
     // The fused forward where the map allows it (favor_forward.hpp; otherwise it is
     // favor_attention's output), on favor's threads: the numbers do not depend on their count.

@@ -22,7 +22,6 @@
 namespace favor {
 
 namespace {
-constexpr std::size_t round_up(std::size_t n, std::size_t k) { return (n + k - 1) / k * k; }
 static_assert(kExactBackwardKeys % tiles::panel_keys<float>() == 0 &&
               kExactBackwardKeys % tiles::panel_keys<double>() == 0);
 

@@ -18,8 +18,6 @@ namespace {
 static_assert(exact_tile_keys(sizeof(float)) % tiles::panel_keys<float>() == 0 &&
               exact_tile_keys(sizeof(double)) % tiles::panel_keys<double>() == 0);
 
-constexpr std::size_t round_up(std::size_t n, std::size_t k) { return (n + k - 1) / k * k; }
-
 // The operands in the layouts the tile kernels read (tile_kernels.hpp): K^T (d x Lkp) with the
 // keys padded by zeros to whole score panels, V with its columns padded to whole vectors
 // (V itself when dv already is), and the output accumulators as wide.

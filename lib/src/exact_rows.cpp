@@ -44,8 +44,6 @@ constexpr std::size_t kRowBlock = kExactQueryRows;         // sampled rows per b
 constexpr std::size_t kTileKeys = exact_tile_keys(sizeof(float));   // keys per tile (512)
 static_assert(kTileKeys % tiles::panel_keys<float>() == 0);
 
-constexpr std::size_t round_up(std::size_t n, std::size_t k) { return (n + k - 1) / k * k; }
-
 // A block's float64 state per row: the running max M, the row sum of exp(s - M) and the
 // output accumulator (dvp wide), over the key tiles folded so far.
 struct Running {

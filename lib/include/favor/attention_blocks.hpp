@@ -10,6 +10,9 @@
 
 namespace favor {
 
+// n rounded up to a multiple of k (tile and panel padding).
+constexpr std::size_t round_up(std::size_t n, std::size_t k) { return (n + k - 1) / k * k; }
+
 // --- exact attention (exact_attention.cpp) ------------------------------------------------
 
 // Query rows per block of exact_attention at long sequences.
