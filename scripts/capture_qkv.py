@@ -15,7 +15,8 @@ runs model(*args, **kwargs) once (under torch.no_grad) and writes, per attention
                                      layer's heads (`favor run DIR/layer<i>.json`)
   DIR/manifest.json                  layer names, B, H, L, Lk, d, d_v, causal, dtype, the
                                      model's logit scale, the factor q was multiplied by,
-                                     sha256 of every file, how each layer was captured
+                                     sha256 of every file, how each layer was captured,
+                                     the self-check's result ("check", below)
 and returns the manifest (a dict). All layers: `for c in DIR/layer*.json; do favor run "$c";
 done` (one favor config per layer because a favor npy input is one (B, H, L, d) set of heads
 of one length).
@@ -56,10 +57,35 @@ module's submodules are not searched further):
   layers: a list of module names (as in model.named_modules()) to capture instead of the
   detected ones; each must be an attention layer by 1-4.
 
+Self-check (every layer, output_check): the capture rebuilds the layer's attention output
+from the captured q, k, v, softmax(scale q k^T) v in float64 with the layer's causal mask,
+heads concatenated, through its out projection where it has one (the first child named
+out_proj, o_proj, c_proj, proj or out; an nn.Linear in float64, another module in the
+layer's dtype), and compares it with the layer's own output in the same forward (the first
+entry of a tuple output). They must agree within sqrt(u) * max |own output|, u the unit
+roundoff of the output's dtype (2^-24 float32, 2^-53 float64, 2^-11 float16, 2^-8
+bfloat16): the layer's own rounding stays far below (data/'s model: 1e-6 against 4e-4),
+while q, k or v that are not what enters the softmax (rotary embeddings applied inside
+forward under any name, a wrong scale, head split or causal declaration, a mask) are off by
+O(1) relative. Otherwise CaptureError names the layer and nothing is written. The manifest
+records each layer's "check": rebuilt_through, max_abs_diff, max_abs_output, tolerance,
+rule, passed. A layer whose output cannot be rebuilt so (another shape) is refused; pass
+qkv_fn.
+
+Masks: layouts 2 and 3 read the projections' outputs, which no mask touches, so a call of
+the layer or of a projection with a non-None argument whose name contains "mask" (by
+keyword or position: attention_mask, padding_mask, ...) is refused, naming the module;
+MultiheadAttention's masks as in 1. With qkv_fn a mask that changes the output fails the
+self-check. favor's attention is unmasked or causal; masks are refused, not honoured.
+
 Causal (per layer): the causal= argument when given (True/False for every layer); else
 MultiheadAttention's mask as above; else the module's attribute is_causal, causal or
 is_decoder (the first present; Hugging Face decoders set is_causal); else not causal.
 favor's causal attention is row i sees keys j <= i, so a causal layer needs Lk == L.
+
+Each layer<i>.json's output_dir is results/capture_<DIR name>_layer<i> under the working
+directory of the capture, written relative to DIR (a config's relative paths are taken from
+its folder, docs/design.md section 5).
 
 Command line, for the committed tiny model (scripts/tiny_lm.py, trained by
 scripts/train_tiny_lm.py):
@@ -70,6 +96,7 @@ on them (batch 1, causal).
 """
 import argparse
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -207,51 +234,45 @@ def _mha_qkv(m, name, args, kwargs):
     return q, k, v, causal
 
 
-class _Recorder:
-    """Wraps the forward of the layers to capture, recording their arguments and, for the
-    projection layouts, their projections' outputs (forward hooks). torch 1.13's forward
-    hooks do not see keyword arguments, hence the wrapper."""
+_PROJECTIONS = {"q_proj/k_proj/v_proj": ("q_proj", "k_proj", "v_proj"),
+                "query/key/value": ("query", "key", "value"), "qkv": ("qkv",), "c_attn": ("c_attn",)}
 
-    def __init__(self, named, qkv_fn):
-        self.named, self.qkv_fn = named, qkv_fn
-        self.calls = {n: [] for n, _ in named}
-        self.proj = {}
+
+class _Recorder:
+    """Wraps the forward of the layers to capture and, for the projection layouts, of their
+    projections, recording each call's arguments and output. torch 1.13's forward hooks do
+    not see keyword arguments, hence wrappers."""
+
+    def __init__(self, named, layout):
+        self.named, self.layout = named, layout
+        self.calls = {n: [] for n, _ in named}   # name -> [(args, kwargs, output)]
+        self.proj = {}                           # name -> {child: [(args, kwargs, output)]}
         self.undo = []
 
     def __enter__(self):
         for name, m in self.named:
-            self._wrap(name, m)
+            self._wrap(m, self.calls[name])
+            for kid in _PROJECTIONS.get(self.layout[name], ()):
+                self._wrap(getattr(m, kid), self.proj.setdefault(name, {}).setdefault(kid, []))
         return self
 
-    def _wrap(self, name, m):
+    def _wrap(self, m, record):
         orig = m.forward
-        layout = self.layout[name]
-        hooks = []
-        if layout in ("q_proj/k_proj/v_proj", "query/key/value", "qkv", "c_attn"):
-            kids = {"q_proj/k_proj/v_proj": ("q_proj", "k_proj", "v_proj"),
-                    "query/key/value": ("query", "key", "value")}.get(layout, (layout,))
-            for kid in kids:
-                sub = getattr(m, kid)
-
-                def hook(mod, inp, out, name=name, kid=kid):
-                    self.proj.setdefault(name, {}).setdefault(kid, []).append(out.detach())
-                hooks.append(sub.register_forward_hook(hook))
 
         def wrapper(*args, **kwargs):
-            self.calls[name].append((args, kwargs))
-            return orig(*args, **kwargs)
+            out = orig(*args, **kwargs)
+            record.append((args, kwargs, out))
+            return out
         own = vars(m).get("forward")  # an instance-level forward set by someone else
         m.forward = wrapper
-        self.undo.append((m, hooks, own))
+        self.undo.append((m, own))
 
     def __exit__(self, *exc):
-        for m, hooks, own in self.undo:
+        for m, own in reversed(self.undo):
             if own is None:
                 del m.forward  # the class's forward shows again
             else:
                 m.forward = own
-            for h in hooks:
-                h.remove()
         return False
 
 
@@ -303,12 +324,165 @@ def _check_qkv(name, q, k, v, causal):
             raise CaptureError(f"{name}: {w} has non-finite entries")
 
 
+# Unit roundoff u of the dtypes a layer computes in (its output's dtype).
+UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24, torch.float16: 2.0 ** -11,
+                 torch.bfloat16: 2.0 ** -8}
+# Out projections a layer may apply to its heads' concatenated outputs (children by name).
+_OUT_PROJECTIONS = ("out_proj", "o_proj", "c_proj", "proj", "out")
+
+
+def _own_output(m, output):
+    """The layer's own attention output as (B, L, width): the first entry of a tuple output,
+    (L, B, E) transposed for a MultiheadAttention that is not batch_first."""
+    o = output[0] if isinstance(output, (tuple, list)) and output else output
+    if not torch.is_tensor(o):
+        return None
+    if isinstance(m, torch.nn.MultiheadAttention) and not m.batch_first and o.dim() == 3:
+        o = o.transpose(0, 1)
+    return o
+
+
+def _rebuilt_output(m, q, k, v, scale, causal):
+    """softmax(scale q k^T) v from the captured tensors, in float64, heads concatenated
+    (B, L, H dv), through the layer's out projection where it has one (an nn.Linear in
+    float64, another module in its own dtype); and the projection's name."""
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    if causal:
+        L, Lk = s.shape[-2:]
+        s = s.masked_fill(torch.ones(L, Lk, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    o = s.softmax(-1) @ v.double()
+    B, H, L, dv = o.shape
+    o = o.transpose(1, 2).reshape(B, L, H * dv)
+    kids = dict(m.named_children())
+    for n in _OUT_PROJECTIONS:
+        p = kids.get(n)
+        if isinstance(p, torch.nn.Linear):
+            b = None if p.bias is None else p.bias.double()
+            return torch.nn.functional.linear(o, p.weight.double(), b), n
+        if p is not None:
+            return p(o.to(q.dtype)).double(), n
+    return o, None
+
+
+def output_check(name, m, q, k, v, scale, causal, output):
+    """Checks a capture against the layer itself (docs/design.md section 9, capture): the
+    attention rebuilt from q, k, v (_rebuilt_output) must equal the layer's own output on the
+    same input within sqrt(u) * max |own output|, u the unit roundoff of the output's dtype
+    (2^-24 for float32): a layer computing in that dtype keeps more than half its digits,
+    while a capture that misses a transformation of q or k (rotary embeddings applied inside
+    forward), a scale or a mask is off by O(1) relative. Returns the manifest's record;
+    raises CaptureError naming the layer when they differ."""
+    own = _own_output(m, output)
+    rebuilt, proj = _rebuilt_output(m, q, k, v, scale, causal)
+    through = f" through {proj}" if proj else ""
+    if own is None or tuple(own.shape) != tuple(rebuilt.shape):
+        got = "no tensor" if own is None else f"shape {tuple(own.shape)}"
+        raise CaptureError(f"{name}: cannot check the capture: the layer's output has {got}, the "
+                           f"attention rebuilt from q, k, v{through} {tuple(rebuilt.shape)}; "
+                           "pass qkv_fn")
+    u = UNIT_ROUNDOFF.get(own.dtype, 2.0 ** -24)
+    size = float(own.double().abs().max())
+    diff = float((own.double() - rebuilt).abs().max())
+    tol = math.sqrt(u) * size
+    if not diff <= tol:
+        raise CaptureError(f"{name}: the attention rebuilt from the captured q, k, v{through} "
+                           f"differs from the layer's own output by {diff:.3g} (max |output| "
+                           f"{size:.3g}, tolerance {tol:.3g}): q, k or v is not what enters "
+                           "the softmax (rotary embeddings or a mask inside forward? dropout: model.eval()?); "
+                           "pass qkv_fn")
+    return {"rebuilt_through": proj, "max_abs_diff": diff, "max_abs_output": size,
+            "tolerance": tol, "rule": "max |own - rebuilt| <= sqrt(u) max |own|, u = "
+            f"{u:.3g} ({str(own.dtype).replace('torch.', '')})", "passed": True}
+
+
+def _mask_arguments(fn, args, kwargs):
+    """The names of a call's arguments whose name contains "mask" and that are not None."""
+    try:
+        sig = inspect.signature(fn)
+        bound = sig.bind_partial(*args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return [n for n, x in kwargs.items() if "mask" in n.lower() and x is not None]
+    names = []
+    for n, x in bound.items():
+        if sig.parameters[n].kind is inspect.Parameter.VAR_KEYWORD:
+            names += [k for k, y in x.items() if "mask" in k.lower() and y is not None]
+        elif "mask" in n.lower() and x is not None:
+            names.append(n)
+    return names
+
+
+def _refuse_masks(name, m, call, proj):
+    """Layouts 2 and 3 read the projections' outputs, which no mask has touched: a mask
+    passed to the layer or to a projection is refused rather than ignored."""
+    for who, mod, calls in [(name, m, [call])] + [(f"{name}.{kid}", getattr(m, kid), c)
+                                                   for kid, c in proj.items()]:
+        for cargs, ckwargs, _ in calls:
+            masks = _mask_arguments(type(mod).forward, (mod,) + tuple(cargs), ckwargs)
+            if masks:
+                raise CaptureError(f"{who}: called with {masks[0]}: masks are not captured "
+                                   "(favor's attention is unmasked or causal); pass qkv_fn")
+
+
+def _projection_qkv(name, m, lay, proj):
+    """q, k, v (B, H, L, d), scale and how, from the recorded projection outputs (layouts 2, 3)."""
+    rot = _rotary_like(m)
+    if rot:
+        raise CaptureError(f"{name}: has {rot[0]!r}: rotary embeddings are applied "
+                           "after the projections; pass qkv_fn")
+    heads = _heads_attr(m)
+    if heads is None:
+        raise CaptureError(f"{name}: no attribute num_heads / num_attention_heads "
+                           "/ n_heads / n_head; pass qkv_fn")
+    for kid, calls in proj.items():
+        if len(calls) != 1:
+            raise CaptureError(f"{name}.{kid}: called {len(calls)} times in one forward of "
+                               f"{name}; pass qkv_fn")
+    outs = {kid: calls[0][2] for kid, calls in proj.items()}
+    if lay in ("q_proj/k_proj/v_proj", "query/key/value"):
+        q, k, v = (outs[kid] for kid in lay.split("/"))
+    else:
+        fused = outs[lay]
+        if fused.shape[-1] % 3:
+            raise CaptureError(f"{name}: {lay} width {fused.shape[-1]} is not 3 E")
+        q, k, v = fused.split(fused.shape[-1] // 3, dim=-1)
+    kvh = _kv_heads_attr(m, heads)
+    q = _split_heads(q, heads, name, "q")
+    k = _split_heads(k, kvh, name, "k")
+    v = _split_heads(v, kvh, name, "v")
+    how = f"forward hooks on {lay} outputs, split into {heads} heads"
+    if kvh != heads:
+        if heads % kvh:
+            raise CaptureError(f"{name}: {heads} heads and {kvh} key/value heads")
+        k = k.repeat_interleave(heads // kvh, dim=1)
+        v = v.repeat_interleave(heads // kvh, dim=1)
+        how += f", {kvh} key/value heads repeated"
+    return q, k, v, _scale_attr(m), how
+
+
+def _layer_qkv(name, m, lay, call, proj, qkv_fn):
+    """(q, k, v, scale or None, causal or None, how) of one recorded call, or None when the
+    module is not an attention layer."""
+    cargs, ckwargs, _ = call
+    res = qkv_fn(m, cargs, ckwargs) if qkv_fn is not None else None
+    if res is not None:
+        q, k, v, scale = res if len(res) == 4 else (*res, None)
+        return q, k, v, scale, None, "qkv_fn"
+    if lay is None:
+        return None
+    if lay == "MultiheadAttention":
+        q, k, v, causal = _mha_qkv(m, name, cargs, ckwargs)
+        return q, k, v, None, causal, ("torch.nn.MultiheadAttention: in_proj of the call's "
+                                       f"query/key/value, batch_first={m.batch_first}")
+    _refuse_masks(name, m, call, proj)
+    q, k, v, scale, how = _projection_qkv(name, m, lay, proj)
+    return q, k, v, scale, None, how
+
+
 def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, **kwargs):
     """Run model(*args, **kwargs) and write the q/k/v of its attention layers under out.
     See the module docstring. Returns the manifest (dict). Raises CaptureError."""
     found = _find_layers(model, qkv_fn, layers)
-    rec = _Recorder([(n, m) for n, m, _ in found], qkv_fn)
-    rec.layout = {n: lay for n, _, lay in found}
+    rec = _Recorder([(n, m) for n, m, _ in found], {n: lay for n, _, lay in found})
     with torch.no_grad():
         with rec:
             model(*args, **kwargs)
@@ -320,65 +494,23 @@ def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, **kwargs):
             if len(calls) > 1:
                 raise CaptureError(f"{name}: called {len(calls)} times in one forward; "
                                    "capture one call per layer (pass layers)")
-            cargs, ckwargs = calls[0]
-            res = qkv_fn(m, cargs, ckwargs) if qkv_fn is not None else None
-            how = "qkv_fn"
-            layer_causal = None
-            if res is not None:
-                if len(res) == 3:
-                    q, k, v = res
-                    scale = None
-                else:
-                    q, k, v, scale = res
-            elif lay is None:
+            got = _layer_qkv(name, m, lay, calls[0], rec.proj.get(name, {}), qkv_fn)
+            if got is None:
                 continue
-            elif lay == "MultiheadAttention":
-                q, k, v, layer_causal = _mha_qkv(m, name, cargs, ckwargs)
-                scale = None
-                how = ("torch.nn.MultiheadAttention: in_proj of the call's query/key/value, "
-                       f"batch_first={m.batch_first}")
-            else:
-                rot = _rotary_like(m)
-                if rot:
-                    raise CaptureError(f"{name}: has {rot[0]!r}: rotary embeddings are applied "
-                                       "after the projections; pass qkv_fn")
-                heads = _heads_attr(m)
-                if heads is None:
-                    raise CaptureError(f"{name}: no attribute num_heads / num_attention_heads "
-                                       "/ n_heads / n_head; pass qkv_fn")
-                p = rec.proj.get(name, {})
-                if lay == "q_proj/k_proj/v_proj" or lay == "query/key/value":
-                    kq, kk, kv = lay.split("/")
-                    q, k, v = p[kq][0], p[kk][0], p[kv][0]
-                else:
-                    fused = p[lay][0]
-                    if fused.shape[-1] % 3:
-                        raise CaptureError(f"{name}: {lay} width {fused.shape[-1]} is not 3 E")
-                    q, k, v = fused.split(fused.shape[-1] // 3, dim=-1)
-                kvh = _kv_heads_attr(m, heads)
-                q = _split_heads(q, heads, name, "q")
-                k = _split_heads(k, kvh, name, "k")
-                v = _split_heads(v, kvh, name, "v")
-                if kvh != heads:
-                    if heads % kvh:
-                        raise CaptureError(f"{name}: {heads} heads and {kvh} key/value heads")
-                    k = k.repeat_interleave(heads // kvh, dim=1)
-                    v = v.repeat_interleave(heads // kvh, dim=1)
-                scale = _scale_attr(m)
-                how = f"forward hooks on {lay} outputs, split into {heads} heads"
-                if kvh != heads:
-                    how += f", {kvh} key/value heads repeated"
-            d = q.shape[-1]
+            q, k, v, scale, layer_causal, how = got
             if causal is not None:
                 layer_causal = bool(causal)
             elif layer_causal is None:
                 layer_causal = bool(_causal_attr(m) or False)
             _check_qkv(name, q, k, v, layer_causal)
+            d = q.shape[-1]
             scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+            check = output_check(name, m, q, k, v, scale, layer_causal, calls[0][2])
             factor = scale * math.sqrt(d)
             if abs(factor - 1.0) > 1e-12:
                 q = q * factor
-            captured.append((name, type(m).__name__, how, q, k, v, scale, factor, layer_causal))
+            captured.append((name, type(m).__name__, how, q, k, v, scale, factor, layer_causal,
+                             check))
     if not captured:
         raise CaptureError("no attention layer was found or called (MultiheadAttention, "
                            "q_proj/k_proj/v_proj, query/key/value, qkv, c_attn); pass qkv_fn")
@@ -388,7 +520,7 @@ def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, **kwargs):
 def _write(out, captured):
     os.makedirs(out, exist_ok=True)
     layers = []
-    for i, (name, typ, how, q, k, v, scale, factor, causal) in enumerate(captured):
+    for i, (name, typ, how, q, k, v, scale, factor, causal, check) in enumerate(captured):
         sub = f"layer{i}"
         os.makedirs(os.path.join(out, sub), exist_ok=True)
         files = {}
@@ -410,7 +542,11 @@ def _write(out, captured):
             "variants": [{"features": "positive", "projection": "orthogonal"},
                          {"features": "trig", "projection": "orthogonal"}],
             "metrics": ["output_rel_error", "attention_tv"],
-            "output_dir": f"results/capture_{os.path.basename(os.path.abspath(out))}_{sub}",
+            # results/<name> under the working directory, written relative to the config's
+            # folder (design.md section 5: a config's relative paths are taken from there)
+            "output_dir": os.path.relpath(os.path.join(
+                os.getcwd(), "results", f"capture_{os.path.basename(os.path.abspath(out))}_{sub}"),
+                os.path.abspath(out)),
         }
         cfg_path = os.path.join(out, f"{sub}.json")
         with open(cfg_path, "w") as f:
@@ -421,7 +557,7 @@ def _write(out, captured):
                        "causal": bool(causal), "dtype": files["q"]["dtype"],
                        "scale": scale, "q_multiplied_by": factor, "how": how,
                        "config": f"{sub}.json",
-                       "config_sha256": _sha256(cfg_path), "files": files})
+                       "config_sha256": _sha256(cfg_path), "check": check, "files": files})
     manifest = {
         "format": "favor capture 1",
         "made_by": "scripts/capture_qkv.py capture()",

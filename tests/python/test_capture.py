@@ -250,13 +250,13 @@ def test_query_key_value_bert(tmp_path):
 
 
 def test_query_key_value_causal_argument(tmp_path):
-    """causal= overrides the detection: BertSelf itself is not causal, so its output only
-    matches favor's attention when the capture is not causal."""
+    """causal= overrides the detection: BertSelf itself is not causal, so a causal capture
+    does not rebuild its output and the capture's self-check refuses it, naming the layer."""
     torch.manual_seed(3)
     model = Stack([BertSelf(E, H)])
-    man, errs = layer_errors(model, torch.randn(B, L, E), str(tmp_path), BertSelf, causal=True)
-    assert man["layers"][0]["causal"] is True
-    assert errs[0][1] > 1e-3
+    with pytest.raises(capture_qkv.CaptureError, match=r"^layers\.0: the attention rebuilt"):
+        capture_qkv.capture(model, torch.randn(B, L, E), out=str(tmp_path / "a"), causal=True)
+    assert not (tmp_path / "a").exists()
 
 
 @pytest.mark.parametrize("kind", ["c_attn", "qkv"])
@@ -271,23 +271,22 @@ def test_fused_projection(tmp_path, kind):
     assert_close(errs)
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_user_function_rotary(tmp_path, causal):
-    """TinyLM (RoPE inside the attention's forward) through its user function tiny_qkv;
-    causal=False here is a deliberately wrong declaration and must not match."""
+def test_user_function_rotary(tmp_path):
+    """TinyLM (RoPE inside the attention's forward) through its user function tiny_qkv."""
     torch.manual_seed(5)
     cfg = dict(tiny_lm.CONFIG, d_model=32, n_layers=2, n_heads=2, head_dim=16, mlp=64)
     model = tiny_lm.TinyLM(cfg).eval()
     tokens = torch.randint(0, 256, (B, L))
     man, errs = layer_errors(model, tokens, str(tmp_path), tiny_lm.RotaryCausalAttention,
-                             qkv_fn=tiny_lm.tiny_qkv,
-                             **({} if causal else {"causal": False}))
+                             qkv_fn=tiny_lm.tiny_qkv)
     assert [l["name"] for l in man["layers"]] == ["blocks.0.attn", "blocks.1.attn"]
-    assert [l["causal"] for l in man["layers"]] == [causal, causal]
-    if causal:
-        assert_close(errs)
-    else:
-        assert min(e for _, e, _ in errs) > 1e-3
+    assert [l["causal"] for l in man["layers"]] == [True, True]
+    assert [l["check"]["rebuilt_through"] for l in man["layers"]] == ["out", "out"]
+    assert_close(errs)
+    # causal=False is a wrong declaration here: the self-check refuses it
+    with pytest.raises(capture_qkv.CaptureError, match=r"^blocks\.0\.attn: the attention rebuilt"):
+        capture_qkv.capture(model, tokens, out=str(tmp_path / "b"), qkv_fn=tiny_lm.tiny_qkv,
+                            causal=False)
 
 
 # ----------------------------------------------------------------------------- mistakes fail
@@ -337,6 +336,9 @@ def test_manifest_and_configs(tmp_path):
             a = np.load(os.path.join(out, info["path"]))
             assert list(a.shape) == info["shape"] == [B, H, L, E // H]
             assert info["sha256"] == capture_qkv._sha256(os.path.join(out, info["path"]))
+        chk = lay["check"]   # the self-check's record
+        assert chk["passed"] and chk["rebuilt_through"] == "c_proj"
+        assert chk["max_abs_diff"] <= chk["tolerance"] == pytest.approx(2.0 ** -12 * chk["max_abs_output"])
         cfg = os.path.join(out, lay["config"])
         r = subprocess.run([FAVOR, "validate", cfg], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
@@ -394,3 +396,138 @@ def test_model_unchanged_after_capture(tmp_path):
     for m in model.modules():
         assert "forward" not in vars(m)
         assert not m._forward_hooks
+
+
+# ----------------------------------------------------------------------------- the self-check
+
+class InlineRotary(HFSeparate):
+    """Llama-like q_proj/k_proj/v_proj/o_proj with RoPE applied inline in forward and no
+    attribute or child named like rope / rotary: the projections' outputs are not what
+    enters the softmax, which only the capture's self-check can see."""
+
+    def forward(self, hidden_states):
+        q = tiny_lm.rope(heads(self.q_proj(hidden_states), self.num_heads), 10000.0)
+        k = tiny_lm.rope(heads(self.k_proj(hidden_states), self.num_heads), 10000.0)
+        v = heads(self.v_proj(hidden_states), self.num_heads)
+        return self.o_proj(softmax_attention(q, k, v, self.scaling, self.is_causal))
+
+
+def test_inline_rotary_is_refused_naming_the_layer(tmp_path):
+    torch.manual_seed(8)
+    model = Stack([HFSeparate(E, H, True), InlineRotary(E, H, True)])
+    assert capture_qkv._rotary_like(model.layers[1]) == []   # the name test cannot see it
+    with pytest.raises(capture_qkv.CaptureError) as e:
+        capture_qkv.capture(model, torch.randn(B, 64, E), out=str(tmp_path / "a"))
+    msg = str(e.value)
+    assert msg.startswith("layers.1: the attention rebuilt from the captured q, k, v through o_proj "
+                          "differs from the layer's own output by ") and "\n" not in msg, msg
+    assert not (tmp_path / "a").exists()   # nothing written
+
+
+def test_tiny_model_passes_the_check(tmp_path):
+    """data/'s committed model, captured through tiny_qkv, passes the self-check with the
+    margin its float32 arithmetic gives (differences ~1e-6 against tolerances ~1e-4)."""
+    model, _ = tiny_lm.load_tiny_lm(os.path.join(ROOT, "data", "tiny_lm.pt"))
+    tokens = torch.tensor(list(b"def heappush(heap, item):\n    heap.append(item)\n" * 3))[None, :]
+    man = capture_qkv.capture(model, tokens, out=str(tmp_path / "a"), qkv_fn=tiny_lm.tiny_qkv)
+    assert len(man["layers"]) == 4
+    for lay in man["layers"]:
+        chk = lay["check"]
+        assert chk["passed"] and chk["rebuilt_through"] == "out" and "float32" in chk["rule"]
+        assert chk["max_abs_diff"] <= chk["tolerance"] / 10, lay["name"]
+
+
+def test_check_tolerance_follows_the_dtype(tmp_path):
+    """A float64 model is held to sqrt(2^-53) relative; the same layers in float64 pass."""
+    torch.manual_seed(9)
+    model = Stack([GPT2Attn(E, H)]).double()
+    man = capture_qkv.capture(model, torch.randn(B, L, E, dtype=torch.float64), out=str(tmp_path / "a"))
+    chk = man["layers"][0]["check"]
+    assert chk["tolerance"] == pytest.approx(2.0 ** -26.5 * chk["max_abs_output"])
+    assert chk["max_abs_diff"] <= chk["tolerance"] and "float64" in chk["rule"]
+
+
+def test_wrong_user_function_is_refused(tmp_path):
+    """A qkv_fn that reports a wrong scale is caught by the self-check."""
+    torch.manual_seed(5)
+    cfg = dict(tiny_lm.CONFIG, d_model=32, n_layers=1, n_heads=2, head_dim=16, mlp=64)
+    model = tiny_lm.TinyLM(cfg).eval()
+
+    def wrong_scale(m, args, kwargs):
+        r = tiny_lm.tiny_qkv(m, args, kwargs)
+        return None if r is None else (*r[:3], 2 * r[3])
+    with pytest.raises(capture_qkv.CaptureError, match=r"^blocks\.0\.attn: the attention rebuilt"):
+        capture_qkv.capture(model, torch.randint(0, 256, (1, L)), out=str(tmp_path / "a"),
+                            qkv_fn=wrong_scale)
+
+
+class MaskedProj(nn.Linear):
+    """A projection that takes a padding mask (zeroes the masked positions' outputs)."""
+
+    def forward(self, x, padding_mask=None):
+        y = super().forward(x)
+        return y if padding_mask is None else y * padding_mask[..., None]
+
+
+class MaskedHF(HFSeparate):
+    """HFSeparate whose forward honours an attention_mask over the keys, and whose
+    projections can take a padding mask."""
+
+    def __init__(self, E, H, proj_mask=False):
+        super().__init__(E, H, False)
+        self.q_proj, self.k_proj, self.v_proj = MaskedProj(E, E), MaskedProj(E, E), MaskedProj(E, E)
+        self.proj_mask = proj_mask
+
+    def forward(self, hidden_states, attention_mask=None):
+        pm = {"padding_mask": attention_mask} if self.proj_mask else {}
+        q = heads(self.q_proj(hidden_states, **pm), self.num_heads)
+        k = heads(self.k_proj(hidden_states, **pm), self.num_heads)
+        v = heads(self.v_proj(hidden_states, **pm), self.num_heads)
+        s = (q @ k.transpose(-1, -2)) * self.scaling
+        if attention_mask is not None:
+            s = s.masked_fill(attention_mask[:, None, None, :] == 0, float("-inf"))
+        o = (s.softmax(-1) @ v).transpose(1, 2).reshape(hidden_states.shape)
+        return self.o_proj(o)
+
+
+class CallWithMask(nn.Module):
+    def __init__(self, layer, positional):
+        super().__init__()
+        self.layer, self.positional = layer, positional
+
+    def forward(self, x, mask):
+        return self.layer(x, mask) if self.positional else self.layer(x, attention_mask=mask)
+
+
+@pytest.mark.parametrize("positional", [False, True])
+@pytest.mark.parametrize("proj_mask", [False, True])
+def test_masks_are_refused(tmp_path, positional, proj_mask):
+    """A mask passed to the layer (by keyword or position) or to its projections is refused
+    with one line naming where it went, not ignored; no mask: captured and checked."""
+    torch.manual_seed(10)
+    model = CallWithMask(MaskedHF(E, H, proj_mask), positional)
+    x, mask = torch.randn(B, L, E), torch.ones(B, L)
+    mask[0, -3:] = 0
+    with pytest.raises(capture_qkv.CaptureError) as e:
+        capture_qkv.capture(model, x, mask, out=str(tmp_path / "a"))
+    assert str(e.value) == ("layer: called with attention_mask: masks are not captured (favor's "
+                            "attention is unmasked or causal); pass qkv_fn")
+    man = capture_qkv.capture(model, x, None, out=str(tmp_path / "b"))
+    assert man["layers"][0]["check"]["passed"]
+
+
+def test_projection_mask_is_refused(tmp_path):
+    torch.manual_seed(10)
+    m = MaskedHF(E, H)
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = m
+
+        def forward(self, x, mask):
+            q = m.q_proj(x, padding_mask=mask)   # a projection called with a mask
+            return m(x) + 0 * q
+    x, mask = torch.randn(B, L, E), torch.ones(B, L)
+    with pytest.raises(capture_qkv.CaptureError, match=r"^attn\.q_proj: called with padding_mask: masks"):
+        capture_qkv.capture(Outer(), x, mask, out=str(tmp_path / "a"))
