@@ -88,7 +88,8 @@ directory of the capture, written relative to DIR (a config's relative paths are
 its folder, docs/design.md section 5).
 
 Command line, for the committed tiny model (scripts/tiny_lm.py, trained by
-scripts/train_tiny_lm.py):
+scripts/train_tiny_lm.py; the weights read with torch.load(weights_only=True), the config
+from the .json beside them):
     /usr/bin/python3 scripts/capture_qkv.py --text FILE --L N --out DIR
         [--model data/tiny_lm.pt] [--offset BYTES]
 reads N bytes of FILE from --offset (default 0) and captures every layer of the model run
@@ -582,7 +583,8 @@ def main(argv=None):
     ap.add_argument("--L", type=int, required=True, help="number of bytes (sequence length)")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--offset", type=int, default=0, help="first byte of the excerpt")
-    ap.add_argument("--model", default=os.path.join(HERE, "..", "data", "tiny_lm.pt"))
+    ap.add_argument("--model", default=os.path.join(HERE, "..", "data", "tiny_lm.pt"),
+                    help="weights (a state_dict read with weights_only=True; config in the .json beside it)")
     a = ap.parse_args(argv)
     sys.path.insert(0, HERE)
     import tiny_lm as tl
@@ -606,7 +608,9 @@ def main(argv=None):
         sys.exit(f"capture_qkv.py: {e}")
     m["input"] = {"text": a.text, "offset": a.offset, "L": a.L,
                   "sha256_of_bytes": hashlib.sha256(data).hexdigest(),
-                  "model": os.path.relpath(a.model), "model_sha256": _sha256(a.model)}
+                  "model": os.path.relpath(a.model), "model_sha256": _sha256(a.model),
+                  "model_config": os.path.relpath(tl.config_path(a.model)),
+                  "model_config_sha256": _sha256(tl.config_path(a.model))}
     with open(os.path.join(a.out, "manifest.json"), "w") as f:
         json.dump(m, f, indent=2)
         f.write("\n")

@@ -14,8 +14,10 @@ file:
     /usr/bin/python3 scripts/tiny_lm.py [WEIGHTS (default data/tiny_lm.pt)]
 """
 import argparse
+import json
 import math
 import os
+import pickle
 import sys
 
 import torch
@@ -116,23 +118,40 @@ def tiny_qkv(module, args, kwargs):
     return q, k, v, module.scale
 
 
+def config_path(weights):
+    """The JSON file beside a weights file that holds its config and meta: X.pt -> X.json."""
+    return os.path.splitext(weights)[0] + ".json"
+
+
+def save_tiny_lm(path, state_dict, config, meta):
+    """Writes the weights as a plain state_dict of tensors (torch.save, readable with
+    torch.load(weights_only=True): no pickled code) and config and meta as JSON beside them."""
+    torch.save({k: v.contiguous() for k, v in state_dict.items()}, path)
+    with open(config_path(path), "w") as f:
+        json.dump({"config": config, "meta": meta}, f, indent=2)
+        f.write("\n")
+
+
 def load_tiny_lm(path):
-    """The committed model in float32, eval mode, and its saved meta."""
+    """The committed model in float32, eval mode, and its saved meta. The weights are read
+    with torch.load(weights_only=True) (tensors only: a weights file cannot run code)."""
     try:
-        blob = torch.load(path, map_location="cpu")
-    except (OSError, RuntimeError) as e:
+        sd = torch.load(path, map_location="cpu", weights_only=True)
+        with open(config_path(path)) as f:
+            blob = json.load(f)
+    except (OSError, RuntimeError, ValueError, pickle.UnpicklingError) as e:
         sys.exit(f"{path}: cannot load the model: {e}")
     model = TinyLM(blob["config"])
-    model.load_state_dict({k: v.float() for k, v in blob["state_dict"].items()})
+    model.load_state_dict({k: v.float() for k, v in sd.items()})
     return model.eval(), blob.get("meta", {})
-
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(usage="%(prog)s [WEIGHTS]", description=__doc__.split("\n")[0])
     ap.add_argument("weights", nargs="?",
                     default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "tiny_lm.pt"),
-                    help="a torch.save file of scripts/train_tiny_lm.py (default data/tiny_lm.pt)")
+                    help="a state_dict file of scripts/train_tiny_lm.py, its config and meta in the .json beside it "
+                         "(default data/tiny_lm.pt)")
     a = ap.parse_args(argv)
     model, meta = load_tiny_lm(a.weights)
     print(f"{os.path.relpath(a.weights)}: {sum(p.numel() for p in model.parameters())} parameters, "

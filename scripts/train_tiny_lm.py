@@ -28,7 +28,8 @@ Baselines on the same bytes, counted on the training stream with add-one (Laplac
 smoothing: unigram p(b) = (c(b) + 1) / (N + 256); bigram p(b | a) = (c(a, b) + 1) /
 (c(a) + 256), the first byte predicted by the unigram.
 
-Writes --out (torch.save of {"config", "state_dict" in float16, "meta"}) and prints a
+Writes --out (a plain state_dict of float16 tensors, read with torch.load(weights_only=True))
+and its config and meta as JSON beside it (tiny_lm.save_tiny_lm: data/tiny_lm.json), and prints a
 summary (also stored in meta). The weights are float16 to keep the file small; TinyLM
 loads them into float32 (tiny_lm.load_tiny_lm); the held-out numbers are those of the float16
 weights.
@@ -52,7 +53,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tiny_lm import CONFIG, TinyLM  # noqa: E402
+from tiny_lm import CONFIG, TinyLM, config_path, load_tiny_lm, save_tiny_lm  # noqa: E402
 
 TEXT_GLOB = "/usr/lib/python3.11/*.py"
 EXCERPT = {"text": "/usr/lib/python3.11/heapq.py", "offset": 4096, "L": 1024}  # held out (file 69)
@@ -216,7 +217,7 @@ def main(argv=None):
     print(f"training: {train_wall:.0f} s wall, {train_cpu:.0f} s CPU (user+sys) on "
           f"{a.threads} threads")
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    torch.save({"config": CONFIG, "state_dict": sd, "meta": meta}, a.out)
+    save_tiny_lm(a.out, sd, CONFIG, meta)
     print(f"wrote {a.out}")
     make_data(a.out)
 
@@ -252,8 +253,8 @@ def make_data(weights):
         for r in rows:
             f.write(",".join(f"{r[c]:.6g}" for c in keys) + "\n")
     plot_heads(rows, os.path.join(out, "heads.png"), L, man["layers"][0]["d"])
-    blob = torch.load(weights, map_location="cpu")
-    write_readme(out, blob["meta"], blob["config"], man, rows, weights)
+    model, meta = load_tiny_lm(weights)
+    write_readme(out, meta, model.config, man, rows, weights)
 
 
 def plot_heads(rows, png, L, d):
@@ -303,7 +304,9 @@ def write_readme(out, meta, config, man, rows, weights):
         "## Files",
         "",
         f"- `{os.path.basename(weights)}`: the weights ({os.path.getsize(weights)} bytes, float16;"
-        " `load_tiny_lm` in `scripts/tiny_lm.py` reads them into float32).",
+        " a plain state_dict of tensors, which `load_tiny_lm` in `scripts/tiny_lm.py` reads with "
+        "`torch.load(weights_only=True)` into float32); "
+        f"`{os.path.basename(config_path(weights))}`: its config and training meta.",
         "- `manifest.json`: the capture (scripts/capture_qkv.py): per layer its module name, B, H, "
         "L, d, d_v, causal, dtype, the model's logit scale, the factor q was multiplied by, "
         "sha256 of every file; `input` gives the text, offset, sha256 of the bytes and of the model.",

@@ -1,12 +1,16 @@
 """The committed capture under data/ loads and matches data/manifest.json: every layer's
 q, k, v have the recorded shape, dtype and sha256, the shapes fit together, the values are
-finite, and each layer's favor config validates."""
+finite, and each layer's favor config validates. The weights load as tensors only
+(weights_only=True), and capturing from them reproduces q, k, v bit for bit."""
+import ast
 import hashlib
 import json
 import os
 import subprocess
+import sys
 
 import numpy as np
+import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DATA = os.path.join(ROOT, "data")
@@ -50,3 +54,69 @@ def test_configs_validate():
         r = subprocess.run([FAVOR, "validate", os.path.join(DATA, lay["config"])],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
+
+
+def test_weights_load_as_tensors_only():
+    """data/tiny_lm.pt is a plain state_dict of float16 tensors that torch.load reads with
+    weights_only=True (a weights file that cannot run code); config and meta in tiny_lm.json."""
+    torch = pytest.importorskip("torch")
+    sd = torch.load(os.path.join(DATA, "tiny_lm.pt"), map_location="cpu", weights_only=True)
+    assert sd and all(torch.is_tensor(t) and t.dtype == torch.float16 for t in sd.values())
+    with open(os.path.join(DATA, "tiny_lm.json")) as f:
+        blob = json.load(f)
+    assert set(blob) == {"config", "meta"}
+    assert blob["meta"]["parameters"] == sum(t.numel() for t in sd.values())
+    man = manifest()
+    assert man["input"]["model_config_sha256"] == sha256(os.path.join(ROOT, man["input"]["model_config"]))
+
+
+def torch_load_calls(path):
+    """(line, has weights_only=True) of every torch.load(...) call in a Python file."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "load"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"):
+            safe = any(k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True
+                       for k in node.keywords)
+            yield node.lineno, safe
+
+
+def test_every_torch_load_is_weights_only():
+    """No Python file of the project unpickles arbitrary objects: every torch.load passes
+    weights_only=True (the class of the defect, not one instance)."""
+    files = [os.path.join(dp, f) for top in ("scripts", "tests", "python", "examples", "bench")
+             for dp, _, fs in os.walk(os.path.join(ROOT, top)) for f in fs if f.endswith(".py")]
+    assert any(f.endswith("tiny_lm.py") for f in files)
+    unsafe = [f"{os.path.relpath(p, ROOT)}:{line}" for p in files for line, safe in torch_load_calls(p) if not safe]
+    assert unsafe == [], "torch.load without weights_only=True: " + ", ".join(unsafe)
+
+
+def test_capture_reproduces_data_bit_for_bit(tmp_path):
+    """scripts/capture_qkv.py's command line on the manifest's input, with the committed
+    weights (read with weights_only=True), writes data/'s q, k, v bit for bit, and every
+    layer passes the capture's self-check."""
+    pytest.importorskip("torch")
+    man = manifest()
+    inp = man["input"]
+    try:
+        with open(inp["text"], "rb") as f:
+            f.seek(inp["offset"])
+            text = f.read(inp["L"])
+    except OSError:
+        pytest.skip(f"{inp['text']} is not on this machine (Debian's python3.11)")
+    if hashlib.sha256(text).hexdigest() != inp["sha256_of_bytes"]:
+        pytest.skip(f"{inp['text']} differs from the captured text on this machine")
+    script = os.path.join(ROOT, "scripts", "capture_qkv.py")
+    r = subprocess.run([sys.executable, script, "--text", inp["text"], "--offset", str(inp["offset"]),
+                        "--L", str(inp["L"]), "--out", str(tmp_path), "--model", os.path.join(DATA, "tiny_lm.pt")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with open(tmp_path / "manifest.json") as f:
+        got = json.load(f)
+    for lay, mine in zip(man["layers"], got["layers"]):
+        for w in "qkv":
+            assert mine["files"][w]["sha256"] == lay["files"][w]["sha256"], (lay["name"], w)
+        assert mine["check"]["passed"] and lay["check"]["passed"]
+        assert mine["check"]["max_abs_diff"] <= mine["check"]["tolerance"]
+    assert len(got["layers"]) == len(man["layers"])
