@@ -19,14 +19,30 @@
 #include "favor/blas.hpp"
 #include "favor/error.hpp"
 #include "favor/experiment.hpp"
+#include "favor/names.hpp"
 #include "favor/parallel.hpp"
 #include "favor/run_session.hpp"
+#include "favor/tensor_layout.hpp"
 #include "favor/tensor_requests.hpp"
 
 namespace py = pybind11;
 using Text = std::optional<std::string>;
 
 namespace {
+
+// A library text (a message, a path: bytes that need not be UTF-8) as a Python str, decoded as
+// Python decodes file names (os.fsdecode: UTF-8, surrogateescape), so no byte is lost and
+// os.fsencode gives the bytes back. Texts go the other way as bytes (__init__.py's _text).
+py::str text_of(const std::string& s) {
+    PyObject* o = PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "surrogateescape");
+    if (o == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::str>(o);
+}
+py::list texts_of(const std::vector<std::string>& v) {
+    py::list out;
+    for (const auto& s : v) out.append(text_of(s));
+    return out;
+}
 
 // A numpy array as the library's strided view (no copy). The Python layer passes float32 or
 // float64 arrays in native byte order only.
@@ -67,6 +83,21 @@ py::array to_numpy(std::vector<favor::Mat<double>>&& heads, const std::vector<st
     return to_numpy<float>(std::move(narrow), lead);
 }
 
+// `favor apply --layout` for arrays: the layout checked as the CLI checks it and named as the
+// CLI names it, so read_qkv_shapes' rules and messages apply (check_source_shapes: no L < H
+// without a layout, the L < d warning); the arrays are viewed in favor's order (canonical_view).
+favor::QkvSource layout_source(const Text& layout, bool causal) {
+    favor::QkvSource s;
+    s.layout_field = "--layout";
+    s.causal = causal;
+    if (layout) {
+        s.layout = *layout;
+        if (const std::string why = favor::layout_problem(s.layout); !why.empty())
+            throw favor::Error("apply: --layout: " + why);
+    }
+    return s;
+}
+
 // A flag's text from the dict the Python layer builds (absent: not given).
 Text flag_of(const py::dict& flags, const char* key) {
     return flags.contains(key) ? flags[key].cast<Text>() : Text{};
@@ -99,15 +130,19 @@ struct Prepared {
     std::vector<std::string> warnings;
 };
 Prepared prepare(const py::array& q, const py::array& k, const py::array& v, const favor::ApplyRequest& req,
-                 const Text& max_memory, bool grad) {
+                 const py::dict& flags, const Text& max_memory, bool grad) {
     Prepared p;
     p.opt = favor::resolve_apply(req);
-    p.q = view_of(q), p.k = view_of(k), p.v = view_of(v);
-    p.shapes = favor::check_qkv_shapes(p.q.shape, p.k.shape, p.v.shape, "q", "k", "v", p.opt.causal);
+    const favor::QkvSource src = layout_source(flag_of(flags, "layout"), p.opt.causal);
+    p.q = favor::canonical_view(view_of(q), src.layout, "q");
+    p.k = favor::canonical_view(view_of(k), src.layout, "k");
+    p.v = favor::canonical_view(view_of(v), src.layout, "v");
+    p.shapes = favor::check_source_shapes(p.q.shape, p.k.shape, p.v.shape, "q", "k", "v", src);
     if (grad) favor::check_apply_grad(p.opt);
     const favor::ApplyPlan plan = favor::plan_apply(p.opt, p.shapes, favor::budget_of_text("apply", max_memory), grad);
     p.opt.threads = plan.threads;
-    p.warnings = plan.warnings;
+    p.warnings = p.shapes.warnings;
+    p.warnings.insert(p.warnings.end(), plan.warnings.begin(), plan.warnings.end());
     favor::set_blas_single_threaded();   // as the CLI runs (favor's own threads split the work)
     return p;
 }
@@ -164,19 +199,19 @@ py::tuple attention_of(const Prepared& p) {
         for (const auto& h : out) wide.push_back(favor::cast_mat<double>(h)), total += h.size();
         if (const auto bad = favor::find_nonfinite(in, wide, p.opt)) nonfinite = bad->message(total);
     }
-    return py::make_tuple(to_numpy(std::move(out), p.shapes.lead), p.warnings, nonfinite);
+    return py::make_tuple(to_numpy(std::move(out), p.shapes.lead), texts_of(p.warnings), text_of(nonfinite));
 }
 
 py::tuple attention(const py::array& q, const py::array& k, const py::array& v, bool exact, bool causal,
                     const py::dict& flags, const std::vector<std::string>& params, const Text& max_memory) {
-    const Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), max_memory, false);
+    const Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), flags, max_memory, false);
     return p.opt.dtype == favor::DType::float64 ? attention_of<double>(p) : attention_of<float>(p);
 }
 
 py::tuple attention_grad(const py::array& q, const py::array& k, const py::array& v, const py::array& g, bool exact,
                          bool causal, const py::dict& flags, const std::vector<std::string>& params,
                          const Text& max_memory) {
-    const Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), max_memory, true);
+    const Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), flags, max_memory, true);
     const favor::ArrayView gv = view_of(g);
     favor::HeadGradients grads;
     {
@@ -188,29 +223,26 @@ py::tuple attention_grad(const py::array& q, const py::array& k, const py::array
     const bool f32 = p.opt.dtype == favor::DType::float32;
     return py::make_tuple(to_numpy(std::move(grads.dq), p.shapes.lead, f32),
                           to_numpy(std::move(grads.dk), p.shapes.lead, f32),
-                          to_numpy(std::move(grads.dv), p.shapes.lead, f32), p.warnings);
+                          to_numpy(std::move(grads.dv), p.shapes.lead, f32), texts_of(p.warnings));
 }
 
 py::tuple features(const py::array& x, const py::object& other, bool key_side, const py::dict& flags,
                    const std::vector<std::string>& params) {
     const favor::ApplyOptions opt = favor::resolve_apply(apply_request(false, false, flags, params));
     favor::set_blas_single_threaded();
-    const char* xname = key_side ? "k" : "q";
-    const favor::ArrayView xv = view_of(x);
+    const char *xname = key_side ? "k" : "q", *oname = key_side ? "q" : "k";
+    const favor::QkvSource src = layout_source(flag_of(flags, "layout"), false);
+    const favor::ArrayView xv = favor::canonical_view(view_of(x), src.layout, xname);
+    const favor::ArrayView ov = other.is_none() ? xv : favor::canonical_view(view_of(other.cast<py::array>()), src.layout, oname);
+    // Both sides' shapes checked as apply checks q and k (with no other: x as both)
+    const favor::QkvShapes s = key_side ? favor::check_source_shapes(ov.shape, xv.shape, xv.shape, "q", "k", "k", src)
+                                        : favor::check_source_shapes(xv.shape, ov.shape, ov.shape, "q", "k", "k", src);
+    const std::vector<std::size_t> lead = s.lead;
     std::vector<favor::Mat<double>> xs, ys, phi, logs;
-    std::vector<std::size_t> lead;
-    if (!other.is_none()) {   // the other side, as in apply: its shapes checked with the same messages
-        const favor::ArrayView ov = view_of(other.cast<py::array>());
-        const auto s = key_side ? favor::check_qkv_shapes(ov.shape, xv.shape, xv.shape, "q", "k", "k", false)
-                                : favor::check_qkv_shapes(xv.shape, ov.shape, ov.shape, "q", "k", "k", false);
-        lead = s.lead;
-        py::gil_scoped_release free;
-        ys = favor::heads_of_array(ov, key_side ? "q" : "k");
-    }
     {
         py::gil_scoped_release free;
+        if (!other.is_none()) ys = favor::heads_of_array(ov, oname);
         xs = favor::heads_of_array(xv, xname);
-        if (other.is_none()) lead.assign(xv.shape.begin(), xv.shape.end() - 2);
         for (std::size_t h = 0; h < xs.size(); ++h) {
             const favor::Mat<double>& y = ys.empty() ? xs[h] : ys[h];
             favor::HeadFeatures f = key_side ? favor::apply_features(y, xs[h], favor::Side::key, opt)
@@ -222,7 +254,8 @@ py::tuple features(const py::array& x, const py::object& other, bool key_side, c
         }
     }
     const bool f32 = opt.dtype != favor::DType::float64;
-    return py::make_tuple(to_numpy(std::move(phi), lead, f32), to_numpy(std::move(logs), lead, false));
+    return py::make_tuple(to_numpy(std::move(phi), lead, f32), to_numpy(std::move(logs), lead, false),
+                          texts_of(s.warnings));
 }
 
 py::array projection(const std::string& name, const std::string& m, const std::string& d, const std::string& seed,
@@ -278,10 +311,10 @@ py::dict run(const std::string& config, const Text& text, const py::dict& flags,
     }
     py::dict d;
     d["files"] = files_of(o.result);
-    d["out"] = o.out;
-    d["notes_md"] = o.result.notes_md;
-    d["warnings"] = warnings;
-    d["notes"] = notes;
+    d["out"] = text_of(o.out);
+    d["notes_md"] = text_of(o.result.notes_md);
+    d["warnings"] = texts_of(warnings);
+    d["notes"] = texts_of(notes);
     return d;
 }
 
@@ -293,16 +326,16 @@ py::dict validate(const std::string& config, const Text& text, const std::vector
         v = favor::validate_session({source_of(config, text), sets, threads, max_memory, shard});
     }
     py::dict d;
-    d["text"] = v.text;
-    d["warnings"] = v.warnings;
-    d["config"] = v.config.resolved().dump();
+    d["text"] = text_of(v.text);
+    d["warnings"] = texts_of(v.warnings);
+    d["config"] = text_of(v.config.resolved().dump());
     d["cells"] = v.cells;
     d["threads"] = v.plan.threads;
     d["peak_bytes"] = v.plan.cost.peak;
     d["seconds"] = v.plan.cost.seconds;
     d["estimate"] = v.plan.cost.summary();
     d["budget_bytes"] = v.budget.bytes;
-    d["budget_source"] = v.budget.source;
+    d["budget_source"] = text_of(v.budget.source);
     return d;
 }
 
@@ -315,9 +348,9 @@ py::dict compare(const std::string& dir, const std::vector<std::string>& metrics
         r = favor::compare_session({dir, metrics, alpha, pairs, against, match}, &used);
     }
     py::dict d;   // the tables: DIR/comparisons.csv and DIR/ranking.csv, as written
-    d["description"] = favor::compare_description(used);
-    d["warnings"] = r.warnings;
-    d["summary"] = r.summary;
+    d["description"] = text_of(favor::compare_description(used));
+    d["warnings"] = texts_of(r.warnings);
+    d["summary"] = texts_of(r.summary);
     return d;
 }
 
@@ -325,7 +358,17 @@ py::dict compare(const std::string& dir, const std::vector<std::string>& metrics
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "favor's library: the computations behind the favor command line (see the favor package)";
-    py::register_exception<favor::Error>(m, "Error", PyExc_ValueError);
+    // favor.Error (a ValueError) with the library's message decoded by text_of: a message
+    // naming a non-UTF-8 path keeps every byte (register_exception's strict decode would
+    // leave an empty exception).
+    static py::exception<favor::Error> error(m, "Error", PyExc_ValueError);
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const favor::Error& e) {
+            PyErr_SetObject(error.ptr(), text_of(e.what()).ptr());
+        }
+    });
     m.def("attention", &attention);
     m.def("attention_grad", &attention_grad);
     m.def("features", &features);
@@ -334,4 +377,5 @@ PYBIND11_MODULE(_core, m) {
     m.def("validate", &validate);
     m.def("compare", &compare);
     m.def("version", &favor::version_text);
+    m.def("utf8_problem", [](const py::bytes& b) { return favor::utf8_problem(std::string(b)); });
 }

@@ -12,6 +12,7 @@
 #include "favor/apply_grad.hpp"
 #include "favor/error.hpp"
 #include "favor/parallel.hpp"
+#include "favor/tensor_layout.hpp"
 
 namespace favor {
 
@@ -138,6 +139,15 @@ HeadViews<T> head_views_of_array(const ArrayView& a, const std::string& name, in
 }
 template HeadViews<float> head_views_of_array(const ArrayView&, const std::string&, int);
 template HeadViews<double> head_views_of_array(const ArrayView&, const std::string&, int);
+
+ArrayView canonical_view(const ArrayView& a, const std::string& layout, const std::string& name) {
+    if (layout.empty()) return a;
+    ArrayView out = a;
+    out.shape = canonical_shape(a.shape, layout, name);   // the rank checked, the message the files'
+    out.strides.clear();
+    for (std::size_t i : layout_permutation(layout)) out.strides.push_back(a.strides[i]);
+    return out;
+}
 
 std::vector<Mat<double>> heads_of_array(const ArrayView& a, const std::string& name) {
     return heads_of_array_as<double>(a, name);

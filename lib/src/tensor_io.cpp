@@ -135,10 +135,19 @@ QkvShapes check_qkv_shapes(const std::vector<std::size_t>& q, const std::vector<
     return s;
 }
 
+QkvShapes check_source_shapes(const std::vector<std::size_t>& q, const std::vector<std::size_t>& k,
+                              const std::vector<std::size_t>& v, const std::string& qn, const std::string& kn,
+                              const std::string& vn, const QkvSource& s) {
+    return check_source(q, k, v, qn, kn, vn, s);
+}
+
 QkvShapes read_qkv_shapes(const QkvSource& s) {
     const TensorRef q = ref_q(s), k = ref_k(s), v = ref_v(s);
-    return check_source(canonical(read_tensor_header(q).shape, s, q.name()), canonical(read_tensor_header(k).shape, s, k.name()),
-                        canonical(read_tensor_header(v).shape, s, v.name()), q.name(), k.name(), v.name(), s);
+    // q, then k, then v (not as arguments of one call, whose order C++ leaves open)
+    std::vector<std::size_t> qs = canonical(read_tensor_header(q).shape, s, q.name());
+    std::vector<std::size_t> ks = canonical(read_tensor_header(k).shape, s, k.name());
+    std::vector<std::size_t> vs = canonical(read_tensor_header(v).shape, s, v.name());
+    return check_source(std::move(qs), std::move(ks), std::move(vs), q.name(), k.name(), v.name(), s);
 }
 
 HeadTensors load_qkv(const QkvSource& s) {

@@ -20,6 +20,8 @@ std::vector<std::size_t> permutation(const std::string& layout) {
 }
 }  // namespace
 
+std::vector<std::size_t> layout_permutation(const std::string& layout) { return permutation(layout); }
+
 std::string layout_problem(const std::string& layout) {
     for (std::size_t i = 0; i < layout.size(); ++i) {
         if (std::string(kOrder).find(layout[i]) == std::string::npos)

@@ -14,6 +14,7 @@ half-written: resume with ``resume=True``). docs/design.md section 9 has the API
 import io
 import json
 import os
+import sys
 import warnings
 
 import numpy as np
@@ -26,38 +27,103 @@ __all__ = ["Error", "attention", "attention_grad", "features", "projection", "ru
 __version__ = _core.version()
 
 
-def _text(x):
+def _flag(x):
     """A keyword value as the flag text the command line would get (None: flag absent)."""
     if x is None:
         return None
     if isinstance(x, bool):
         return "true" if x else "false"
     if isinstance(x, (list, tuple)):
-        return ",".join(_text(v) for v in x)
+        return ",".join(_flag(v) for v in x)
     if isinstance(x, float):
         return repr(x)
-    return str(x)
+    return os.fspath(x) if isinstance(x, os.PathLike) else str(x)
+
+
+def _text(x, what="a value"):
+    """_flag's text as the bytes the command line would get (os.fsencode: a file name's bytes
+    restored from its surrogate escapes). Bytes that are not UTF-8 are refused as the command
+    line refuses such an argument (process.cpp's check_arguments_utf8, by names.hpp's
+    utf8_problem), naming `what`."""
+    t = _flag(x)
+    if t is None:
+        return None
+    b = os.fsencode(t)
+    problem = _core.utf8_problem(b)
+    if problem:
+        shown = "".join(chr(c) if c < 0x80 else f"\\x{c:02x}" for c in b)
+        raise Error(f"{what} '{shown}': not valid UTF-8 ({problem}); favor records names and values in run.json, "
+                    "which holds UTF-8 only: rename it")
+    return b
+
+
+def _is_torch(x):
+    """Whether x is a torch tensor (torch is not imported here: a caller with tensors has)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 def _array(x, name):
-    """x as a float32 / float64 array in native byte order, without a copy when it is one
-    already (any strides); float16 widened to float32 (exactly)."""
-    a = np.asarray(x)
+    """x as a float32 / float64 numpy array in native byte order, without a copy when it is
+    one already (any strides); float16 widened to float32 (exactly); a byte-swapped array
+    (">f4") converted, as favor's .npy reader converts one. A torch tensor: its values on
+    the CPU (bfloat16 widened to float32, exactly); one that requires grad is refused."""
+    if _is_torch(x):
+        if x.requires_grad:
+            raise Error(f"{name}: a torch tensor that requires grad: favor computes no torch gradients "
+                        f"(favor.attention_grad gives them); pass {name}.detach()")
+        x = x.cpu()
+        a = (x.float() if x.dtype == sys.modules["torch"].bfloat16 else x).numpy()
+    else:
+        a = np.asarray(x)
+    if a.dtype.kind == "f" and not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
     if a.dtype == np.float16:
         a = a.astype(np.float32)
-    if a.dtype not in (np.float32, np.float64) or not a.dtype.isnative:
-        raise Error(f"{name}: dtype {a.dtype.str} is not supported; expected float16, float32 or float64")
+    if a.dtype not in (np.float32, np.float64):
+        raise Error(f"{name}: dtype {a.dtype.str} is not supported; expected float16, bfloat16 (torch), float32 "
+                    "or float64")
     return a
 
 
-def _flags(features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads):
-    return {k: _text(v) for k, v in dict(features=features, projection=projection, m=m, seed=seed, trial=trial,
-                                         epsilon=epsilon, epsilon_after=epsilon_after, A=A, dtype=dtype,
-                                         threads=threads).items() if v is not None}
+def _dtype_name(x):
+    """The favor dtype name of an input (torch or numpy)."""
+    return str(x.dtype).replace("torch.", "") if _is_torch(x) else str(np.asarray(x).dtype)
+
+
+def _torch_rule(inputs, dtype):
+    """(dtype, torch dtype of the results or None), docs/design.md section 9: with a torch
+    tensor among the inputs the computation's dtype defaults to the inputs' dtype (one dtype
+    for all of them, or favor.Error) and the results are torch tensors of that dtype; numpy
+    inputs keep the command line's default (float64) and its output dtypes."""
+    named = {n: x for n, x in inputs.items() if x is not None}
+    if not any(_is_torch(x) for x in named.values()):
+        return dtype, None
+    if dtype is None:
+        kinds = {n: _dtype_name(x) for n, x in named.items()}
+        if len(set(kinds.values())) > 1:
+            raise Error(", ".join(named) + ": torch inputs of different dtypes (" +
+                        ", ".join(f"{n} {d}" for n, d in kinds.items()) + "); pass dtype=")
+        dtype = next(iter(kinds.values()))
+    torch = sys.modules["torch"]
+    return dtype, getattr(torch, _flag(dtype), None)
+
+
+def _as_result(a, to):
+    """A result array as the caller's kind: numpy, or a torch tensor of dtype `to`."""
+    if to is None:
+        return a
+    return sys.modules["torch"].from_numpy(np.ascontiguousarray(a)).to(to)
+
+
+def _flags(features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads, layout=None):
+    return {k: _text(v, k) for k, v in dict(features=features, projection=projection, m=m, seed=seed, trial=trial,
+                                            epsilon=epsilon, epsilon_after=epsilon_after, A=A, dtype=dtype,
+                                            threads=threads, layout=layout).items() if v is not None}
 
 
 def _params(map_params):
-    return [f"{k}={_text(v)}" for k, v in map_params.items()]
+    return [_text(f"{k}={_flag(v)}", k) for k, v in map_params.items()]
 
 
 def _warn(lines):
@@ -66,77 +132,92 @@ def _warn(lines):
 
 
 def attention(q, k, v, features=None, projection=None, m=None, seed=None, trial=None, causal=False, dtype=None,
-              exact=False, epsilon=None, epsilon_after=None, A=None, threads=None, max_memory=None, **map_params):
+              exact=False, epsilon=None, epsilon_after=None, A=None, threads=None, max_memory=None, layout=None,
+              **map_params):
     """Exact (``exact=True``) or random-feature attention softmax(q k^T / sqrt(d)) v: ``favor apply``.
 
-    q: (L, d), (H, L, d) or (B, H, L, d); k: same leading shape, (Lk, d); v: (Lk, dv).
-    float16, float32 or float64, any memory order. Returns lead + (L, dv): float64, or float32
-    when ``dtype`` is not "float64" (as ``favor apply --out`` writes it).
+    q: (L, d), (H, L, d) or (B, H, L, d); k: same leading shape, (Lk, d); v: (Lk, dv); or the
+    axes ``layout`` names (``--layout``: "BLHD" for PyTorch's (B, L, H, d)); without a layout a
+    rank 3 or 4 q with fewer rows than heads is refused (favor.Error), as the command line
+    refuses the file. numpy arrays (float16, float32, float64, any byte order and memory order)
+    or torch tensors (also bfloat16; not requiring grad). Returns lead + (L, dv) in favor's
+    order (B, H, L, dv), whatever the layout. numpy inputs: float64, or float32 when ``dtype``
+    is not "float64" (as ``favor apply --out`` writes it). torch inputs: a torch tensor, dtype
+    by default the inputs' (docs/design.md section 9).
     features: a feature map (``favor list``); m: random features; projection: default
     "orthogonal"; seed, trial: W drawn as a run draws it; dtype: float64 (default), float32,
     float16 or bfloat16 (emulated); map_params: the map's own keys (``--param``, e.g. t=0.8).
     Non-finite outputs: a RuntimeWarning with the command line's explanation.
     """
+    dtype, to = _torch_rule(dict(q=q, k=k, v=v), dtype)
     out, warns, nonfinite = _core.attention(_array(q, "q"), _array(k, "k"), _array(v, "v"), exact, causal,
                                             _flags(features, projection, m, seed, trial, epsilon, epsilon_after, A,
-                                                   dtype, threads), _params(map_params), _text(max_memory))
+                                                   dtype, threads, layout), _params(map_params), _text(max_memory, "max_memory"))
     _warn(warns)
     if nonfinite:
         warnings.warn(nonfinite, RuntimeWarning, stacklevel=2)
-    return out
+    return _as_result(out, to)
 
 
 def attention_grad(q, k, v, g, features=None, projection=None, m=None, seed=None, trial=None, causal=False,
                    dtype=None, exact=False, epsilon=None, epsilon_after=None, A=None, threads=None, max_memory=None,
-                   **map_params):
+                   layout=None, **map_params):
     """Gradients (dq, dk, dv) of attention(q, k, v, ...) for the upstream gradient g = dLoss/dOut:
     ``favor apply --grad``.
 
-    g: lead + (L, dv), the output's shape. Returns dq: lead + (L, d), dk: lead + (Lk, d),
-    dv: lead + (Lk, dv); float32 with dtype="float32", else float64. The half dtypes and maps
-    that are not row-normalised (nystrom) have none (favor.Error).
+    q, k, v as in attention (``layout`` names their axes); g: lead + (L, dv), the output's shape
+    in favor's order. Returns dq: lead + (L, d), dk: lead + (Lk, d), dv: lead + (Lk, dv) in
+    favor's order; float32 with dtype="float32", else float64 (torch inputs: torch tensors of
+    the dtype). The half dtypes and maps that are not row-normalised (nystrom) have none
+    (favor.Error).
     """
+    dtype, to = _torch_rule(dict(q=q, k=k, v=v, g=g), dtype)
     dq, dk, dv, warns = _core.attention_grad(_array(q, "q"), _array(k, "k"), _array(v, "v"), _array(g, "g"), exact,
                                              causal, _flags(features, projection, m, seed, trial, epsilon,
-                                                            epsilon_after, A, dtype, threads),
-                                             _params(map_params), _text(max_memory))
+                                                            epsilon_after, A, dtype, threads, layout),
+                                             _params(map_params), _text(max_memory, "max_memory"))
     _warn(warns)
-    return dq, dk, dv
+    return _as_result(dq, to), _as_result(dk, to), _as_result(dv, to)
 
 
 def features(x, features, m=None, projection=None, seed=None, trial=None, side="query", other=None, dtype=None,
-             epsilon=None, epsilon_after=None, A=None, log_scale=False, **map_params):
+             epsilon=None, epsilon_after=None, A=None, log_scale=False, layout=None, **map_params):
     """The random features phi(x) attention(..., features=F) uses, rows scaled by d^{-1/4}.
 
-    x: (L, d), (H, L, d) or (B, H, L, d): queries (side="query") or keys (side="key");
+    x: (L, d), (H, L, d) or (B, H, L, d), or the axes ``layout`` names (as in attention):
+    queries (side="query") or keys (side="key");
     other: the other side (keys for queries), which data-dependent maps (oprf's A*, nystrom's
     landmarks) are fitted to as in attention (default: x itself). Returns lead + (L, F) with
     phi(x).phi(y) estimating exp(x.y); with log_scale=True the stabilised pair (phi~, s),
     s: lead + (L, 1), phi = exp(s) phi~ (docs/design.md section 2.3), which cannot overflow.
+    torch inputs: torch tensors, phi of the dtype (by default the inputs'), s float64.
     """
     if side not in ("query", "key"):
         raise Error(f"features: side: expected 'query' or 'key', got {side!r}")
-    phi, s = _core.features(_array(x, "k" if side == "key" else "q"),
-                            None if other is None else _array(other, "q" if side == "key" else "k"), side == "key",
-                            _flags(features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, None),
-                            _params(map_params))
+    xname, oname = ("k", "q") if side == "key" else ("q", "k")
+    dtype, to = _torch_rule({xname: x, oname: other}, dtype)
+    phi, s, warns = _core.features(_array(x, xname), None if other is None else _array(other, oname), side == "key",
+                                   _flags(features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, None,
+                                          layout), _params(map_params))
+    _warn(warns)
     if log_scale:
-        return phi, s
-    return phi * np.exp(s).astype(phi.dtype)
+        return _as_result(phi, to), _as_result(s, None if to is None else sys.modules["torch"].float64)
+    return _as_result(phi * np.exp(s).astype(phi.dtype), to)
 
 
 def projection(projection, m, d, seed, trial=None):
     """W (m, d), float64: the random matrix a run draws for (seed, projection, m, d, trial)
     (``favor projection``)."""
-    return _core.projection(_text(projection), _text(m), _text(d), _text(seed), _text(trial))
+    return _core.projection(_text(projection, "projection"), _text(m, "m"), _text(d, "d"), _text(seed, "seed"),
+                            _text(trial, "trial"))
 
 
 def _source(config):
     """(name, text): a config file's path, or a dict as JSON named "config" (relative paths in
     it relative to the working directory)."""
     if isinstance(config, dict):
-        return "config", json.dumps(config)
-    return os.fspath(config), None
+        return b"config", json.dumps(config)
+    return _text(config, "config"), None
 
 
 def _table(data):
@@ -164,12 +245,12 @@ def run(config, out=None, m=None, num_features=None, L=None, trials=None, seed=N
     with resume=True.
     """
     name, text = _source(config)
-    flags = {k: _text(v) for k, v in dict(out=out, m=m, num_features=num_features, L=L, trials=trials, seed=seed,
+    flags = {k: _text(v, k) for k, v in dict(out=out, m=m, num_features=num_features, L=L, trials=trials, seed=seed,
                                           dtype=dtype, shard=shard, threads=threads,
                                           max_memory=max_memory).items() if v is not None}
     if isinstance(set, str):
         set = [set]
-    r = _core.run(name, text, flags, list(set), resume)
+    r = _core.run(name, text, flags, [_text(s, "set") for s in set], resume)
     _warn(r["warnings"])
     t = Tables()
     for fname, data in r["files"].items():
@@ -191,7 +272,8 @@ def validate(config, set=(), threads=None, max_memory=None, shard=None):
     name, text = _source(config)
     if isinstance(set, str):
         set = [set]
-    r = _core.validate(name, text, list(set), _text(threads), _text(max_memory), _text(shard))
+    r = _core.validate(name, text, [_text(s, "set") for s in set], _text(threads, "threads"),
+                       _text(max_memory, "max_memory"), _text(shard, "shard"))
     _warn(r["warnings"])
     r["config"] = json.loads(r["config"])
     return r
@@ -209,7 +291,8 @@ def compare(dir, metric=(), alpha=None, pairs=None, against=None, match=None):
         metric = [metric]
     if pairs is not None and not isinstance(pairs, str):
         pairs = ",".join(f"{a}:{b}" for a, b in pairs)
-    r = _core.compare(os.fspath(dir), list(metric), _text(alpha), pairs, against, match)
+    r = _core.compare(_text(dir, "dir"), [_text(m, "metric") for m in metric], _text(alpha, "alpha"),
+                      _text(pairs, "pairs"), _text(against, "against"), _text(match, "match"))
     _warn(r["warnings"])
     for name in ("comparisons", "ranking"):
         with open(os.path.join(os.fspath(dir), name + ".csv"), "rb") as f:

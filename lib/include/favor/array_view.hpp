@@ -19,6 +19,11 @@ struct ArrayView {
     std::vector<std::ptrdiff_t> strides;
 };
 
+// `a` with its axes in favor's order (B, H, L, D) when they are in `layout`'s order
+// (tensor_layout.hpp; "" leaves it as it is): shape and strides permuted, no copy. An Error
+// naming `name` when the rank is not the layout's length (canonical_shape's message).
+ArrayView canonical_view(const ArrayView& a, const std::string& layout, const std::string& name);
+
 // The heads of `a` (rank 2 to 4: (L, d), (H, L, d), (B, H, L, d)) as (L, d) float64 matrices,
 // read straight from the strided memory (one pass, no intermediate copy). Throws Error
 // "NAME: ..." with load_qkv's messages (rank, empty dimension, first non-finite entry).

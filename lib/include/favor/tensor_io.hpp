@@ -48,6 +48,11 @@ QkvShapes check_qkv_shapes(const std::vector<std::size_t>& q, const std::vector<
 // or when, with no layout given, a rank 3 or 4 tensor would have fewer rows L than heads H
 // (a (B, L, H, d) tensor read as (B, H, L, d)); a warning when L < d.
 QkvShapes read_qkv_shapes(const QkvSource& src);
+// read_qkv_shapes' checks on shapes given in favor's order (a layout already applied; src's
+// layout and layout_field name it in the messages), the tensors named qn, kn, vn.
+QkvShapes check_source_shapes(const std::vector<std::size_t>& q, const std::vector<std::size_t>& k,
+                              const std::vector<std::size_t>& v, const std::string& qn, const std::string& kn,
+                              const std::string& vn, const QkvSource& src);
 
 // Loads and checks q, k, v: rank 2 to 4, the same leading dimensions, q and k the same
 // width d, k and v the same length, q and k the same length when `causal`, every entry

@@ -20,6 +20,9 @@ std::vector<std::size_t> canonical_shape(const std::vector<std::size_t>& shape, 
 // Permutes the values (C order) and the shape of `a` into favor's order.
 void to_canonical(NpyArray& a, const std::string& layout, const std::string& name);
 
+// perm[j]: the axis of a `layout` tensor that becomes axis j of favor's order (B, H, L, D).
+std::vector<std::size_t> layout_permutation(const std::string& layout);
+
 // "(B, L, H, d)": the layout's axes as a shape is written.
 std::string layout_axes(const std::string& layout);
 
