@@ -209,10 +209,13 @@ def test_run_validate_compare_equal_cli(tmp_path):
     # A dict config runs the same cells.
     t2 = favor.run(dict(CONFIG, trials=4), out=tmp_path / "py2")
     assert (tmp_path / "py2" / "errors.csv").read_bytes() == (tmp_path / "cli" / "errors.csv").read_bytes()
+    # The memory budget given (not read from /proc/meminfo): two processes' texts compare equal
+    # whatever the machine's free memory did between them.
     with pytest.warns(UserWarning, match="no favor compare verdict is reachable"):   # the CLI's warning
-        v = favor.validate(cfg, threads=1)
-    r = cli("validate", cfg, "--threads", 1)
+        v = favor.validate(cfg, threads=1, max_memory="1G")
+    r = cli("validate", cfg, "--threads", 1, "--max-memory", "1G")
     assert "favor: warning: validate: with 3 trials no favor compare verdict" in r.stderr
+    assert "budget 1 GiB (--max-memory)" in v["text"] and "MemAvailable" not in v["text"]
     assert v["text"] == r.stdout and v["cells"] == 16 and v["peak_bytes"] > 0
     with pytest.warns(UserWarning, match="underpowered"):
         c = favor.compare(tmp_path / "py")
