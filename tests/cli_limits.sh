@@ -29,18 +29,20 @@ expect() {
 expect_error() { expect 2 "$@"; }
 
 # --- memory: refused at once, naming the field and the estimate ------------------------------
+# The budget given (--max-memory 16G), not read from the machine: a machine with that much
+# memory free would run these rather than refuse them.
 big_L=$(cfg bigL "${good/\"L\": 64, \"d\": 8/\"L\": 4194304, \"d\": 512}")
-expect_error L22-d512-validate "inputs.L: needs an estimated" validate "$big_L"
-expect_error L22-d512-run "inputs.L: needs an estimated" run "$big_L" --out "$tmp/out"
+expect_error L22-d512-validate "inputs.L: needs an estimated" validate "$big_L" --max-memory 16G
+expect_error L22-d512-run "inputs.L: needs an estimated" run "$big_L" --out "$tmp/out" --max-memory 16G
 [ "$ELAPSED_MS" -lt 1000 ] || fail "L22-d512: refused after $ELAPSED_MS ms"
 # m = 32768 at L = 65536: with overflow_fraction favor_attention makes both (L, F) feature
 # matrices (32 GiB); without it the fused forward's key partials at L = 262144 (36 GiB).
 big_m=$(cfg bigm "${good/\"trials\": 1/\"trials\": 1, \"metrics\": [\"output_mse\", \"overflow_fraction\"]}")
-expect_error m32768-L65536-overflow "m: needs an estimated" run "$big_m" --L 65536 --m 32768 --out "$tmp/out"
+expect_error m32768-L65536-overflow "m: needs an estimated" run "$big_m" --L 65536 --m 32768 --out "$tmp/out" --max-memory 16G
 [ "$ELAPSED_MS" -lt 1000 ] || fail "m32768-L65536-overflow: refused after $ELAPSED_MS ms"
-expect_error m32768-L262144-fused "m: needs an estimated" run "$(cfg bigmf "$good")" --L 262144 --m 32768 --out "$tmp/out"
+expect_error m32768-L262144-fused "m: needs an estimated" run "$(cfg bigmf "$good")" --L 262144 --m 32768 --out "$tmp/out" --max-memory 16G
 [ "$ELAPSED_MS" -lt 1000 ] || fail "m32768-L262144-fused: refused after $ELAPSED_MS ms"
-expect_error 100GB "inputs.L: needs an estimated" run "$(cfg b100 "${good/\"L\": 64, \"d\": 8/\"L\": 2097152, \"d\": 2048}")" --out "$tmp/out"
+expect_error 100GB "inputs.L: needs an estimated" run "$(cfg b100 "${good/\"L\": 64, \"d\": 8/\"L\": 2097152, \"d\": 2048}")" --out "$tmp/out" --max-memory 16G
 expect_error max-memory "more than the 20 MiB available (--max-memory)" run "$(cfg mm "$good")" --L 16384 --m 256 --max-memory 20M --out "$tmp/out"
 expect_error max-memory-bad "run: --max-memory: unknown unit 'X'" run "$(cfg mm2 "$good")" --max-memory 8X --out "$tmp/out"
 grep -q "^estimate: peak memory .* on [0-9]* thread" <<<"$("$favor" validate "$(cfg v "$good")")" || fail "validate prints no estimate"
