@@ -254,8 +254,11 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
     const std::vector<std::string> wanted = baseline_columns(cols);
     Values v;
     if (wanted.empty()) return v;
+    // Sizes from the fields every head has (q, k; x: the evaluated query rows): y and softmax
+    // exist only with a pairwise metric when row-sampled, g and grad only with a gradient metric.
+    const std::size_t Lk = h.k.shape(0), d = h.k.shape(1);
     Features<double> fq{Mat<double>::from_shape({h.x.shape(0), 1}), std::vector<double>(h.x.shape(0), 0.0)};
-    Features<double> fk{Mat<double>::from_shape({h.y.shape(0), 1}), std::vector<double>(h.y.shape(0), 0.0)};
+    Features<double> fk{Mat<double>::from_shape({Lk, 1}), std::vector<double>(Lk, 0.0)};
     fq.phi.fill(1.0);
     fk.phi.fill(1.0);
     Mat<double> ones = Mat<double>::from_shape({h.q.shape(0), 1});   // every query row (row-sampled: more than x's)
@@ -273,7 +276,7 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
         pass_values(h, MatrixRows<double>(fq), MatrixRows<double>(fk), wanted, req, threads, v);
     }
     if (h.g.size() != 0) {   // constant features: dQ = dK = 0, dV = A^T G with A_ij = 1/n_i
-        Gradients<double> u{Mat<double>::from_shape({h.x.shape(0), h.x.shape(1)}), Mat<double>::from_shape({h.y.shape(0), h.y.shape(1)}), {}};
+        Gradients<double> u{Mat<double>::from_shape({h.q.shape(0), d}), Mat<double>::from_shape({Lk, d}), {}};
         u.dQ.fill(0.0), u.dK.fill(0.0);
         u.dV = linear_attention_backward(fq.phi, fk.phi, {}, cast_mat<double>(h.v), cast_mat<double>(h.g), causal).dV;
         gradient_values(wanted, h.grad, u, v);
