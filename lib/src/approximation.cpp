@@ -131,9 +131,8 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     std::size_t file_L = 0;   // npy: q's rows in its file
     if (npy) {
         files = load_qkv(npy_source(cfg));
-        const std::size_t Lk = files.k.empty() ? 0 : files.k[0].shape(0);
-        check_map_sizes(cfg, files.d(), cfg.inputs.L.empty() ? files.L() : cfg.inputs.L.front(),
-                        cfg.inputs.L.empty() ? Lk : cfg.inputs.L.front());
+        const std::size_t L = cfg.inputs.L.empty() ? files.L() : cfg.inputs.L.front();
+        check_map_sizes(cfg, files.d(), L, key_rows(files.file_L, files.file_Lk, L));
         file_L = files.file_L;
     }
     const std::size_t S = cfg.input_seeds.size();
@@ -164,10 +163,14 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
                                      ? draw_query_rows(cfg.seed, in.input_seed, in.L, *cfg.approximation.query_rows, cfg.causal)
                                      : RowSample{};
         if (npy) {
-            for (std::size_t h = 0; h < files.q.size(); ++h) {   // the first L rows (inputs.L)
+            // The first L query rows (inputs.L), their keys and values as key_rows says (all of
+            // them unless the files are self-attention's: docs/design.md section 5).
+            const std::size_t Lk = key_rows(files.file_L, files.file_Lk, in.L);
+            in.heads.reserve(files.q.size());   // (no doubled copy while the vector grows: many small heads)
+            for (std::size_t h = 0; h < files.q.size(); ++h) {
                 const Mat<double> G = grads ? first_rows(file_g[h], in.L) : Mat<double>();
-                in.heads.push_back(make_head<T>(first_rows(files.q[h], in.L), first_rows(files.k[h], in.L),
-                                                first_rows(files.v[h], in.L), cfg.causal, threads,
+                in.heads.push_back(make_head<T>(first_rows(files.q[h], in.L), first_rows(files.k[h], Lk),
+                                                first_rows(files.v[h], Lk), cfg.causal, threads,
                                                 dtype_rounding(cfg.dtype), pairwise, grads ? &G : nullptr, sample));
             }
         } else {

@@ -278,7 +278,10 @@ struct ApproxRun {
         const bool files = cfg.inputs.npy();   // npy: the files' rows, or the first inputs.L of them
         const std::size_t L = files && cfg.inputs.L.empty() ? npy->L : cfg.inputs.L[li];
         const std::size_t rows = cfg.approximation.samples(L) ? *cfg.approximation.query_rows : L;
-        if (files) return {0, L, cfg.inputs.L.empty() ? npy->Lk : L, npy->d, npy->dv, npy->heads, s, 0.0, rows};
+        // (npy: the keys key_rows gives, all of them unless the files are self-attention's.)
+        if (files)
+            return {0, L, cfg.inputs.L.empty() ? npy->Lk : key_rows(npy->file_L, npy->file_Lk, L), npy->d, npy->dv,
+                    npy->heads, s, 0.0, rows};
         const std::size_t d = cfg.inputs.d[di];
         return {0, L, L, d, cfg.inputs.d_v.value_or(d), 1, s, 0.0, rows};
     }
