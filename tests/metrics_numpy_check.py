@@ -79,9 +79,18 @@ def prepare(top):
                "variants": variants,
                "inputs": {"source": "npy", "per_head": per_head,
                           **{n: os.path.join(folder, n + ".npy") for n in ("q", "k", "v")}}}
-        with open(os.path.join(top, "cases", case + ".json"), "w") as f:
-            json.dump(cfg, f, indent=1)
-    for t in range(max(c[3] for c in CASES.values())):
+        write_case(top, case, cfg)
+    return print_trials(max(c[3] for c in CASES.values()))
+
+
+def write_case(top, case, cfg):
+    with open(os.path.join(top, "cases", case + ".json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+
+
+def print_trials(trials):
+    """prepare's output: the trial indices (one per line) whose W the check reads."""
+    for t in range(trials):
         print(t)
     return 0
 

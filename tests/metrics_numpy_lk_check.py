@@ -21,7 +21,6 @@ stratum): each metric the metric of those rows, its `_row_sem` the delete-a-grou
 3.1 (G = N groups of one row here), the uniform-attention baseline the same on those rows.
 Numbers agree to relative 1e-9 (row SEMs 1e-7: their pseudo-values cancel), absolute 1e-12.
 """
-import json
 import os
 import sys
 
@@ -118,11 +117,8 @@ def prepare(top):
                "variants": variants, "inputs": ins}
         if N:
             cfg["query_rows"] = N
-        with open(os.path.join(top, "cases", case + ".json"), "w") as f:
-            json.dump(cfg, f, indent=1)
-    for t in range(max(c[3] for c in CASES.values())):
-        print(t)
-    return 0
+        base.write_case(top, case, cfg)
+    return base.print_trials(max(c[3] for c in CASES.values()))
 
 
 def exact_grads(q, k, v, G):
