@@ -3,8 +3,9 @@
 (Lk != L: cross-attention, a cache), with inputs.L, and row-sampled (query_rows), recomputed from
 their definitions (docs/design.md sections 3, 3.1 and 5).
 
-  metrics_numpy_lk_check.py prepare DIR   writes DIR/cross/{q,k,v}.npy (q (2, 24, 8), k and v of
-                                          Lk = 40 rows), DIR/self/{q,k,v}.npy (L = Lk = 40) and
+  metrics_numpy_lk_check.py prepare DIR   writes DIR/cross/{q,k,v,G}.npy (q (2, 24, 8), k and v
+                                          of Lk = 40 rows, G the upstream gradient),
+                                          DIR/self/ (L = Lk = 40), DIR/short/ (L = 40, Lk = 16) and
                                           one config per case, DIR/cases/<case>.json; prints the
                                           trial indices the cases use (one per line)
   metrics_numpy_lk_check.py check DIR     reads those, DIR/W<t>.npy (`favor projection`) and each
@@ -32,7 +33,7 @@ from golden_values import stream_key, tag, uniform_at  # noqa: E402  (rng.hpp's 
 np = base.np
 SEED, M, D, DV = base.SEED, base.M, base.D, 5
 HEADS = 2
-CROSS_L, CROSS_LK, SELF_L = 24, 40, 40
+CROSS_L, CROSS_LK, SELF_L, SHORT_LK = 24, 40, 40, 16
 FULL = base.METRICS
 OUT = ["output_mse", "output_rel_error"]
 GRADS = ["grad_q_rel_error", "grad_k_rel_error", "grad_v_rel_error", "grad_cosine"]
@@ -47,6 +48,7 @@ CASES = {
     "self_rows_output": ("self", False, False, 2, None, 12, OUT),
     "self_rows_output_causal": ("self", True, True, 2, [24, 40], 12, OUT),
     "cross_grad": ("cross", False, False, 2, [16, 24], None, ["output_mse"] + GRADS),   # with inputs.grad
+    "short_L": ("short", False, False, 2, [24, 40], None, FULL),   # fewer keys than queries, at every L
 }
 RTOL_GRAD = 1e-6   # the estimator's dQ, dK by central differences (step 1e-5: errors ~1e-10)
 RTOL_SEM = 1e-7
@@ -95,7 +97,7 @@ def row_sem(full, deleted, N, L, stratified):
 def prepare(top):
     rng = np.random.default_rng(20261127)
     scales = np.array([1.0, 0.7])[:, None, None]
-    sets = {"cross": (CROSS_L, CROSS_LK), "self": (SELF_L, SELF_L)}
+    sets = {"cross": (CROSS_L, CROSS_LK), "self": (SELF_L, SELF_L), "short": (SELF_L, SHORT_LK)}
     for name, (L, Lk) in sets.items():
         os.makedirs(os.path.join(top, name), exist_ok=True)
         arrays = {"q": rng.standard_normal((HEADS, L, D)) * scales, "k": rng.standard_normal((HEADS, Lk, D)) * scales,
@@ -304,7 +306,8 @@ def check(top):
     for case in CASES:
         check_case(top, case, chk, Ws, stats)
     # Coverage: keys longer than the queries with and without inputs.L, and cut with them.
-    for want in (("cross", CROSS_L, CROSS_LK), ("cross_L_per_head", 16, CROSS_LK), ("self_L", 16, 16)):
+    for want in (("cross", CROSS_L, CROSS_LK), ("cross_L_per_head", 16, CROSS_LK), ("self_L", 16, 16),
+                 ("short_L", 24, SHORT_LK)):
         if want not in stats["keys"]:
             chk.fail("coverage", "no problem (case, L, Lk) = %s" % (want,))
     return chk.report("metrics_numpy_lk_check.py", "%d cases, %d errors.csv rows, %d cells match numpy"
