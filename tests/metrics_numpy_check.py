@@ -79,9 +79,18 @@ def prepare(top):
                "variants": variants,
                "inputs": {"source": "npy", "per_head": per_head,
                           **{n: os.path.join(folder, n + ".npy") for n in ("q", "k", "v")}}}
-        with open(os.path.join(top, "cases", case + ".json"), "w") as f:
-            json.dump(cfg, f, indent=1)
-    for t in range(max(c[3] for c in CASES.values())):
+        write_case(top, case, cfg)
+    return print_trials(max(c[3] for c in CASES.values()))
+
+
+def write_case(top, case, cfg):
+    with open(os.path.join(top, "cases", case + ".json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+
+
+def print_trials(trials):
+    """prepare's output: the trial indices (one per line) whose W the check reads."""
+    for t in range(trials):
         print(t)
     return 0
 
@@ -210,6 +219,17 @@ class Checker:
             rel = abs(got - want) / max(abs(want), 1e-300)
             self.fail(where, "favor %r, numpy %r (rel. diff %.3g)" % (got, want, rel))
 
+    def report(self, prog, ok_line):
+        """Exit status: 0 and ok_line when every cell matched, else 1 and the first mismatches."""
+        if not self.failures:
+            print("%s: %s" % (prog, ok_line))
+            return 0
+        print("%s: FIRST MISMATCH %s" % (prog, self.failures[0]), file=sys.stderr)
+        for msg in self.failures[1:10]:
+            print("%s: also %s" % (prog, msg), file=sys.stderr)
+        print("%s: %d of %d cells differ" % (prog, len(self.failures), self.compared), file=sys.stderr)
+        return 1
+
     def text(self, where, got, want):
         self.compared += 1
         if got != want:
@@ -337,16 +357,9 @@ def check(top):
             chk.fail("coverage", "attention_kl of %s should be defined everywhere" % kind)
     if "trig" not in stats["kl_blank"]:
         chk.fail("coverage", "no trig case with a blank attention_kl")
-    if chk.failures:
-        print("metrics_numpy_check.py: FIRST MISMATCH %s" % chk.failures[0], file=sys.stderr)
-        for msg in chk.failures[1:10]:
-            print("metrics_numpy_check.py: also %s" % msg, file=sys.stderr)
-        print("metrics_numpy_check.py: %d of %d cells differ" % (len(chk.failures), chk.compared), file=sys.stderr)
-        return 1
-    print("metrics_numpy_check.py: %d cases, %d errors.csv rows, %d cells match numpy (trig KL defined on %s)"
-          % (stats["cases"], stats["rows"], chk.compared,
-             "some heads" if "trig" in stats["kl_defined"] else "no head"))
-    return 0
+    return chk.report("metrics_numpy_check.py", "%d cases, %d errors.csv rows, %d cells match numpy (trig KL defined on %s)"
+                      % (stats["cases"], stats["rows"], chk.compared,
+                         "some heads" if "trig" in stats["kl_defined"] else "no head"))
 
 
 if __name__ == "__main__":

@@ -252,3 +252,54 @@ TEST_CASE("cost estimate: a timing run with backward charges the exact backward'
     REQUIRE(both.peak < fwd.peak + 2.0 * double(kExactBackwardChunks + 5) * L * d * 4);
     REQUIRE(both.seconds > 2 * fwd.seconds);   // five products against two
 }
+
+TEST_CASE("cost estimate: tensor files' keys and knobs with inputs.L", "[limits]") {
+    // q (8, 2^19, 64) against k, v of Lk = 2^21 rows (cross-attention): a problem keeps all Lk
+    // keys at every inputs.L (key_rows); the estimate charged inputs.L keys (issue 36).
+    json j = json::parse(R"({"name": "n", "inputs": {"source": "npy", "q": "q.npy", "k": "k.npy", "v": "v.npy",
+        "L": [524288]}, "variants": [{"features": "positive", "projection": "orthogonal"}], "m": 16,
+        "metrics": ["output_mse"]})");
+    const Config cfg = parse_config(j, "n.json");
+    QkvShapes self;
+    self.lead = {8};
+    self.heads = 8, self.L = self.Lk = self.file_L = self.file_Lk = 524288, self.d = self.dv = 64;
+    QkvShapes cross = self;
+    cross.Lk = cross.file_Lk = 2097152;
+    const Cost c = estimate_run(cfg, 1, {}, &cross), s = estimate_run(cfg, 1, {}, &self);
+    // The held inputs: at least the extra keys and values in float64, 8 heads x (2^21 - 2^19)
+    // rows x 8 (d + dv) bytes.
+    const auto held = [](const Cost& x) {
+        for (const auto& [name, bytes] : x.parts)
+            if (name == "inputs") return bytes;
+        return 0.0;
+    };
+    REQUIRE(held(c) - held(s) >= 8.0 * (2097152.0 - 524288.0) * 8.0 * (64 + 64));
+    // The held inputs are the largest term (3072 bytes a row and head against the reading's
+    // 2816): their knob is inputs.L (the message named inputs.q, the files, or "lower inputs.L
+    // or inputs.d", a key npy configs refuse); without inputs.L, inputs.q.
+    const std::string msg = error_of([&] { check_memory(s, MemoryBudget{std::size_t(1) << 30, "test"}, "n.json"); });
+    CHECK(s.field == "inputs.L");
+    CHECK(has(msg, "n.json: inputs.L: needs an estimated "));
+    CHECK(has(msg, "; lower inputs.L (the tensor files' first rows), or set the budget"));
+    j["inputs"].erase("L");
+    CHECK(estimate_run(parse_config(j, "n.json"), 1, {}, &self).field == "inputs.q");
+}
+
+TEST_CASE("cost estimate: each head's bookkeeping, not only its numbers", "[limits]") {
+    // Tensor files of H heads of L = d = 4 (docs/limits.md): measured, the peak RSS grew by
+    // 3445 bytes a head from 2^16 to 2^18 heads (output_mse, 2 threads); the estimate charged
+    // 2032 (the numbers alone: issue 36's 2^20 tiny heads, 205 MiB estimated, 1.08 GB used).
+    const json j = json::parse(R"({"name": "h", "inputs": {"source": "npy", "q": "q.npy", "k": "k.npy", "v": "v.npy",
+        "layout": "HLD"}, "variants": [{"features": "positive", "projection": "iid"}], "m": 4, "trials": 1,
+        "metrics": ["output_mse"]})");
+    const Config cfg = parse_config(j, "h.json");
+    const auto estimate = [&](std::size_t H) {
+        QkvShapes sh;
+        sh.lead = {H};
+        sh.heads = H, sh.L = sh.Lk = sh.file_L = sh.file_Lk = sh.d = sh.dv = 4;
+        return estimate_run(cfg, 2, {}, &sh).peak;
+    };
+    const double per_head = (estimate(262144) - estimate(65536)) / (262144 - 65536);
+    CHECK(per_head >= 3445);
+    CHECK(per_head < 1.5 * 3445);
+}

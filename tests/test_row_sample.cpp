@@ -169,3 +169,28 @@ TEST_CASE("query_rows: N >= L gives today's tables bitwise, N < L adds the _row_
         }
     }
 }
+
+TEST_CASE("row-sampled runs of output metrics only: the uniform baseline over every key", "[row_sample]") {
+    // Without a pairwise metric the sampled heads hold no scaled keys (3.1); the baseline read
+    // its key count from them, so it averaged no keys: NaN non-causal, SIGSEGV causal (issue
+    // 36). Its numbers must be those of the run that also lists a pairwise metric.
+    for (const bool causal : {false, true}) {
+        json j = json::parse(R"({"name": "t", "seed": 5, "query_rows": 100,
+            "inputs": {"source": "random", "L": [300], "d": 8},
+            "variants": [{"features": "positive", "projection": "orthogonal"}], "m": 16, "trials": 2,
+            "metrics": ["output_mse", "output_rel_error"]})");
+        j["causal"] = causal;
+        const Table out = run_experiment(parse_config(j, "t.json")).summary;
+        j["metrics"].push_back("attention_tv");
+        const Table with_pairs = run_experiment(parse_config(j, "t.json")).summary;
+        REQUIRE(out.rows.size() == 1);
+        for (const char* c : {"baseline_output_mse", "baseline_output_rel_error", "baseline_output_mse_row_sem",
+                              "baseline_output_rel_error_row_sem", "output_mse_mean"}) {
+            CAPTURE(causal, c);
+            const std::string cell = out.rows[0][out.column(c)];
+            REQUIRE(std::isfinite(std::stod(cell)));
+            REQUIRE(std::stod(cell) > 0.0);
+            REQUIRE(cell == with_pairs.rows[0][with_pairs.column(c)]);
+        }
+    }
+}

@@ -216,3 +216,46 @@ TEST_CASE("load_qkv: L < H refused without a layout and accepted with one, the f
     REQUIRE(as_is.warnings.size() == 1);
     CHECK(as_is.warnings[0].find("L = 4 rows, fewer than d = 6") != std::string::npos);
 }
+
+TEST_CASE("load_qkv: a row limit takes q's first rows, and k's and v's only when they are as long as q's", "[tensor_file]") {
+    // Cross-attention files: q (2, 6, 3), k (2, 10, 3), v (2, 10, 2). inputs.L = 4 takes q's
+    // first 4 rows and every key (they were cut to 4 before: issue 36); self-attention files
+    // (k of q's length) take the first 4 keys and values too.
+    const TempNpy q("lq", {2, 6, 3}), k("lk", {2, 10, 3}), v("lv", {2, 10, 2}), kself("lks", {2, 6, 3}),
+        vself("lvs", {2, 6, 2});
+    CHECK(key_rows(6, 10, 4) == 10);
+    CHECK(key_rows(6, 6, 4) == 4);
+    QkvSource s;
+    s.q = q.path, s.k = k.path, s.v = v.path;
+    s.layout_field = "inputs.layout";
+    s.rows = 4;
+    s.rows_field = "c.json: inputs.L";
+    const QkvShapes sh = read_qkv_shapes(s);
+    CHECK((sh.L == 4 && sh.Lk == 10 && sh.file_L == 6 && sh.file_Lk == 10));
+    const HeadTensors t = load_qkv(s);
+    REQUIRE(t.q.size() == 2);
+    CHECK((t.L() == 4 && t.file_L == 6 && t.file_Lk == 10));
+    for (std::size_t h = 0; h < 2; ++h) {
+        REQUIRE((t.k[h].shape(0) == 10 && t.v[h].shape(0) == 10));
+        CHECK(t.k[h](9, 2) == double(h * 30 + 9 * 3 + 2));   // the last key of head h
+        CHECK(t.v[h](9, 1) == double(h * 20 + 9 * 2 + 1));
+    }
+    // Only q needs the rows: inputs.L = 6 is q's length, below k's; 7 is more than q has.
+    s.rows = 7;
+    CHECK(error_of([&] { read_qkv_shapes(s); }) ==
+          "c.json: inputs.L: 7 is more than the 6 rows (L) of " + q.path + " (a tensor file gives its first L rows)");
+    s.rows = 4;
+    s.k = kself.path, s.v = vself.path;
+    const HeadTensors self = load_qkv(s);
+    CHECK((self.k[1].shape(0) == 4 && self.v[1].shape(0) == 4 && self.file_Lk == 6));
+    CHECK(read_qkv_shapes(s).Lk == 4);
+    // Causal with files of unequal lengths: refused whatever the row limit (it hid the
+    // mismatch when it cut k to q's L), as apply refuses it.
+    s.k = k.path, s.v = v.path, s.causal = true;
+    const std::string causal = k.path + ": causal attention needs q and k of one length, got 10 here and 6 in q (" +
+                               q.path + ")";
+    CHECK(error_of([&] { read_qkv_shapes(s); }) == causal);
+    CHECK(error_of([&] { load_qkv(s); }) == causal);
+    s.rows = 0;
+    CHECK(error_of([&] { read_qkv_shapes(s); }) == causal);
+}

@@ -131,9 +131,8 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     std::size_t file_L = 0;   // npy: q's rows in its file
     if (npy) {
         files = load_qkv(npy_source(cfg));
-        const std::size_t Lk = files.k.empty() ? 0 : files.k[0].shape(0);
-        check_map_sizes(cfg, files.d(), cfg.inputs.L.empty() ? files.L() : cfg.inputs.L.front(),
-                        cfg.inputs.L.empty() ? Lk : cfg.inputs.L.front());
+        const std::size_t L = cfg.inputs.L.empty() ? files.L() : cfg.inputs.L.front();
+        check_map_sizes(cfg, files.d(), L, key_rows(files.file_L, files.file_Lk, L));
         file_L = files.file_L;
     }
     const std::size_t S = cfg.input_seeds.size();
@@ -164,10 +163,14 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
                                      ? draw_query_rows(cfg.seed, in.input_seed, in.L, *cfg.approximation.query_rows, cfg.causal)
                                      : RowSample{};
         if (npy) {
-            for (std::size_t h = 0; h < files.q.size(); ++h) {   // the first L rows (inputs.L)
+            // The first L query rows (inputs.L), their keys and values as key_rows says (all of
+            // them unless the files are self-attention's: docs/design.md section 5).
+            const std::size_t Lk = key_rows(files.file_L, files.file_Lk, in.L);
+            in.heads.reserve(files.q.size());   // (no doubled copy while the vector grows: many small heads)
+            for (std::size_t h = 0; h < files.q.size(); ++h) {
                 const Mat<double> G = grads ? first_rows(file_g[h], in.L) : Mat<double>();
-                in.heads.push_back(make_head<T>(first_rows(files.q[h], in.L), first_rows(files.k[h], in.L),
-                                                first_rows(files.v[h], in.L), cfg.causal, threads,
+                in.heads.push_back(make_head<T>(first_rows(files.q[h], in.L), first_rows(files.k[h], Lk),
+                                                first_rows(files.v[h], Lk), cfg.causal, threads,
                                                 dtype_rounding(cfg.dtype), pairwise, grads ? &G : nullptr, sample));
             }
         } else {
@@ -254,8 +257,11 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
     const std::vector<std::string> wanted = baseline_columns(cols);
     Values v;
     if (wanted.empty()) return v;
+    // Sizes from the fields every head has (q, k; x: the evaluated query rows): y and softmax
+    // exist only with a pairwise metric when row-sampled, g and grad only with a gradient metric.
+    const std::size_t Lk = h.k.shape(0), d = h.k.shape(1);
     Features<double> fq{Mat<double>::from_shape({h.x.shape(0), 1}), std::vector<double>(h.x.shape(0), 0.0)};
-    Features<double> fk{Mat<double>::from_shape({h.y.shape(0), 1}), std::vector<double>(h.y.shape(0), 0.0)};
+    Features<double> fk{Mat<double>::from_shape({Lk, 1}), std::vector<double>(Lk, 0.0)};
     fq.phi.fill(1.0);
     fk.phi.fill(1.0);
     Mat<double> ones = Mat<double>::from_shape({h.q.shape(0), 1});   // every query row (row-sampled: more than x's)
@@ -273,7 +279,7 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
         pass_values(h, MatrixRows<double>(fq), MatrixRows<double>(fk), wanted, req, threads, v);
     }
     if (h.g.size() != 0) {   // constant features: dQ = dK = 0, dV = A^T G with A_ij = 1/n_i
-        Gradients<double> u{Mat<double>::from_shape({h.x.shape(0), h.x.shape(1)}), Mat<double>::from_shape({h.y.shape(0), h.y.shape(1)}), {}};
+        Gradients<double> u{Mat<double>::from_shape({h.q.shape(0), d}), Mat<double>::from_shape({Lk, d}), {}};
         u.dQ.fill(0.0), u.dK.fill(0.0);
         u.dV = linear_attention_backward(fq.phi, fk.phi, {}, cast_mat<double>(h.v), cast_mat<double>(h.g), causal).dV;
         gradient_values(wanted, h.grad, u, v);

@@ -40,6 +40,16 @@ constexpr double kGemmRate = 8e9, kVexpRate = 1e9;
 // (allocations dominate), each trial a draw of W (a normal costs ~40 ns).
 constexpr double kPairSeconds = 12e-6, kNormalSeconds = 40e-9;
 
+// The bookkeeping of one attention problem (a head) beside its numbers, for the whole run
+// (docs/limits.md): the runner's Head (approximation.cpp: 11 matrices of 96 bytes, the softmax
+// rows' and the row draw's vectors; 1144 bytes with libstdc++ on x86-64), and per buffer it
+// allocates, xsimd's aligned allocation (the alignment and malloc's header: 48 bytes).
+// Tensor files: each head's q, k, v buffers (HeadTensors) are freed after loading, but
+// between the heads' own buffers, so the heap keeps their overhead (their numbers are the
+// loading term's). Measured: 2^18 heads of L = d = 4 peaked at 3445 bytes a head, of which
+// the estimate charged 2032 without these.
+constexpr double kHeadBytes = 1144, kBufferBytes = 48, kFileHeadBytes = 3 * kBufferBytes;
+
 // The rows of one block of the linear attention's partial sums and of one causal chunk of the
 // fused forward (attention_blocks.hpp, the passes' own value).
 constexpr double kLinearRows = double(kLinearBlockRows);
@@ -278,7 +288,10 @@ struct ApproxRun {
         const bool files = cfg.inputs.npy();   // npy: the files' rows, or the first inputs.L of them
         const std::size_t L = files && cfg.inputs.L.empty() ? npy->L : cfg.inputs.L[li];
         const std::size_t rows = cfg.approximation.samples(L) ? *cfg.approximation.query_rows : L;
-        if (files) return {0, L, cfg.inputs.L.empty() ? npy->Lk : L, npy->d, npy->dv, npy->heads, s, 0.0, rows};
+        // (npy: the keys key_rows gives, all of them unless the files are self-attention's.)
+        if (files)
+            return {0, L, cfg.inputs.L.empty() ? npy->Lk : key_rows(npy->file_L, npy->file_Lk, L), npy->d, npy->dv,
+                    npy->heads, s, 0.0, rows};
         const std::size_t d = cfg.inputs.d[di];
         return {0, L, L, d, cfg.inputs.d_v.value_or(d), 1, s, 0.0, rows};
     }
@@ -302,6 +315,7 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         baseline_pairwise |= mi && mi->has_baseline && mi->source == MetricInfo::Source::pairwise;
     }
     InputCost in;
+    if (cfg.inputs.npy() && run.npy) in.held += double(run.npy->heads) * kFileHeadBytes;   // (read once)
     for (std::size_t p = 0; p < needed.size(); ++p) {
         if (!needed[p]) continue;
         const PointIndex at = run.grid.point_at(p);
@@ -310,10 +324,15 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         // Row-sampled (3.1): the float64 scaled queries, reference and softmax rows of the R
         // sampled rows and their rows of q; the scaled keys only for the pairwise metrics.
         const double R = double(x.rows), y = x.sampled() && !pairwise ? 0.0 : Lkd * d;
+        // Per head: its struct and buffers (q, k, v, x, reference; y unless row-sampled without
+        // pairwise metrics; the softmax rows' two, the sampled rows of q, G and three gradients).
+        const double buffers =
+            5.0 + (y > 0 ? 1.0 : 0.0) + (pairwise ? 2.0 : 0.0) + (x.sampled() ? 1.0 : 0.0) + (grads ? 4.0 : 0.0);
         in.held += run.draws * H *
                    (double(run.s) * (Lq * d + Lkd * d + Lkd * dv + (x.sampled() ? R * d : 0.0)) +
                     8.0 * (R * d + y + R * dv) + (pairwise ? 16.0 * R : 0.0) +   // + the exact softmax rows; per input draw
-                    (grads ? double(run.s) * Lq * dv + 8.0 * ((Lq + Lkd) * d + Lkd * dv) : 0.0));   // + G, exact gradients
+                    (grads ? double(run.s) * Lq * dv + 8.0 * ((Lq + Lkd) * d + Lkd * dv) : 0.0) +   // + G, exact gradients
+                    kHeadBytes + kBufferBytes * buffers);
         // npy: the files whole (all their rows), a permuted copy too with a layout (+ G's file).
         const bool known = run.npy && run.npy->file_L && run.npy->file_Lk;
         const double fL = known ? double(run.npy->file_L) : Lq, fLk = known ? double(run.npy->file_Lk) : Lkd;
@@ -379,12 +398,16 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
     const ItemCost& worst = w.worst;
     const double conc = double(run.conc);
     Terms t;
-    const std::string in_field = cfg.inputs.npy() ? "inputs.q" : "inputs.L";
+    // The knob of the inputs: random inputs' L (and d); tensor files are read whole (inputs.q),
+    // their problems hold the first inputs.L rows where it is set.
+    const bool files = cfg.inputs.npy();
+    const std::string read_field = files ? "inputs.q" : "inputs.L";
+    const std::string held_field = files && cfg.inputs.L.empty() ? "inputs.q" : "inputs.L";
     const std::string budget = cfg.num_features.empty() ? "m" : "num_features";
-    t.add("inputs", in_field, in.held);
+    t.add("inputs", held_field, in.held);
     // (The output is made anew when its shape changes, not copied: it does not grow.)
     if (in.loading > conc * (worst.transient() + w.held())) {
-        t.add("loading inputs", in_field, in.loading);
+        t.add("loading inputs", read_field, in.loading);
     } else if (worst.backward > std::max(worst.fit, worst.features - worst.held() + worst.pairwise)) {
         t.add("backward pass", "metrics", conc * (worst.backward + w.held()));
     } else if (worst.fit > worst.features - worst.held() + worst.pairwise) {
@@ -402,7 +425,8 @@ Cost estimate_approximation(const Config& cfg, int threads, const Shard& shard, 
     return finish(t, in.seconds + w.seconds / double(threads), threads, w.where,
                   {{"trials", "lower trials"},
                    {"input_seeds", "lower input_seeds or trials"},
-                   {"inputs.L", std::string("lower inputs.L or inputs.d") + (cfg.input_seeds_set() ? " or input_seeds" : "")},
+                   {"inputs.L", files ? std::string("lower inputs.L (the tensor files' first rows)")
+                                    : std::string("lower inputs.L or inputs.d") + (cfg.input_seeds_set() ? " or input_seeds" : "")},
                    {"inputs.q", "the .npy inputs are too large for this machine"},
                    {"m", "lower m"},
                    {"num_features", "lower num_features"},

@@ -11,6 +11,8 @@
 
 namespace favor {
 
+std::size_t key_rows(std::size_t file_L, std::size_t file_Lk, std::size_t L) { return file_Lk == file_L ? L : file_Lk; }
+
 void check_rank(const std::vector<std::size_t>& shape, const std::string& path) {
     if (shape.size() < 2 || shape.size() > 4)
         throw Error(path + ": shape " + shape_str(shape) + " has rank " + std::to_string(shape.size()) +
@@ -72,17 +74,18 @@ QkvShapes check_source(std::vector<std::size_t> q, std::vector<std::size_t> k, s
                     (r == 4 ? "(B, L, H, d) (PyTorch's layout before .transpose(1, 2)), set " + s.layout_field + " to \"BLHD\""
                             : "(L, H, d), set " + s.layout_field + " to \"LHD\"") +
                     "; if it is " + reading(r, s) + ", set it to \"" + (r == 4 ? "BHLD" : "HLD") + "\"");
-    if (s.rows)
-        for (auto [shape, name] : {std::pair{&q, &qn}, {&k, &kn}, {&v, &vn}}) {
-            const std::size_t rows = (*shape)[shape->size() - 2];
-            if (rows < s.rows)
-                throw Error(s.rows_field + ": " + std::to_string(s.rows) + " is more than the " + std::to_string(rows) +
-                            " rows (L) of " + *name + " (a tensor file gives its first L rows)");
-            (*shape)[shape->size() - 2] = s.rows;
-        }
+    // The files' shapes together (causal: q and k of one length in their files, whatever the
+    // row limit), then the limit: q's first rows, and k's and v's as key_rows says.
     QkvShapes out = check_qkv_shapes(q, k, v, qn, kn, vn, s.causal);
     out.file_L = file_L;
     out.file_Lk = file_Lk;
+    if (s.rows) {
+        if (file_L < s.rows)
+            throw Error(s.rows_field + ": " + std::to_string(s.rows) + " is more than the " + std::to_string(file_L) +
+                        " rows (L) of " + qn + " (a tensor file gives its first L rows)");
+        out.L = s.rows;
+        out.Lk = key_rows(file_L, file_Lk, s.rows);
+    }
     if (file_L < out.d)
         out.warnings.push_back(qn + ": L = " + std::to_string(file_L) + " rows, fewer than d = " + std::to_string(out.d) +
                                " (read as " + reading(r, s) + "); if that is not the file's layout, set " + s.layout_field);
@@ -156,17 +159,22 @@ HeadTensors load_qkv(const QkvSource& s) {
     const TensorRef q = ref_q(s), k = ref_k(s), v = ref_v(s);
     HeadTensors t;
     std::vector<std::size_t> qs, ks, vs;
-    auto load = [&s](const TensorRef& r, std::vector<std::size_t>& shape) {
+    // q keeps its first s.rows rows; k and v (v's length checked against k's below) as many
+    // as key_rows gives for k's file length.
+    auto rows_of = [](const std::vector<std::size_t>& shape) { return shape[shape.size() - 2]; };
+    auto load = [&s](const TensorRef& r, std::vector<std::size_t>& shape, auto keep) {
         const NpyArray a = load_checked(r, s);
         shape = a.shape;
-        return split_heads(a, s.rows);
+        return split_heads(a, keep());
     };
-    t.q = load(q, qs);
-    t.k = load(k, ks);
-    t.v = load(v, vs);
+    t.q = load(q, qs, [&] { return s.rows; });
+    const auto keys = [&] { return s.rows ? key_rows(rows_of(qs), rows_of(ks), s.rows) : std::size_t(0); };
+    t.k = load(k, ks, keys);
+    t.v = load(v, vs, keys);
     const QkvShapes shapes = check_source(qs, ks, vs, q.name(), k.name(), v.name(), s);
     t.lead = shapes.lead;
     t.file_L = shapes.file_L;
+    t.file_Lk = shapes.file_Lk;
     return t;
 }
 

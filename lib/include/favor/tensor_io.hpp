@@ -14,9 +14,16 @@ struct HeadTensors {
     std::vector<std::size_t> lead;   // leading dimensions: (), (H) or (B, H)
     std::vector<Mat<double>> q, k, v;   // one (L, d) / (Lk, d) / (Lk, dv) matrix per head
     std::size_t file_L = 0;             // q's rows in its file (L, unless a row limit cut them)
+    std::size_t file_Lk = 0;            // k's rows in its file
     std::size_t L() const { return q.empty() ? 0 : q[0].shape(0); }
     std::size_t d() const { return q.empty() ? 0 : q[0].shape(1); }
 };
+
+// The keys (and values) a problem of L query rows attends to, from files whose q has file_L
+// rows and k file_Lk (docs/design.md section 5, inputs.L): self-attention files (file_Lk ==
+// file_L) their first L rows, like the queries; other files (cross-attention, a cache) all
+// file_Lk, whatever L.
+std::size_t key_rows(std::size_t file_L, std::size_t file_Lk, std::size_t L);
 
 // Throws Error "PATH: shape ... has rank r; expected (L, d), (H, L, d) or (B, H, L, d)" or "...
 // has an empty dimension" unless `shape` is one of those, every dimension > 0.
@@ -35,7 +42,7 @@ struct QkvSource {
     std::string q, k, v;          // PATH or PATH:NAME; a .npz / .safetensors path alone means its array q, k, v
     std::string layout;           // the files' axes ("BLHD"); empty: by rank (L, d), (H, L, d), (B, H, L, d)
     std::string layout_field;     // names the layout setting in messages ("inputs.layout", "--layout")
-    std::size_t rows = 0;         // the first `rows` rows of each (inputs.L); 0: all
+    std::size_t rows = 0;         // the first `rows` rows of q (inputs.L), and of k, v as key_rows says; 0: all
     std::string rows_field;       // names the row limit in errors
     bool causal = false;
 };
@@ -44,7 +51,8 @@ QkvShapes check_qkv_shapes(const std::vector<std::size_t>& q, const std::vector<
                            const std::vector<std::size_t>& v, const std::string& q_path, const std::string& k_path,
                            const std::string& v_path, bool causal);
 // The same from the files' headers only (existence, regular file, header, data size, shapes),
-// with the layout and the row limit applied: an Error when a file has fewer rows than `rows`,
+// with the layout and the row limit applied (the files' shapes checked together first, so
+// causal files of unequal lengths are refused whatever `rows`): an Error when q has fewer rows than `rows`,
 // or when, with no layout given, a rank 3 or 4 tensor would have fewer rows L than heads H
 // (a (B, L, H, d) tensor read as (B, H, L, d)); a warning when L < d.
 QkvShapes read_qkv_shapes(const QkvSource& src);
