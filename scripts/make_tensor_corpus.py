@@ -123,6 +123,10 @@ def npz_bad():
         ("member_not_npy.npz", zip_archive([("q.npy", b"hello world, not a .npy image")]), "bad magic"),
         ("member_npy_truncated.npz", zip_archive([("q.npy", npy_bytes(q)[:-8])]), "truncated data"),
         ("overlapping_members.npz", overlapping(q), "members overlap"),
+        ("ambiguous_q_and_q_npy.npz", zip_archive([("q", npy_bytes(q)), ("q.npy", npy_bytes(q))]),
+         "members 'q' and 'q.npy' are both read as array 'q' (ambiguous; rename one)"),
+        ("ambiguous_npy_npy.npz", zip_archive([("q.npy", npy_bytes(q)), ("q.npy.npy", npy_bytes(q))]),
+         "members 'q.npy' and 'q.npy.npy' are both read as array 'q.npy'"),
     ]
 
 

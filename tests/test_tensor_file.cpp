@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "corpus.hpp"
 #include "helpers.hpp"
+#include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/npy.hpp"
 #include "favor/tensor_file.hpp"
@@ -258,4 +260,66 @@ TEST_CASE("load_qkv: a row limit takes q's first rows, and k's and v's only when
     CHECK(error_of([&] { load_qkv(s); }) == causal);
     s.rows = 0;
     CHECK(error_of([&] { read_qkv_shapes(s); }) == causal);
+namespace {
+// A .safetensors image: `names` F64 tensors of shape (2,) holding i, i + 0.5 (entry i), in order.
+std::string safetensors_image(const std::vector<std::string>& names) {
+    std::string hdr = "{", data;
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        hdr += (i ? ",\"" : "\"") + names[i] + R"(":{"dtype":"F64","shape":[2],"data_offsets":[)" +
+               std::to_string(16 * i) + "," + std::to_string(16 * i + 16) + "]}";
+        const double v[2] = {double(i), double(i) + 0.5};
+        data.append(reinterpret_cast<const char*>(v), sizeof v);
+    }
+    hdr += "}";
+    hdr.append((8 - hdr.size() % 8) % 8, ' ');
+    std::string len(8, '\0');
+    for (int b = 0; b < 8; ++b) len[std::size_t(b)] = char((std::uint64_t(hdr.size()) >> (8 * b)) & 0xff);
+    return len + hdr + data;
+}
+}  // namespace
+
+TEST_CASE("PATH:NAME splits at the first ':' after .npz or .safetensors: a name may hold ':'", "[tensor_file]") {
+    // The name is everything after the file's path, ':' and '/' included (it was cut at the
+    // last ':' before, so "m.safetensors:blk:0.q" read a .npy file of that name).
+    const TensorRef r = parse_tensor_ref("dir/m.safetensors:blk:0.q", "q");
+    CHECK((r.path == "dir/m.safetensors" && r.member == "blk:0.q"));
+    CHECK(r.name() == "dir/m.safetensors:blk:0.q");
+    CHECK(parse_tensor_ref("qkv.npz:a:b:", "q").member == "a:b:");
+    CHECK(parse_tensor_ref("qkv.npz:layer/../q", "q").member == "layer/../q");
+    CHECK(parse_tensor_ref("c:/d/qkv.npz:x:y", "q").path == "c:/d/qkv.npz");   // ':' before the file's name is the path's
+    CHECK(parse_tensor_ref("x.npz:", "q").member.empty());                    // named, but empty: refused when read
+    CHECK(parse_tensor_ref("a:b.npy", "q").path == "a:b.npy");
+    const std::string path = (fs::temp_directory_path() / ("favor_tf_colon_" + std::to_string(getpid()) + ".safetensors")).string();
+    {
+        std::ofstream out(path, std::ios::binary);
+        out << safetensors_image({"blk:0.q", "blk:0", "q"});
+    }
+    const NpyArray a = read_tensor(parse_tensor_ref(path + ":blk:0.q", "q"));
+    CHECK(a.data == std::vector<double>{0.0, 0.5});
+    CHECK(read_tensor(parse_tensor_ref(path + ":blk:0", "q")).data == std::vector<double>{1.0, 1.5});
+    CHECK(read_tensor(parse_tensor_ref(path, "q")).data == std::vector<double>{2.0, 2.5});
+    // A config's relative reference is resolved in its path only: the name stays as written.
+    const Config c = load_config_text(R"({"variants": [{"features": "positive"}], "m": 4,
+        "inputs": {"source": "npy", "q": "t/m.safetensors:a//b/../c", "k": "k.npz:x:y", "v": "./v.npy"}})",
+                                      "/cfg/c.json", {});
+    CHECK(c.inputs.q == "/cfg/t/m.safetensors:a//b/../c");
+    CHECK(c.inputs.k == "/cfg/k.npz:x:y");
+    CHECK(c.inputs.v == "/cfg/v.npy");
+    std::remove(path.c_str());
+}
+
+TEST_CASE("a .safetensors header of 120k tensors is read in linear time; a missing name lists 20", "[tensor_file]") {
+    // 120k entries took O(N^2) in the JSON callback parser (about 10 minutes, past ctest's
+    // timeout; test_json_text.cpp); now a fraction of a second.
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < 120000; ++i) names.push_back("model.layers." + std::to_string(i) + ".weight");
+    const std::string img = safetensors_image(names);
+    CHECK(safetensors_names("m.safetensors", img.data(), img.size()).size() == names.size());
+    CHECK(parse_safetensors("m.safetensors", img.data(), img.size(), "model.layers.119999.weight").data ==
+          std::vector<double>{119999.0, 119999.5});
+    const std::string msg = error_of([&] { parse_safetensors("m.safetensors", img.data(), img.size(), "q"); });
+    CAPTURE(msg);
+    CHECK(msg.rfind("m.safetensors: no tensor 'q' (the file holds: model.layers.0.weight, model.layers.1.weight, ", 0) == 0);
+    CHECK(msg.find(", ... (120000 in all))") != std::string::npos);
+    CHECK(msg.size() < 1000);
 }

@@ -14,6 +14,7 @@
 #include "favor/metric_table.hpp"
 #include "favor/names.hpp"
 #include "favor/projections.hpp"
+#include "favor/tensor_file.hpp"
 #include "favor/tensor_io.hpp"
 #include "favor/tensor_layout.hpp"
 
@@ -524,11 +525,21 @@ Config load_config_text(const std::string& text, const std::string& path, const 
             if (p.is_string() && !p.get<std::string>().empty() && fs::path(p.get<std::string>()).is_relative())
                 p = (base / p.get<std::string>()).lexically_normal().string();
         };
+        // A tensor reference: only its file's path; a .npz / .safetensors name after it stays
+        // as written (lexically_normal would rewrite "a/../b" or "a//b" in a name).
+        auto resolve_ref = [&resolve](json& p) {
+            if (!p.is_string()) return;
+            const std::string spec = p.get<std::string>(), file = parse_tensor_ref(spec, "").path;
+            json resolved = file;
+            resolve(resolved);
+            p = resolved.get<std::string>() + spec.substr(file.size());   // the path is a prefix of spec
+        };
         for (const char* obj : {"inputs", "pairs"})
             if (j.contains(obj) && j[obj].is_object())
                 for (const char* key : {"q", "k", "v"}) {
                     json& p = j[obj][key];
                     if (p.is_null()) j[obj].erase(key);
+                    else if (std::string(obj) == "inputs") resolve_ref(p);
                     else resolve(p);
                 }
         if (j.contains("inputs") && j["inputs"].is_object() && j["inputs"].contains("grad"))

@@ -1,7 +1,5 @@
-#include "favor/tensor_file.hpp"
 #include "favor/experiment.hpp"
 
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -13,6 +11,8 @@
 #include "favor_git_commit.h"
 #include "experiment_parts.hpp"
 #include "favor/parallel.hpp"
+#include "favor/run_inputs.hpp"
+#include "favor/sha256.hpp"
 
 namespace favor {
 
@@ -98,14 +98,18 @@ json run_identity(const Config& cfg, const Shard& shard) {
             {"shard", {{"index", shard.index}, {"count", shard.count}}},
             {"build", {{"favor_version", FAVOR_VERSION}, {"git_commit", FAVOR_GIT_COMMIT},
                        {"compiler", FAVOR_COMPILER}, {"march", FAVOR_MARCH_FLAG}, {"blas", blas_info()}}}};
-    if (cfg.inputs.npy())
-        for (const std::string* spec : {&cfg.inputs.q, &cfg.inputs.k, &cfg.inputs.v}) {
-            const std::string p = parse_tensor_ref(*spec, "").path;   // the file (one .npz may hold all three)
-            struct stat st {};
-            if (::stat(p.c_str(), &st) == 0)
-                id["inputs"][p] = {{"bytes", st.st_size},
-                                    {"mtime_ns", std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec}};
+    // Every file the run reads, by its content (design.md section 6, "Resume"): a replaced or
+    // rewritten input, whatever its size and mtime, makes another run. One .npz may hold q, k, v.
+    for (const auto& [field, path] : run_input_files(cfg)) {
+        if (id.contains("inputs") && id["inputs"].contains(path)) continue;
+        FileDigest f;
+        try {
+            f = file_sha256(path, "tensor file");
+        } catch (const Error& e) {
+            throw Error(cfg.file + ": " + field + ": " + e.what());
         }
+        id["inputs"][path] = {{"bytes", f.bytes}, {"sha256", f.sha256}};
+    }
     return id;
 }
 

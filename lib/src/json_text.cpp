@@ -2,7 +2,8 @@
 // kMaxJsonDepth refused with a message naming the place; and the `--set PATH=VALUE` parser.
 #include "favor/json_text.hpp"
 
-#include <set>
+#include <utility>
+#include <vector>
 #include <stdexcept>
 
 #include "favor/names.hpp"
@@ -77,19 +78,79 @@ void apply_set(json& j, const std::string& assignment) {
 }
 
 namespace {
-// A JSON value for parse_json_text: where it sits while keys are checked for repeats.
-struct JsonFrame {
-    bool array = false;
-    std::size_t index = 0;
-    std::set<std::string> keys;
-    std::string key;
+// parse_json_text's SAX handler: builds the document as nlohmann's own DOM parser does, and
+// refuses a repeated key (one map lookup per key). nlohmann's callback parser, which this
+// replaces, scans the whole parent container at the end of every object (to drop a
+// discarded value), so N objects in one object or list took O(N^2): 69 s for a
+// .safetensors header of 40k tensors.
+class CheckedDom {
+public:
+    explicit CheckedDom(const std::string& name) : name_(name) {}
+    json result;
+
+    bool null() { return put(nullptr); }
+    bool boolean(bool v) { return put(v); }
+    bool number_integer(json::number_integer_t v) { return put(v); }
+    bool number_unsigned(json::number_unsigned_t v) { return put(v); }
+    bool number_float(json::number_float_t v, const std::string&) { return put(v); }
+    bool string(std::string& v) { return put(std::move(v)); }
+    bool binary(json::binary_t& v) { return put(std::move(v)); }
+    bool start_object(std::size_t) { return open(json::object()); }
+    bool start_array(std::size_t) { return open(json::array()); }
+    bool end_object() { return close(); }
+    bool end_array() { return close(); }
+    bool key(std::string& k) {
+        auto& obj = stack_.back().value->get_ref<json::object_t&>();
+        const auto [it, fresh] = obj.emplace(std::move(k), nullptr);
+        if (!fresh)
+            throw Error(name_ + ": " + path(it->first) + ": duplicate key (JSON would keep only the last value; remove one)");
+        stack_.back().key = &it->first;
+        slot_ = &it->second;
+        return true;
+    }
+    template <class Exception>
+    bool parse_error(std::size_t, const std::string&, const Exception& e) {
+        throw e;
+    }
+
+private:
+    struct Frame {
+        json* value;
+        const std::string* key = nullptr;   // an object's current key
+    };
+    const std::string& name_;
+    std::vector<Frame> stack_;
+    json* slot_ = nullptr;   // where an object's next value goes (after its key)
+
+    json* place() {
+        if (stack_.empty()) return &result;
+        json& c = *stack_.back().value;
+        return c.is_array() ? &c.emplace_back() : slot_;
+    }
+    template <class V>
+    bool put(V&& v) {
+        *place() = json(std::forward<V>(v));
+        return true;
+    }
+    bool open(json empty) {
+        json* v = place();
+        *v = std::move(empty);
+        stack_.push_back({v});
+        return true;
+    }
+    bool close() {
+        stack_.pop_back();
+        return true;
+    }
+    // "variants[1].A": the containers above the key, then the key.
+    std::string path(const std::string& last) const {
+        std::string p;
+        for (std::size_t k = 0; k + 1 < stack_.size(); ++k)
+            p += stack_[k].value->is_array() ? "[" + std::to_string(stack_[k].value->size() - 1) + "]"
+                                             : (p.empty() ? "" : ".") + *stack_[k].key;
+        return p + (p.empty() ? "" : ".") + last;
+    }
 };
-std::string frame_path(const std::vector<JsonFrame>& st, const std::string& last) {
-    std::string p;
-    for (std::size_t k = 0; k + 1 < st.size(); ++k)
-        p += st[k].array ? "[" + std::to_string(st[k].index) + "]" : (p.empty() ? "" : ".") + st[k].key;
-    return p + (p.empty() ? "" : ".") + last;
-}
 }  // namespace
 
 namespace {
@@ -120,35 +181,10 @@ json parse_json_text(const std::string& text, const std::string& name, bool comm
     if (const auto nul = text.find('\0'); nul != std::string::npos)
         throw Error(name + ": byte " + std::to_string(nul) + " is NUL (expected JSON text)");
     check_json_depth(text, name);
-    std::vector<JsonFrame> st;
-    const json::parser_callback_t check = [&](int, json::parse_event_t ev, json& parsed) {
-        switch (ev) {
-            case json::parse_event_t::object_start: st.emplace_back(); break;
-            case json::parse_event_t::array_start:
-                st.emplace_back();
-                st.back().array = true;
-                break;
-            case json::parse_event_t::key: {
-                const std::string k = parsed.get<std::string>();
-                if (!st.back().keys.insert(k).second)
-                    throw Error(name + ": " + frame_path(st, k) +
-                                ": duplicate key (JSON would keep only the last value; remove one)");
-                st.back().key = k;
-                break;
-            }
-            case json::parse_event_t::object_end:
-            case json::parse_event_t::array_end:
-                st.pop_back();
-                if (!st.empty() && st.back().array) ++st.back().index;
-                break;
-            case json::parse_event_t::value:
-                if (!st.empty() && st.back().array) ++st.back().index;
-                break;
-        }
-        return true;
-    };
+    CheckedDom dom(name);
     try {
-        return json::parse(text, check, true, /*ignore_comments=*/comments);
+        json::sax_parse(text, &dom, json::input_format_t::json, /*strict=*/true, /*ignore_comments=*/comments);
+        return std::move(dom.result);
     } catch (const json::parse_error& e) {
         throw JsonSyntaxError(name + ": invalid JSON: " + e.what());
     } catch (const json::exception& e) {   // numbers beyond double range

@@ -311,6 +311,14 @@ std::size_t element_count(const std::string& name, const std::vector<std::size_t
 
 [[noreturn]] void fail(const std::string& name, const std::string& what) { throw Error(name + ": " + what); }
 
+std::string held_names(const std::vector<std::string>& names) {
+    constexpr std::size_t shown = 20;
+    std::string out;
+    for (std::size_t i = 0; i < names.size() && i < shown; ++i) out += (i ? ", " : "") + names[i];
+    if (names.size() > shown) out += ", ... (" + std::to_string(names.size()) + " in all)";
+    return names.empty() ? "nothing" : out;
+}
+
 // The fixed prefix: magic, version, header length. `head` holds the first min(size, 12) bytes
 // of a file of `size` bytes. Returns the offset of the header text and sets its length.
 std::size_t parse_prefix(const std::string& name, const char* head, std::size_t size,

@@ -18,6 +18,10 @@ inline constexpr std::size_t kMagicLen = 6;
 
 // Throws favor::Error "<name>: <what>".
 [[noreturn]] void fail(const std::string& name, const std::string& what);
+// The names a container holds, for "no array 'x' (the archive holds: a, b)": "nothing", or
+// the first 20 joined by ", " and then "... (N in all)", so the line stays short for a
+// checkpoint of a million tensors.
+std::string held_names(const std::vector<std::string>& names);
 
 inline bool host_little_endian() {
     const std::uint16_t one = 1;

@@ -243,17 +243,6 @@ private:
     uLong crc_ = crc32_z(0, nullptr, 0);
 };
 
-// The checked members of an archive.
-std::vector<Member> open_archive(const ByteSource& src) {
-    const End end = read_end(src);
-    std::vector<Member> members = read_directory(src, end);
-    std::map<std::string, int> seen;
-    for (const Member& m : members)
-        if (seen[m.name]++) fail(src.name(), "duplicate member '" + m.name + "'");
-    locate_members(src, end, members);
-    return members;
-}
-
 // numpy.savez stores array `x` as member "x.npy".
 std::string array_name(const std::string& member) {
     const std::string ext = ".npy";
@@ -262,9 +251,27 @@ std::string array_name(const std::string& member) {
                : member;
 }
 
+// The checked members of an archive. A member is read by its name or its array name
+// (read_member), so no name may lead to two members: "q" and "q.npy" (both array q), or
+// "q.npy" and "q.npy.npy", would be read by directory order; refused, as a repeated name is.
+std::vector<Member> open_archive(const ByteSource& src) {
+    const End end = read_end(src);
+    std::vector<Member> members = read_directory(src, end);
+    std::map<std::string, const Member*> by_name;
+    for (const Member& m : members)
+        for (const std::string& key : {m.name, array_name(m.name)}) {
+            const auto [it, fresh] = by_name.emplace(key, &m);
+            if (fresh || it->second == &m) continue;
+            if (it->second->name == m.name) fail(src.name(), "duplicate member '" + m.name + "'");
+            fail(src.name(), "members '" + it->second->name + "' and '" + m.name + "' are both read as array '" + key +
+                                 "' (ambiguous; rename one)");
+        }
+    locate_members(src, end, members);
+    return members;
+}
+
 NpyArray read_member(const ByteSource& src, const std::string& array, bool header_only) {
     const std::vector<Member> members = open_archive(src);
-    std::string names;
     for (const Member& m : members) {
         if (array_name(m.name) != array && m.name != array) continue;
         MemberStream s(src, m, src.name() + ":" + array);
@@ -274,8 +281,9 @@ NpyArray read_member(const ByteSource& src, const std::string& array, bool heade
         if (!header_only) s.finish();
         return a;
     }
-    for (const Member& m : members) names += (names.empty() ? "" : ", ") + array_name(m.name);
-    fail(src.name(), "no array '" + array + "' (the archive holds: " + (names.empty() ? "nothing" : names) + ")");
+    std::vector<std::string> names;
+    for (const Member& m : members) names.push_back(array_name(m.name));
+    fail(src.name(), "no array '" + array + "' (the archive holds: " + npy::held_names(names) + ")");
 }
 
 }  // namespace

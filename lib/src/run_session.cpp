@@ -16,8 +16,8 @@
 #include "favor/flag_values.hpp"
 #include "favor/journal.hpp"
 #include "favor/result_dir.hpp"
+#include "favor/run_inputs.hpp"
 #include "favor/stop_signals.hpp"
-#include "favor/tensor_file.hpp"
 
 namespace favor {
 
@@ -105,9 +105,7 @@ RunOutcome run_session(const RunRequest& f, const RunHooks& h) {
     const RunPlan plan = plan_run(cfg, requested, opt.shard, shapes ? &*shapes : nullptr, budget);
     opt.threads = plan.threads;
     OutputDir dir(o.out);   // before any work: a bad or busy --out fails at once
-    if (cfg.inputs.npy())
-        for (const auto& [key, spec] : {std::pair{"q", &cfg.inputs.q}, {"k", &cfg.inputs.k}, {"v", &cfg.inputs.v}})
-            dir.refuse_inside(parse_tensor_ref(*spec, key).path, cfg.file + ": inputs." + key);
+    for (const auto& [field, path] : run_input_files(cfg)) dir.refuse_inside(path, cfg.file + ": " + field);
     if (h.warn) {
         if (shapes)
             for (const auto& w : shapes->warnings) h.warn(w);

@@ -147,9 +147,9 @@ NpyArray read_entry_data(const ByteSource& src, const std::string& tensor, bool 
     const std::vector<Entry> entries = read_header(src, start);
     const auto it = std::find_if(entries.begin(), entries.end(), [&](const Entry& e) { return e.name == tensor; });
     if (it == entries.end()) {
-        std::string names;
-        for (const Entry& e : entries) names += (names.empty() ? "" : ", ") + e.name;
-        fail(src.name(), "no tensor '" + tensor + "' (the file holds: " + (names.empty() ? "nothing" : names) + ")");
+        std::vector<std::string> names;
+        for (const Entry& e : entries) names.push_back(e.name);
+        fail(src.name(), "no tensor '" + tensor + "' (the file holds: " + npy::held_names(names) + ")");
     }
     const std::string name = src.name() + ":" + tensor;
     const npy::Header h = decode_header(name, *it);

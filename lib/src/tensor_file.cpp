@@ -19,9 +19,10 @@ TensorFormat tensor_format(const std::string& path) {
 }
 
 TensorRef parse_tensor_ref(const std::string& spec, const std::string& default_member) {
-    const std::size_t colon = spec.rfind(':');
-    if (colon != std::string::npos && tensor_format(spec.substr(0, colon)) != TensorFormat::npy)
-        return {spec.substr(0, colon), spec.substr(colon + 1)};
+    // The path ends at the first ':' that follows ".npz" or ".safetensors"; the name is the
+    // rest, whole, so a name may hold ':' (design.md section 5, "Tensor files").
+    for (std::size_t colon = spec.find(':'); colon != std::string::npos; colon = spec.find(':', colon + 1))
+        if (tensor_format(spec.substr(0, colon)) != TensorFormat::npy) return {spec.substr(0, colon), spec.substr(colon + 1)};
     if (tensor_format(spec) == TensorFormat::npy) return {spec, ""};
     return {spec, default_member};
 }

@@ -24,8 +24,9 @@ struct TensorRef {
     std::string name() const { return member.empty() ? path : path + ":" + member; }
 };
 // "PATH" or "PATH:MEMBER" (a member only after a path ending in .npz or .safetensors; a .npz
-// member is the name given to numpy.savez, without ".npy"). Without one, `default_member`
-// (the config key: q, k or v).
+// member is the name given to numpy.savez, without ".npy"). PATH ends at the first ':' after
+// ".npz" or ".safetensors" and MEMBER is the rest, ':' included ("m.safetensors:blk:0.q" is
+// tensor "blk:0.q"). Without one, `default_member` (the config key: q, k or v).
 TensorRef parse_tensor_ref(const std::string& spec, const std::string& default_member);
 
 // The array (shape, values) and its header only (shape, dtype; the data size checked).

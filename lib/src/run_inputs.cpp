@@ -1,0 +1,18 @@
+// The files a run reads (run_inputs.hpp).
+#include "favor/run_inputs.hpp"
+
+#include "favor/tensor_file.hpp"
+
+namespace favor {
+
+std::vector<std::pair<std::string, std::string>> run_input_files(const Config& cfg) {
+    std::vector<std::pair<std::string, std::string>> out;
+    if (cfg.inputs.npy())
+        for (const auto& [key, spec] : {std::pair{"q", &cfg.inputs.q}, {"k", &cfg.inputs.k}, {"v", &cfg.inputs.v}})
+            out.emplace_back(std::string("inputs.") + key, parse_tensor_ref(*spec, key).path);
+    if (!cfg.inputs.grad.empty()) out.emplace_back("inputs.grad", cfg.inputs.grad);
+    if (cfg.kernel.pairs > 0) out.emplace_back("pairs.q", cfg.kernel.pairs_q), out.emplace_back("pairs.k", cfg.kernel.pairs_k);
+    return out;
+}
+
+}  // namespace favor
