@@ -260,6 +260,8 @@ TEST_CASE("load_qkv: a row limit takes q's first rows, and k's and v's only when
     CHECK(error_of([&] { load_qkv(s); }) == causal);
     s.rows = 0;
     CHECK(error_of([&] { read_qkv_shapes(s); }) == causal);
+}
+
 namespace {
 // A .safetensors image: `names` F64 tensors of shape (2,) holding i, i + 0.5 (entry i), in order.
 std::string safetensors_image(const std::vector<std::string>& names) {
