@@ -41,7 +41,7 @@ TEST_CASE("SHA-256 does not depend on how the bytes are split", "[sha256]") {
     CHECK(sha256_hex(msg.substr(0, 55)) != sha256_hex(msg.substr(0, 56)));
 }
 
-TEST_CASE("file_sha256: the digest of the file's bytes and their count; errors name the file", "[sha256]") {
+TEST_CASE("file_sha256: the digest of the file's bytes and their count, errors naming the file", "[sha256]") {
     const std::string path = (std::filesystem::temp_directory_path() / ("favor_sha_" + std::to_string(getpid()))).string();
     std::string bytes((std::size_t(1) << 20) + 12345, '\0');   // past one read piece
     for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = char((i * 2654435761u) >> 13);

@@ -310,7 +310,7 @@ TEST_CASE("PATH:NAME splits at the first ':' after .npz or .safetensors: a name 
     std::remove(path.c_str());
 }
 
-TEST_CASE("a .safetensors header of 120k tensors is read in linear time; a missing name lists 20", "[tensor_file]") {
+TEST_CASE("a .safetensors header of 120k tensors is read in linear time, a missing name lists 20", "[tensor_file]") {
     // 120k entries took O(N^2) in the JSON callback parser (about 10 minutes, past ctest's
     // timeout; test_json_text.cpp); now a fraction of a second.
     std::vector<std::string> names;
