@@ -181,8 +181,10 @@ def run(config, out=None, m=None, num_features=None, L=None, trials=None, seed=N
     return t
 
 
-def validate(config, set=(), threads=None, max_memory=None, shard=None):
+def validate(config, set=(), threads=None, max_memory=None, shard=None, m=None, num_features=None, L=None):
     """Checks a config (and its tensor inputs) without running it: ``favor validate``.
+
+    m, num_features, L override the grid as run's do (m=[16, 32] for --m 16,32).
 
     Returns a dict: "config" (resolved), "cells", "threads", "peak_bytes" and "seconds" (the
     cost estimate), "estimate" (its summary), "budget_bytes", "warnings", "text" (what the
@@ -191,7 +193,8 @@ def validate(config, set=(), threads=None, max_memory=None, shard=None):
     name, text = _source(config)
     if isinstance(set, str):
         set = [set]
-    r = _core.validate(name, text, list(set), _text(threads), _text(max_memory), _text(shard))
+    r = _core.validate(name, text, list(set), _text(threads), _text(max_memory), _text(shard), _text(m),
+                       _text(num_features), _text(L))
     _warn(r["warnings"])
     r["config"] = json.loads(r["config"])
     return r
