@@ -7,21 +7,11 @@
 set -uo pipefail
 favor=$1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-failures=0
-fail() { echo "FAIL $*" >&2; failures=$((failures + 1)); }
 good='{"name": "h", "inputs": {"source": "random", "L": 32, "d": 4}, "variants": [{"features": "positive", "projection": "iid"}], "m": [4, 8], "trials": 2, "metrics": ["output_mse", "output_rel_error", "attention_kl"]}'
 printf '%s' "$good" > "$tmp/c.json"
 
 # expect RC NAME EXPECTED favor-args...: exit RC within 20 s, one stderr line containing EXPECTED.
-expect() {
-  local want=$1 name=$2 expected=$3; shift 3
-  local err rc lines
-  err=$(timeout 20 "$favor" "$@" 2>&1 >/dev/null); rc=$?
-  lines=$(printf '%s' "$err" | grep -c '^' || true)
-  if [ "$rc" -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$expected" <<<"$err"; then
-    fail "$name: rc=$rc (want $want) lines=$lines stderr=[$err] expected [$expected]"
-  fi
-}
+EXPECT_TIMEOUT=20 source "$(dirname "$0")/expect_lib.sh"   # fail, expect
 
 # --- 1. writing through what it should not -------------------------------------------------
 "$favor" gen --L 8 --d 4 --out "$tmp/in" || fail "gen"
