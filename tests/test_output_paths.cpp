@@ -19,6 +19,7 @@
 
 namespace fs = std::filesystem;
 using namespace favor;
+using favor_test::error_of;
 
 namespace {
 // A fresh directory (mkdtemp), removed with what it holds at the end of the scope.
