@@ -87,6 +87,28 @@ int check_command_word(int argc, char** argv) {
     return -1;
 }
 
+// "run: unknown flag '--tirals', did you mean '--trials'?" for the first "--name" argument the
+// chosen command has no flag for (the suggestion from lib/src/names.cpp, as for config keys
+// and commands); "" when every one is known. After "--" arguments are operands.
+std::string unknown_flag(int argc, char** argv, const std::string& cmd, const CLI::App& sub) {
+    std::vector<std::string> flags;
+    for (const CLI::Option* o : sub.get_options()) {
+        for (const auto& n : o->get_lnames()) flags.push_back("--" + n);
+        for (const auto& n : o->get_snames()) flags.push_back("-" + n);
+    }
+    for (int i = 2; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--") break;
+        if (a.size() < 3 || a.compare(0, 2, "--") != 0) continue;
+        const std::string name = a.substr(0, a.find('='));
+        if (std::find(flags.begin(), flags.end(), name) != flags.end()) continue;
+        const std::string guess = favor::closest_name(name, flags);
+        return cmd + ": unknown flag '" + name + "'" +
+               (guess.empty() ? "; favor " + cmd + " --help lists its flags" : ", did you mean '" + guess + "'?");
+    }
+    return "";
+}
+
 // Runs the chosen command; every failure becomes one line on stderr and its exit code.
 int dispatch(const std::vector<std::pair<const favor::cli::Command*, CLI::App*>>& subs, int argc, char** argv) {
     try {
@@ -138,7 +160,10 @@ int main(int argc, char** argv) {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
         if (e.get_exit_code() == 0) return checked_exit(app.exit(e));
-        std::cerr << "favor: " << favor::one_line(e.what()) << "\n";
+        std::string msg;
+        for (const auto& [cmd, sub] : subs)
+            if (argv[1] == std::string(cmd->name)) msg = unknown_flag(argc, argv, cmd->name, *sub);
+        std::cerr << "favor: " << favor::one_line(msg.empty() ? e.what() : msg) << "\n";
         return 2;
     }
     return dispatch(subs, argc, argv);

@@ -3,8 +3,12 @@
 
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
+
+#include "favor/stop_signals.hpp"
 
 namespace favor::cli {
 namespace {
@@ -37,10 +41,7 @@ void Progress::update(std::size_t done, std::size_t total) {
     done_ = std::max(done_, done), total_ = total;
 }
 
-void Progress::start() {
-    if (mode_ == Mode::off) return;
-    thread_ = std::thread([this] { loop(); });
-}
+void Progress::start() { thread_ = std::thread([this] { loop(); }); }
 
 void Progress::finish() {
     if (!thread_.joinable()) return;
@@ -53,14 +54,36 @@ void Progress::finish() {
     if (printed_ && mode_ == Mode::bar) std::fputc('\n', stderr);
 }
 
+// Wakes every 0.1 s at most (to answer a stop signal at once); prints every `step`.
 void Progress::loop() {
     const auto step = mode_ == Mode::bar ? std::chrono::milliseconds(250) : wait_step(every_);
+    const auto poll = std::min<std::chrono::milliseconds>(step, std::chrono::milliseconds(100));
+    auto next = std::chrono::steady_clock::now() + step;
     std::unique_lock<std::mutex> lock(mutex_);
-    while (!wake_.wait_for(lock, step, [this] { return stop_; })) {
-        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    while (!wake_.wait_for(lock, poll, [this] { return stop_; })) {
+        const auto now = std::chrono::steady_clock::now();
+        const double el = std::chrono::duration<double>(now - start_).count();
+        if (const int sig = stop_signal(); sig != 0 && !told_stop_) tell_stop(sig, el);
+        if (mode_ == Mode::off || now < next) continue;
+        next = now + step;
         if ((mode_ == Mode::bar && el < 1.0) || !seen_) continue;   // nothing to say yet
         print(el);
     }
+}
+
+// The answer to a first SIGINT / SIGTERM, under the lock: the run finishes the cell trials in
+// flight (at most one per thread), each about the mean time per trial and thread so far.
+void Progress::tell_stop(int sig, double el) {
+    told_stop_ = true;
+    const std::size_t fresh = done_ - base_, left = total_ - done_;
+    const std::size_t flight = std::min<std::size_t>(left, std::size_t(std::max(threads_, 1)));
+    const std::string wait = fresh ? "~" + duration(el * double(std::max(threads_, 1)) / double(fresh)) + " at most"
+                                   : "time unknown: none has finished yet";
+    std::fprintf(stderr, "%s[favor] %s: finishing the %zu cell trial(s) in flight (%s), then keeping the %zu done in "
+                 "the journal; %s again stops now\n", mode_ == Mode::bar && printed_ ? "\n" : "",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", flight, wait.c_str(), done_,
+                 sig == SIGTERM ? "SIGTERM" : "Ctrl-C");
+    std::fflush(stderr);
 }
 
 // One bar redraw or one line, under the lock.

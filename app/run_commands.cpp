@@ -20,11 +20,14 @@
 namespace favor::cli {
 namespace {
 
+// A run estimated above this (an hour on this machine) starts only with --yes (design.md section 4).
+constexpr double kConfirmAboveSeconds = 3600.0;
+
 struct RunFlags {
     std::string config;
     Text out, m, num_features, L, trials, seed, dtype, shard, threads, max_memory;
     std::vector<std::string> sets;
-    bool quiet = false, resume = false;
+    bool quiet = false, resume = false, yes = false;
     double progress_every = 10.0;
 };
 RunFlags& run_flags() {
@@ -35,7 +38,7 @@ RunFlags& run_flags() {
 struct ValidateFlags {
     std::string config;
     std::vector<std::string> sets;
-    Text threads, max_memory, shard;
+    Text threads, max_memory, shard, m, num_features, L;
 };
 ValidateFlags& validate_flags() {
     static ValidateFlags f;
@@ -104,6 +107,7 @@ void setup_run(CLI::App& run) {
     });
     run.add_flag("--quiet", rf.quiet, "print nothing but errors (no progress)");
     run.add_flag("--resume", rf.resume, "continue an interrupted run from OUT/journal.jsonl (same config and shard)");
+    run.add_flag("--yes", rf.yes, "start a run estimated at over an hour (refused without it)");
     run.add_option("--progress-every", rf.progress_every,
                    "seconds between progress lines when stderr is not a terminal (default 10)");
 }
@@ -126,12 +130,15 @@ int run_run(const std::vector<std::string>& argv) {
     req.max_memory = f.max_memory.get();
     req.sets = f.sets;
     req.resume = f.resume;
+    req.max_estimate_s = f.yes ? 0.0 : kConfirmAboveSeconds;
     Progress progress(f.quiet, f.progress_every);
     RunHooks hooks;
     hooks.warn = warn;
     if (!f.quiet) hooks.note = [](const std::string& line) { std::cerr << "favor: " << line << "\n"; };
-    hooks.planned = [](const RunPlan& plan, const MemoryBudget& budget) {
+    hooks.planned = [&f, &progress](const RunPlan& plan, const MemoryBudget& budget) {
         note_estimate(plan.cost.peak, budget, " on " + std::to_string(plan.threads) + " threads");
+        if (!f.quiet) std::cerr << "favor: " << estimate_line(plan, budget) << "\n";
+        progress.set_threads(plan.threads);
     };
     hooks.progress = [&progress](std::size_t d, std::size_t t) { progress.update(d, t); };
     hooks.start = [&progress] { progress.start(); };
@@ -156,12 +163,16 @@ void setup_validate(CLI::App& validate) {
         {&vf.threads, "--threads", "threads the estimate assumes (default: all cores)"},
         {&vf.max_memory, "--max-memory", "memory budget for the check, e.g. 8G"},
         {&vf.shard, "--shard", "estimate for share K of N of the cells"},
+        {&vf.m, "--m", "numbers of random features, as run's --m"},
+        {&vf.num_features, "--num-features", "feature columns per variant instead of m, as run's --num-features"},
+        {&vf.L, "--L", "sequence lengths, as run's --L"},
     });
 }
 
 int run_validate(const std::vector<std::string>&) {
     const ValidateFlags& f = validate_flags();
-    const ValidateReport v = validate_session({{f.config, {}}, f.sets, f.threads.get(), f.max_memory.get(), f.shard.get()});
+    const ValidateReport v = validate_session({{f.config, {}}, f.sets, f.threads.get(), f.max_memory.get(), f.shard.get(),
+                                               f.m.get(), f.num_features.get(), f.L.get()});
     for (const auto& w : v.warnings) warn(w);
     std::cout << v.text;
     return 0;

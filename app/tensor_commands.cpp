@@ -5,7 +5,7 @@
 
 #include "command.hpp"
 #include "favor/apply.hpp"
-#include "favor/apply_grad.hpp"
+#include "favor/apply_files.hpp"
 #include "favor/config.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
@@ -141,7 +141,8 @@ void setup_apply(CLI::App& apply) {
                        "or (B, H, L, d), or the axes --layout names"},
         {&af.k, "--k", "keys (as --q; NAME default k), same leading shape and d"},
         {&af.v, "--v", "values (as --q; NAME default v), same leading shape and length as k"},
-        {&af.layout, "--layout", "axes of the three files, e.g. BLHD for (B, L, H, d) (default: by rank, BHLD)"},
+        {&af.layout, "--layout", "axes of the three files, e.g. BLHD for (B, L, H, d) (default: by rank, BHLD); --grad's "
+                                 "G is read and the outputs written in it too"},
     });
     apply.add_flag("--exact", af.exact, "exact softmax attention");
     bind(apply, {
@@ -164,7 +165,7 @@ void setup_apply(CLI::App& apply) {
         {&af.dtype, "--dtype", "compute and output precision: float32, float64 (default), float16 or bfloat16 (emulated)"},
         {&af.threads, "--threads", "threads (default all; the numbers do not depend on it)"},
         {&af.out, "--out", "output .npy file"},
-        {&af.grad, "--grad", "upstream gradient dLoss/dOut .npy (the output's shape): also writes dq.npy, dk.npy, dv.npy beside --out"},
+        {&af.grad, "--grad", "upstream gradient dLoss/dOut .npy (the output's shape): also writes OUT_dq.npy, OUT_dk.npy, OUT_dv.npy (OUT: --out without .npy)"},
         {&af.max_memory, "--max-memory", "memory budget, e.g. 8G"},
     });
     for (Text* t : {&af.q, &af.k, &af.v, &af.out}) t->opt->required();
@@ -203,24 +204,18 @@ int run_apply(const std::vector<std::string>&) {
     }
     const QkvShapes shapes = read_qkv_shapes(src);
     for (const auto& w : shapes.warnings) warn(w);
-    if (a.grad.get()) check_apply_grad(o, *a.grad, &shapes);
+    if (a.grad.get()) check_apply_grad(o, *a.grad, &shapes, src.layout);
     const MemoryBudget budget = budget_of("apply", a.max_memory);
     const ApplyPlan plan = plan_apply(o, shapes, budget, bool(a.grad.get()));
-    check_output_file(*a.out);
+    check_apply_files(src, a.grad.get(), *a.out);
     for (const auto& w : plan.warnings) warn(w);
     o.threads = plan.threads;
     note_estimate(plan.cost.peak, budget);
     const HeadTensors in = load_qkv(src);
-    const std::vector<Mat<double>> out = apply_attention(in, o);
-    save_heads(*a.out, in.lead, out, o.dtype != DType::float64);
-    if (a.grad.get()) write_apply_gradients(*a.grad, *a.out, in, o);
-    if (const auto bad = find_nonfinite(in, out, o)) {
-        std::size_t total = 0;
-        for (const auto& h : out) total += h.size();
-        std::cerr << "favor: " << one_line(bad->message(total) + " (written to " + *a.out + ")") << "\n";
-        return 3;
-    }
-    return 0;
+    const std::string nonfinite = write_apply(compute_apply(in, o, a.grad.get(), src.layout), in, o, *a.out, src.layout);
+    if (nonfinite.empty()) return 0;
+    std::cerr << "favor: " << one_line(nonfinite) << "\n";
+    return 3;
 }
 
 }  // namespace favor::cli

@@ -214,11 +214,19 @@ py::tuple attention_grad(const py::array& q, const py::array& k, const py::array
     const Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), flags, max_memory, true);
     const favor::ArrayView gv = view_of(g);
     favor::HeadGradients grads;
+    favor::HeadTensors in;
+    std::vector<favor::Mat<double>> G;
     {
         py::gil_scoped_release free;
-        const favor::HeadTensors in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
-        const std::vector<favor::Mat<double>> G = favor::upstream_of_array(gv, in, p.shapes.dv, "g");
-        grads = favor::apply_gradients(in, G, p.opt);
+        in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
+        G = favor::upstream_of_array(gv, in, p.shapes.dv, "g");
+    }
+    for (std::size_t h = 0; h < in.q.size(); ++h) {   // head by head, Ctrl-C checked between (as attend)
+        {
+            py::gil_scoped_release free;
+            favor::add_head_gradients(in, G, p.opt, h, grads);
+        }
+        check_signals();
     }
     const bool f32 = p.opt.dtype == favor::DType::float32;
     return py::make_tuple(to_numpy(std::move(grads.dq), p.shapes.lead, f32),
@@ -319,11 +327,11 @@ py::dict run(const std::string& config, const Text& text, const py::dict& flags,
 }
 
 py::dict validate(const std::string& config, const Text& text, const std::vector<std::string>& sets, const Text& threads,
-                  const Text& max_memory, const Text& shard) {
+                  const Text& max_memory, const Text& shard, const Text& m, const Text& num_features, const Text& L) {
     favor::ValidateReport v;
     {
         py::gil_scoped_release free;
-        v = favor::validate_session({source_of(config, text), sets, threads, max_memory, shard});
+        v = favor::validate_session({source_of(config, text), sets, threads, max_memory, shard, m, num_features, L});
     }
     py::dict d;
     d["text"] = text_of(v.text);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `favor apply --grad`: dq.npy, dk.npy, dv.npy beside --out with the shapes of q, k, v (heads
+# `favor apply --grad`: OUT_dq.npy, OUT_dk.npy, OUT_dv.npy beside --out OUT.npy with the shapes of q, k, v (heads
 # kept, float32 files with --dtype float32); what has no gradient is refused with one line,
 # exit 2, before any output is written. The values are checked in tests/python
 # (test_backward_torch.py) and tests/test_backward.cpp.
@@ -24,7 +24,7 @@ import sys, numpy as np
 t = sys.argv[1]
 for sub, dt in [("e", np.float64), ("p", np.float32)]:
     for n, shape in [("dq", (2, 12, 4)), ("dk", (2, 9, 4)), ("dv", (2, 9, 3))]:
-        a = np.load(f"{t}/{sub}/{n}.npy")
+        a = np.load(f"{t}/{sub}/out_{n}.npy")
         assert a.shape == shape and a.dtype == dt and np.isfinite(a).all() and np.abs(a).sum() > 0, (sub, n, a.shape)
 PY
 

@@ -31,7 +31,7 @@ TEST_CASE("a good config parses, with defaults filled in", "[config]") {
     const Config c = parse_config(json::parse(kGood), "c.json");
     REQUIRE(c.variants[0].name == "positive-orthogonal");
     REQUIRE(c.inputs.scale == std::vector<double>{1.0});
-    REQUIRE(c.output_dir == "results/g");
+    REQUIRE(c.output_dir == "out/g");
     REQUIRE(c.resolved()["m"] == json::array({16}));
 }
 
@@ -175,7 +175,7 @@ TEST_CASE("tensor-file inputs: layout, inputs.L as the rows, paths from the conf
     CHECK(f.inputs.v == "/abs/v.npy");
     CHECK(f.output_dir == dir + "/sub/out");
     CHECK(load_config(dir + "/sub/c.json", {"output_dir=\"o2\""}).output_dir == "o2");
-    CHECK(load_config(dir + "/sub/c.json", {"output_dir=null"}).output_dir == "results/c");
+    CHECK(load_config(dir + "/sub/c.json", {"output_dir=null"}).output_dir == "out/c");
     std::filesystem::remove_all(dir);
 }
 

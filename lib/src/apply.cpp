@@ -211,23 +211,28 @@ std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptio
     return out;
 }
 
-std::string NonfiniteReport::message(std::size_t total) const {
-    return "apply: " + std::to_string(count) + " of " + std::to_string(total) +
-           " output entries are not finite (first: head " + std::to_string(head) + ", row " + std::to_string(row) +
+std::string NonfiniteReport::message(std::size_t total, const std::string& what) const {
+    return "apply: " + std::to_string(count) + " of " + std::to_string(total) + " " + what +
+           " entries are not finite (first: head " + std::to_string(head) + ", row " + std::to_string(row) +
            "); likely cause: " + cause;
+}
+
+NonfiniteReport locate_nonfinite(const std::vector<Mat<double>>& heads) {
+    NonfiniteReport r;
+    bool first = true;
+    for (std::size_t h = 0; h < heads.size(); ++h)
+        for (std::size_t i = 0; i < heads[h].shape(0); ++i)
+            for (std::size_t c = 0; c < heads[h].shape(1); ++c)
+                if (!std::isfinite(heads[h](i, c))) {
+                    ++r.count;
+                    if (first) r.head = h, r.row = i, first = false;
+                }
+    return r;
 }
 
 std::optional<NonfiniteReport> find_nonfinite(const HeadTensors& in, const std::vector<Mat<double>>& out,
                                               const ApplyOptions& opt) {
-    NonfiniteReport r;
-    bool first = true;
-    for (std::size_t h = 0; h < out.size(); ++h)
-        for (std::size_t i = 0; i < out[h].shape(0); ++i)
-            for (std::size_t c = 0; c < out[h].shape(1); ++c)
-                if (!std::isfinite(out[h](i, c))) {
-                    ++r.count;
-                    if (first) r.head = h, r.row = i, first = false;
-                }
+    NonfiniteReport r = locate_nonfinite(out);
     if (r.count == 0) return std::nullopt;
     const bool f32 = opt.dtype != DType::float64;   // float32 or a half dtype: suggest float64
     const double big = f32 ? rounding_max(dtype_rounding(opt.dtype)) : std::numeric_limits<double>::max();

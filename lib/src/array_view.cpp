@@ -86,7 +86,7 @@ template <class T>
 std::vector<Mat<T>> heads_of_array_as(const ArrayView& a, const std::string& name) {
     check_rank(a.shape, name);
     return split<T>(a, [&](std::size_t i, double x) {
-        throw Error(name + ": entry " + std::to_string(i) + " is " + (std::isnan(x) ? "NaN" : "Inf") +
+        throw Error(name + ": " + entry_position(a.shape, i) + " is " + (std::isnan(x) ? "NaN" : "Inf") +
                     " (inputs must be finite)");
     });
 }
@@ -166,7 +166,7 @@ std::vector<Mat<double>> upstream_of_array(const ArrayView& g, const HeadTensors
                                            const std::string& name) {
     check_upstream_shape(name, g.shape, in.lead, in.L(), dv, "apply: --grad");
     return split<double>(g, [&](std::size_t i, double) {
-        throw Error("apply: --grad: " + name + " entry " + std::to_string(i) + " is not finite");
+        throw Error("apply: --grad: " + name + " " + entry_position(g.shape, i) + " is not finite");
     });
 }
 

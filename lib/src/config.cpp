@@ -428,7 +428,7 @@ Config parse_config(const json& j, const std::string& file) {
     parse_budget(j, root, any_features, c);
     c.trials = o.uint("trials", 1, 1, kMaxTrials);
     parse_kind(j, root, c);
-    c.output_dir = o.string("output_dir", "results/" + c.name);
+    c.output_dir = o.string("output_dir", "out/" + c.name);   // never the committed results/ (design.md 5)
     if (c.output_dir.empty()) root.at("output_dir").fail("must not be empty");
     return c;
 }

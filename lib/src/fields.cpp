@@ -58,7 +58,9 @@ double read_number(const json& v, const Field& f) {
 
 std::string read_string(const json& v, const Field& f) {
     if (!v.is_string()) f.fail("must be a string, got " + json_type_name(v));
-    return v.get<std::string>();
+    std::string s = v.get<std::string>();
+    if (const std::string nul = nul_problem(s); !nul.empty()) f.fail(nul);   // names and paths alike
+    return s;
 }
 
 bool read_bool(const json& v, const Field& f) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "favor/error.hpp"
+#include "favor/names.hpp"
 
 namespace favor {
 
@@ -31,6 +32,10 @@ std::string kind_of(mode_t mode) {
 
 }  // namespace
 
+void refuse_nul(const std::string& path) {
+    if (const std::string p = nul_problem(path); !p.empty()) throw Error(path + ": " + p);
+}
+
 std::string absolute_dir(const std::string& path) {
     std::error_code ec;
     std::string s = std::filesystem::absolute(path, ec).lexically_normal().string();
@@ -39,20 +44,24 @@ std::string absolute_dir(const std::string& path) {
     return s;
 }
 
-std::string output_target(const std::string& path) {
+void refuse_link(const std::string& given) {
+    refuse_nul(given);
+    std::string path = given;   // without trailing '/' (which would make lstat follow the link)
+    while (path.size() > 1 && path.back() == '/') path.pop_back();
     struct stat st {};
-    std::string target = path;
-    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-        // A link is replaced at its target (as a symlinked --out directory is), so it keeps
-        // pointing at the new file; a loop or a too deep chain is refused.
-        std::error_code ec;
-        const fs::path t = fs::weakly_canonical(fs::absolute(path, ec), ec);
-        if (ec) throw Error(path + ": cannot follow the symbolic link (" + ec.message() + ")");
-        target = t.string();
-    }
-    if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return;
+    std::error_code ec;
+    const fs::path to = fs::read_symlink(path, ec);
+    throw Error(path + ": is a symbolic link" + (ec ? std::string() : " (to " + to.string() + ")") +
+                "; favor writes its outputs in place, never through a link (give the target, or remove the link)");
+}
+
+std::string output_target(const std::string& path) {
+    refuse_link(path);   // dangling or not: checked before any work, never followed (issue 36)
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
         throw Error(path + ": is " + kind_of(st.st_mode) + ", not a regular file (favor replaces an output file whole)");
-    return target;
+    return path;
 }
 
 namespace {
@@ -71,6 +80,7 @@ void check_own_file(const std::string& path) {
 }
 
 int open_own_file(const std::string& path, int flags) {
+    refuse_nul(path);
     const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
     if (fd < 0 && errno == ELOOP) throw Error(own_file_problem(path, S_IFLNK));
     if (fd < 0) throw Error(path + ": cannot open (" + why(errno) + ")");
@@ -136,6 +146,7 @@ int probe_dir(const std::string& dir) {
 }  // namespace
 
 RegularFile open_regular_file(const std::string& path, const std::string& what) {
+    refuse_nul(path);
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) throw Error(path + ": cannot open " + what + " (" + why(errno) + ")");
     auto check = [&](const struct stat& s) {
@@ -188,6 +199,7 @@ std::string read_regular_file(const std::string& path, const std::string& what, 
 }
 
 std::optional<std::string> read_file_if_exists(int dirfd, const std::string& name, const std::string& shown) {
+    refuse_nul(name);
     const int fd = ::openat(dirfd, name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) return std::nullopt;
@@ -217,6 +229,7 @@ std::optional<std::string> read_file_if_exists(int dirfd, const std::string& nam
 
 void check_output_dir(const std::string& dir) {
     if (dir.empty()) throw Error("output directory: must not be empty");
+    refuse_link(dir);   // never created or swapped in through a link
     std::error_code ec;
     const fs::path p(dir);
     if (fs::exists(p, ec)) {

@@ -38,6 +38,12 @@ std::string suggestion(const std::string& s, const std::vector<std::string>& can
     return "; expected one of " + all;
 }
 
+std::string nul_problem(const std::string& s) {
+    const std::size_t at = s.find('\0');
+    if (at == std::string::npos) return "";
+    return "holds a NUL character (\\u0000) at offset " + std::to_string(at) + "; no name or path can contain one";
+}
+
 std::string utf8_problem(const std::string& s) {
     const auto* b = reinterpret_cast<const unsigned char*>(s.data());
     for (std::size_t i = 0; i < s.size();) {

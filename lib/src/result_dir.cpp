@@ -43,10 +43,11 @@ struct Place {
     std::string out, parent, name;
 };
 
-// OUT as an absolute, normalised path with symlinks resolved (a symlinked OUT is replaced at
-// its target, so the link keeps pointing at the new set).
+// OUT as an absolute, normalised path with symlinks resolved (its parents'; an OutputDir
+// refuses an OUT that is itself a link).
 Place resolve(const std::string& dir) {
     if (dir.empty()) throw Error("--out: empty path");
+    refuse_nul(dir);
     std::error_code ec;
     fs::path p = fs::absolute(dir, ec).lexically_normal();
     if (ec) throw Error(dir + ": cannot resolve the path (" + ec.message() + ")");
@@ -173,6 +174,8 @@ bool is_favor_temporary_name(const std::string& base) {
 }
 
 OutputDir::OutputDir(const std::string& dir, SetKind kind) : given_(dir) {
+    // Never swapped in through a link (a dangling one failed only at the swap, after the work).
+    refuse_link(dir);
     const Place p = resolve(dir);
     out_ = p.out, parent_ = p.parent, name_ = p.name;
     std::error_code ec;

@@ -36,21 +36,43 @@ Config load_source(const ConfigSource& s, const ConfigOverrides& o) {
     return s.text ? load_config_text(*s.text, s.config, o) : load_config(s.config, o);
 }
 
-// The flag overrides, typed, applied after the user's own --set; each flag's value is checked
-// whole here, so errors name the flag.
-ConfigOverrides overrides(const RunRequest& f) {
+using Flag = std::optional<std::string>;
+
+// The grid flags' overrides, typed, applied after the user's own --set; each flag's value is
+// checked whole here, so errors name the command and the flag. validate takes --m,
+// --num-features and --L as run does (trials, seed, dtype: run only).
+ConfigOverrides overrides(const std::string& cmd, const std::vector<std::string>& sets, const Flag& m,
+                          const Flag& num_features, const Flag& L, const Flag& trials = {}, const Flag& seed = {},
+                          const Flag& dtype = {}) {
     constexpr std::uint64_t u64 = std::numeric_limits<std::uint64_t>::max();
     ConfigOverrides o;
-    o.sets = f.sets;
+    o.sets = sets;
     // --m and --num-features replace the budget axis: each removes the other key.
-    if (f.m && f.num_features) throw Error("run: --m and --num-features: give one (the grid is over m or over feature columns)");
-    if (f.m) o.m = parse_uint_list_text("run: --m", *f.m, 1, kMaxM);
-    if (f.num_features) o.num_features = parse_uint_list_text("run: --num-features", *f.num_features, 1, 2 * kMaxM);
-    if (f.L) o.L = parse_uint_list_text("run: --L", *f.L, 1, kMaxL);
-    if (f.trials) o.trials = parse_uint_text("run: --trials", *f.trials, 1, kMaxTrials);
-    if (f.seed) o.seed = parse_uint_text("run: --seed", *f.seed, 0, u64);
-    if (f.dtype) o.dtype = parse_dtype(*f.dtype, Field{"run", "", "--"}.at("dtype"));
+    if (m && num_features)
+        throw Error(cmd + ": --m and --num-features: give one (the grid is over m or over feature columns)");
+    if (m) o.m = parse_uint_list_text(cmd + ": --m", *m, 1, kMaxM);
+    if (num_features) o.num_features = parse_uint_list_text(cmd + ": --num-features", *num_features, 1, 2 * kMaxM);
+    if (L) o.L = parse_uint_list_text(cmd + ": --L", *L, 1, kMaxL);
+    if (trials) o.trials = parse_uint_text(cmd + ": --trials", *trials, 1, kMaxTrials);
+    if (seed) o.seed = parse_uint_text(cmd + ": --seed", *seed, 0, u64);
+    if (dtype) o.dtype = parse_dtype(*dtype, Field{cmd, "", "--"}.at("dtype"));
     return o;
+}
+
+// The map's size limits at the tensor files' sizes (nystrom: m <= L), checked again when the
+// files are read (approximation.cpp): here before any work or output, as validate does.
+void check_npy_sizes(const Config& cfg, const std::optional<QkvShapes>& s) {
+    if (!s) return;
+    const bool all = cfg.inputs.L.empty();
+    check_map_sizes(cfg, s->d, all ? s->L : cfg.inputs.L.front(), all ? s->Lk : cfg.inputs.L.front());
+}
+
+// Refuses a run whose estimate passes `limit` seconds (0: none), before anything is written.
+void check_estimate_limit(const RunPlan& plan, double limit) {
+    if (limit <= 0 || !(plan.cost.seconds > limit)) return;
+    throw Error("run: --yes: the run is estimated at " + seconds_text(plan.cost.seconds) + " on " +
+                std::to_string(plan.threads) + " thread(s), above the limit of " + std::to_string(long(limit)) +
+                " s (favor validate shows the estimate); add --yes to start it, or lower trials, m or inputs.L");
 }
 
 // The journal of a run that is not a timing run, announced (h.note) as it is opened.
@@ -81,6 +103,8 @@ struct StopScope {
     }
 };
 
+}  // namespace
+
 std::string seconds_text(double s) {
     char b[32];
     if (s < 1) return "under a second";
@@ -90,11 +114,16 @@ std::string seconds_text(double s) {
     return b;
 }
 
-}  // namespace
+std::string estimate_line(const RunPlan& plan, const MemoryBudget& budget) {
+    return "estimate: peak memory " + plan.cost.summary() + ", " + seconds_text(plan.cost.seconds) + " on " +
+           std::to_string(plan.threads) + " thread(s); budget " + format_bytes(double(budget.bytes)) + " (" +
+           budget.source + ")";
+}
 
 RunOutcome run_session(const RunRequest& f, const RunHooks& h) {
     if (f.out && f.out->empty()) throw Error("run: --out: empty value (expected a directory)");
-    const Config cfg = load_source(f.source, overrides(f));
+    const Config cfg =
+        load_source(f.source, overrides("run", f.sets, f.m, f.num_features, f.L, f.trials, f.seed, f.dtype));
     RunOutcome o;
     o.out = f.out ? *f.out : cfg.output_dir;
     RunOptions opt;
@@ -102,8 +131,10 @@ RunOutcome run_session(const RunRequest& f, const RunHooks& h) {
     const int requested = threads_of_text("run", f.threads);
     const MemoryBudget budget = budget_of_text("run", f.max_memory);
     const std::optional<QkvShapes> shapes = npy_shapes(cfg);
+    check_npy_sizes(cfg, shapes);
     const RunPlan plan = plan_run(cfg, requested, opt.shard, shapes ? &*shapes : nullptr, budget);
     opt.threads = plan.threads;
+    check_estimate_limit(plan, f.max_estimate_s);
     OutputDir dir(o.out);   // before any work: a bad or busy --out fails at once
     for (const auto& [field, path] : run_input_files(cfg)) dir.refuse_inside(path, cfg.file + ": " + field);
     if (h.warn) {
@@ -138,14 +169,13 @@ std::string stop_report(const RunOutcome& o) {
 }
 
 ValidateReport validate_session(const ValidateRequest& f) {
-    ConfigOverrides ov;
-    ov.sets = f.sets;
     ValidateReport v;
-    v.config = load_source(f.source, ov);
+    v.config = load_source(f.source, overrides("validate", f.sets, f.m, f.num_features, f.L));
     const Config& cfg = v.config;
     Shard shard;
     if (f.shard) shard = parse_shard(*f.shard);
     v.shapes = npy_shapes(cfg);   // the files exist, headers and shapes fit
+    check_npy_sizes(cfg, v.shapes);
     v.cells = config_cells(cfg);
     v.budget = budget_of_text("validate", f.max_memory);
     v.plan = plan_run(cfg, threads_of_text("validate", f.threads), shard, v.shapes ? &*v.shapes : nullptr, v.budget);
@@ -160,9 +190,7 @@ ValidateReport validate_session(const ValidateRequest& f) {
     if (v.shapes)
         s << "inputs: " << v.shapes->heads << " head(s) of L = " << v.shapes->L << ", Lk = " << v.shapes->Lk
           << ", d = " << v.shapes->d << ", d_v = " << v.shapes->dv << "\n";
-    s << "estimate: peak memory " << v.plan.cost.summary() << ", " << seconds_text(v.plan.cost.seconds) << " on "
-      << v.plan.threads << " thread(s); budget " << format_bytes(double(v.budget.bytes)) << " (" << v.budget.source
-      << ")\n";
+    s << estimate_line(v.plan, v.budget) << "\n";
     s << "output directory: " << absolute_dir(cfg.output_dir) << "/\n";
     s << f.source.config << ": ok, " << v.cells << " cells x "
       << (cfg.input_seeds_set() ? std::to_string(cfg.input_seeds.size()) + " input seeds x " : "") << cfg.trials

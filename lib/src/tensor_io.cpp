@@ -21,6 +21,20 @@ void check_rank(const std::vector<std::size_t>& shape, const std::string& path) 
         if (s == 0) throw Error(path + ": shape " + shape_str(shape) + " has an empty dimension");
 }
 
+std::string entry_position(const std::vector<std::size_t>& shape, std::size_t flat) {
+    const std::size_t r = shape.size();
+    const char* const axes[] = {"b", "h", "l", "d"};
+    std::vector<std::size_t> at(r);
+    for (std::size_t i = r; i-- > 0;) at[i] = flat % shape[i], flat /= shape[i];
+    std::string names, values;
+    for (std::size_t i = 0; i < r; ++i) {
+        const std::string sep = i ? ", " : "";
+        names += sep + (r >= 2 && r <= 4 ? std::string(axes[4 - r + i]) : "i" + std::to_string(i));
+        values += sep + std::to_string(at[i]);
+    }
+    return "entry (" + names + ") = (" + values + ")";
+}
+
 namespace {
 
 // The file's shape in favor's order (the layout's permutation; by rank without one).
@@ -34,7 +48,7 @@ NpyArray load_checked(const TensorRef& ref, const QkvSource& s) {
     if (!s.layout.empty()) to_canonical(a, s.layout, ref.name());
     check_rank(a.shape, ref.name());
     if (const auto i = first_nonfinite(a))
-        throw Error(ref.name() + ": entry " + std::to_string(*i) + " is " + (std::isnan(a.data[*i]) ? "NaN" : "Inf") +
+        throw Error(ref.name() + ": " + entry_position(a.shape, *i) + " is " + (std::isnan(a.data[*i]) ? "NaN" : "Inf") +
                     " (inputs must be finite)");
     return a;
 }
@@ -190,33 +204,41 @@ void check_upstream_shape(const std::string& path, const std::vector<std::size_t
                     " (the output's shape)");
 }
 
-void check_upstream_header(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L, std::size_t dv,
-                           const std::string& who) {
-    check_upstream_shape(path, read_npy_header(path).shape, lead, L, dv, who);
+void check_upstream_header(const std::string& path, std::vector<std::size_t> lead, std::size_t L, std::size_t dv,
+                           const std::string& who, const std::string& layout) {
+    const std::vector<std::size_t> shape = read_npy_header(path).shape;
+    if (layout.empty()) return check_upstream_shape(path, shape, lead, L, dv, who);
+    lead.insert(lead.end(), {L, dv});   // the output's shape, in the file's order
+    if (shape.size() != lead.size() || shape != layout_shape(lead, layout))
+        throw Error(who + ": " + path + " has shape " + shape_str(shape) + ", expected " +
+                    (shape.size() == lead.size() ? shape_str(layout_shape(lead, layout)) : "rank " + std::to_string(lead.size())) +
+                    " (the output's shape in the layout " + layout_axes(layout) + ")");
 }
 
 std::vector<Mat<double>> load_upstream(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L,
-                                       std::size_t dv, const std::string& who) {
-    const NpyArray a = read_npy(path);
+                                       std::size_t dv, const std::string& who, const std::string& layout) {
+    NpyArray a = read_npy(path);
+    if (!layout.empty()) to_canonical(a, layout, who + ": " + path);
     check_upstream_shape(path, a.shape, lead, L, dv, who);
     if (const auto bad = first_nonfinite(a))
-        throw Error(who + ": " + path + " entry " + std::to_string(*bad) + " is not finite");
+        throw Error(who + ": " + path + " " + entry_position(a.shape, *bad) + " is not finite");
     return split_heads(a, 0);   // every row
 }
 
 std::string heads_npy_bytes(const std::string& path, const std::vector<std::size_t>& lead,
-                            const std::vector<Mat<double>>& heads, bool as_float32) {
-    std::vector<std::size_t> shape = lead;
-    shape.push_back(heads.empty() ? 0 : heads[0].shape(0));
-    shape.push_back(heads.empty() ? 0 : heads[0].shape(1));
-    std::vector<double> data;
-    for (const auto& h : heads) data.insert(data.end(), h.begin(), h.end());
-    return npy_bytes(path, shape, data.data(), as_float32);
+                            const std::vector<Mat<double>>& heads, bool as_float32, const std::string& layout) {
+    NpyArray a;
+    a.shape = lead;
+    a.shape.push_back(heads.empty() ? 0 : heads[0].shape(0));
+    a.shape.push_back(heads.empty() ? 0 : heads[0].shape(1));
+    for (const auto& h : heads) a.data.insert(a.data.end(), h.begin(), h.end());
+    if (!layout.empty()) from_canonical(a, layout);
+    return npy_bytes(path, a.shape, a.data.data(), as_float32);
 }
 
 void save_heads(const std::string& path, const std::vector<std::size_t>& lead,
-                const std::vector<Mat<double>>& heads, bool as_float32) {
-    write_file_atomic(path, heads_npy_bytes(path, lead, heads, as_float32));
+                const std::vector<Mat<double>>& heads, bool as_float32, const std::string& layout) {
+    write_file_atomic(path, heads_npy_bytes(path, lead, heads, as_float32, layout));
 }
 
 }  // namespace favor

@@ -49,18 +49,21 @@ std::vector<std::size_t> canonical_shape(const std::vector<std::size_t>& shape, 
     return out;
 }
 
-void to_canonical(NpyArray& a, const std::string& layout, const std::string& name) {
-    const std::vector<std::size_t> perm = permutation(layout), to = canonical_shape(a.shape, layout, name);
+namespace {
+// `a` with its axes reordered: axis j of the result is axis perm[j] of `a` (values in C order).
+void permute_axes(NpyArray& a, const std::vector<std::size_t>& perm) {
+    const std::size_t r = a.shape.size();
+    std::vector<std::size_t> to(r);
+    for (std::size_t j = 0; j < r; ++j) to[j] = a.shape[perm[j]];
     if (std::is_sorted(perm.begin(), perm.end())) {   // the identity: nothing moves
         a.shape = to;
         return;
     }
-    const std::size_t r = a.shape.size();
-    std::vector<std::size_t> stride(r, 1);   // C-order strides of the file's axes
+    std::vector<std::size_t> stride(r, 1);   // C-order strides of the source's axes
     for (std::size_t k = r; k-- > 1;) stride[k - 1] = stride[k] * a.shape[k];
     std::vector<double> out(a.data.size());
     std::vector<std::size_t> idx(r, 0);
-    std::size_t from = 0;   // offset in the file of the output index idx
+    std::size_t from = 0;   // offset in the source of the output index idx
     for (std::size_t i = 0; i < out.size(); ++i) {
         out[i] = a.data[from];
         for (std::size_t j = r; j-- > 0;) {   // odometer over the output, last axis fastest
@@ -72,6 +75,30 @@ void to_canonical(NpyArray& a, const std::string& layout, const std::string& nam
     }
     a.data = std::move(out);
     a.shape = to;
+}
+}  // namespace
+
+void to_canonical(NpyArray& a, const std::string& layout, const std::string& name) {
+    canonical_shape(a.shape, layout, name);   // the rank checked
+    permute_axes(a, permutation(layout));
+}
+
+namespace {
+// inverse[i]: the axis of favor's order that becomes axis i of the layout.
+std::vector<std::size_t> inverse_permutation(const std::string& layout) {
+    const std::vector<std::size_t> perm = permutation(layout);
+    std::vector<std::size_t> inverse(perm.size());
+    for (std::size_t j = 0; j < perm.size(); ++j) inverse[perm[j]] = j;
+    return inverse;
+}
+}  // namespace
+
+void from_canonical(NpyArray& a, const std::string& layout) { permute_axes(a, inverse_permutation(layout)); }
+
+std::vector<std::size_t> layout_shape(const std::vector<std::size_t>& canonical, const std::string& layout) {
+    std::vector<std::size_t> out;
+    for (std::size_t i : inverse_permutation(layout)) out.push_back(canonical[i]);
+    return out;
 }
 
 }  // namespace favor

@@ -262,8 +262,10 @@ def run(config, out=None, m=None, num_features=None, L=None, trials=None, seed=N
     return t
 
 
-def validate(config, set=(), threads=None, max_memory=None, shard=None):
+def validate(config, set=(), threads=None, max_memory=None, shard=None, m=None, num_features=None, L=None):
     """Checks a config (and its tensor inputs) without running it: ``favor validate``.
+
+    m, num_features, L override the grid as run's do (m=[16, 32] for --m 16,32).
 
     Returns a dict: "config" (resolved), "cells", "threads", "peak_bytes" and "seconds" (the
     cost estimate), "estimate" (its summary), "budget_bytes", "warnings", "text" (what the
@@ -273,7 +275,8 @@ def validate(config, set=(), threads=None, max_memory=None, shard=None):
     if isinstance(set, str):
         set = [set]
     r = _core.validate(name, text, [_text(s, "set") for s in set], _text(threads, "threads"),
-                       _text(max_memory, "max_memory"), _text(shard, "shard"))
+                       _text(max_memory, "max_memory"), _text(shard, "shard"), _text(m, "m"),
+                       _text(num_features, "num_features"), _text(L, "L"))
     _warn(r["warnings"])
     r["config"] = json.loads(r["config"])
     return r

@@ -134,7 +134,7 @@ def favor_grads(data, flags, causal, tag):
     out.mkdir()
     favor("apply", "--q", data / "q.npy", "--k", data / "k.npy", "--v", data / "v.npy", *flags,
           *(["--causal"] if causal else []), "--grad", data / "g.npy", "--out", out / "out.npy")
-    return [np.load(out / f"{n}.npy") for n in ("dq", "dk", "dv")]
+    return [np.load(out / f"out_{n}.npy") for n in ("dq", "dk", "dv")]
 
 
 def torch_grads(data, forward):

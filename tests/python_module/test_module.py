@@ -101,7 +101,7 @@ def test_float32_inputs_and_heads(qkv):
         favor.attention(q32["q"], k_nan, q32["v"], dtype="float32", features="positive", m=16)
     with pytest.raises(favor.Error) as copied:
         favor.attention(q32["q"], np.asfortranarray(k_nan), q32["v"], dtype="float32", features="positive", m=16)
-    assert str(in_place.value) == str(copied.value) == f"k: entry {(48 + 7) * 8 + 2} is NaN (inputs must be finite)"
+    assert str(in_place.value) == str(copied.value) == "k: entry (h, l, d) = (1, 7, 2) is NaN (inputs must be finite)"
     half = favor.attention(t["q"].astype(np.float16), t["k"].astype(np.float16), t["v"].astype(np.float16),
                            features="positive", m=16)
     same = favor.attention(t["q"].astype(np.float16).astype(np.float32), t["k"].astype(np.float16).astype(np.float32),
@@ -120,7 +120,7 @@ def test_gradients_bitwise_cli(qkv, causal):
     assert r.returncode == 0, r.stderr
     dq, dk, dv = favor.attention_grad(t["q"], t["k"], t["v"], g, features="positive", m=16, causal=causal)
     for name, got in (("dq", dq), ("dk", dk), ("dv", dv)):
-        assert got.tobytes() == np.load(d / f"grad{causal}" / f"{name}.npy").tobytes(), name
+        assert got.tobytes() == np.load(d / f"grad{causal}" / f"o_{name}.npy").tobytes(), name
 
 
 def test_projection_and_features(tmp_path):
@@ -283,3 +283,60 @@ def test_example_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "from_python.png").stat().st_size > 10000
     assert "positive" in r.stdout
+
+
+def test_sigint_handler_restored_after_concurrent_runs(tmp_path):
+    """favor.run in two threads at once: when both are done, Ctrl-C is Python's again
+    (KeyboardInterrupt), not favor's stop handler left behind by the run that started second."""
+    import threading
+    errors = []
+
+    def one(i, barrier):
+        try:
+            barrier.wait()
+            favor.run(dict(CONFIG), out=tmp_path / f"r{i}", trials=6)
+        except Exception as e:   # pragma: no cover - reported below
+            errors.append(e)
+
+    for _ in range(3):   # each round both runs overlap (they start together and take ~0.1 s)
+        barrier = threading.Barrier(2)
+        threads = [threading.Thread(target=one, args=(i, barrier)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)   # delivered to this thread before it returns
+            for _ in range(1000):                # Python runs its handler at the next bytecode
+                pass
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def test_nul_in_paths_refused(tmp_path):
+    """A NUL in a path (a keyword the CLI cannot even pass) is refused before any work, never
+    cut to the path before it."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps(CONFIG))
+    with pytest.raises(favor.Error, match=r"holds a NUL character \(\\u0000\) at offset"):
+        favor.run(cfg, out=str(tmp_path / "a") + "\0b")
+    with pytest.raises(favor.Error, match="name: holds a NUL character"):
+        favor.run(dict(CONFIG, name="x\0y"), out=tmp_path / "o")
+    with pytest.raises(favor.Error, match="holds a NUL character"):
+        favor.validate(str(cfg) + "\0.json")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.json"]
+
+
+def test_validate_grid_keywords_as_cli(tmp_path):
+    """validate takes m, num_features and L as run does, with the CLI's text and messages."""
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps(CONFIG))
+    with pytest.warns(UserWarning):
+        v = favor.validate(cfg, m=[8, 16], L=64, threads=1)
+    assert v["config"]["m"] == [8, 16] and v["config"]["inputs"]["L"] == [64]
+    assert v["text"] == cli("validate", cfg, "--m", "8,16", "--L", 64, "--threads", 1).stdout
+    with pytest.raises(favor.Error) as e:
+        favor.validate(cfg, m=4, num_features=8)
+    assert "favor: " + str(e.value) + "\n" == cli("validate", cfg, "--m", 4, "--num-features", 8).stderr

@@ -59,9 +59,12 @@ struct NonfiniteReport {
     std::size_t count = 0;          // NaN / Inf entries over all heads
     std::size_t head = 0, row = 0;  // the first one (head in C order of the leading dims)
     std::string cause;
-    // "apply: 12 of 64 output entries are not finite (first: head 0, row 3): <cause>"
-    std::string message(std::size_t total) const;
+    // "apply: 12 of 64 output entries are not finite (first: head 0, row 3): <cause>" (`what`:
+    // "output", or the gradient's name: "dq")
+    std::string message(std::size_t total, const std::string& what = "output") const;
 };
+// The count and the first (head, row) of the non-finite entries of `heads` (no cause).
+NonfiniteReport locate_nonfinite(const std::vector<Mat<double>>& heads);
 // nullopt when every entry is finite.
 std::optional<NonfiniteReport> find_nonfinite(const HeadTensors& in, const std::vector<Mat<double>>& out,
                                               const ApplyOptions& opt);

@@ -16,19 +16,21 @@ struct HeadGradients {
 // Refuses, before any work, what has no gradient (the half dtypes, maps that are not
 // row-normalised: nystrom) and a G file whose header is not lead + (L, dv) (`grad_path`
 // empty: not checked). Throws Error "apply: --grad: ...".
-void check_apply_grad(const ApplyOptions& opt, const std::string& grad_path = "", const QkvShapes* shapes = nullptr);
+// `layout`: G's axes, as --layout gives q's, k's and v's.
+void check_apply_grad(const ApplyOptions& opt, const std::string& grad_path = "", const QkvShapes* shapes = nullptr,
+                      const std::string& layout = "");
 
-// G read from `path`, checked to be lead + (L, dv) as the output is, finite; one matrix per head.
-std::vector<Mat<double>> load_upstream(const std::string& path, const HeadTensors& in, std::size_t dv);
+// G read from `path` (its axes `layout`, as --layout gives q's), checked to be lead + (L, dv) as
+// the output is, finite; one matrix per head.
+std::vector<Mat<double>> load_upstream(const std::string& path, const HeadTensors& in, std::size_t dv,
+                                       const std::string& layout = "");
 
 // The exact (opt.variant empty) or approximate gradients of every head in opt.dtype (float32
 // or float64; the half dtypes are refused), W drawn and the map fitted as apply_attention does.
 HeadGradients apply_gradients(const HeadTensors& in, const std::vector<Mat<double>>& G, const ApplyOptions& opt);
-
-// Reads G from grad_path, computes the gradients and writes dq.npy, dk.npy, dv.npy in the
-// directory of out_path (shapes lead + (L, d), lead + (Lk, d), lead + (Lk, dv); float32 files
-// with --dtype float32).
-void write_apply_gradients(const std::string& grad_path, const std::string& out_path, const HeadTensors& in,
-                           const ApplyOptions& opt);
+// Head h's gradients appended to `out` (what apply_gradients does for every head; the Python
+// module calls it head by head, Ctrl-C checked between). opt checked by the caller.
+void add_head_gradients(const HeadTensors& in, const std::vector<Mat<double>>& G, const ApplyOptions& opt,
+                        std::size_t h, HeadGradients& out);
 
 }  // namespace favor

@@ -9,6 +9,11 @@
 
 namespace favor {
 
+// Throws Error "<path>: holds a NUL character (\u0000) at offset N; ..." when `path` holds a
+// NUL (the OS would read it cut there: another file). Every function here that opens, creates
+// or checks a path calls it first, so no input or output path of any command can be cut.
+void refuse_nul(const std::string& path);
+
 // An open regular file: its descriptor (O_RDONLY | O_CLOEXEC, blocking) and size.
 struct RegularFile {
     int fd = -1;
@@ -28,10 +33,14 @@ std::string read_regular_file(const std::string& path, const std::string& what, 
 // errors name `shown` too.
 std::optional<std::string> read_file_if_exists(int dirfd, const std::string& name, const std::string& shown);
 
-// The file an output `path` names: a symbolic link is followed to its target (replaced there,
-// so the link keeps pointing at the new file; Error for a loop); the target must be missing
-// or a regular file: a device node, FIFO, socket or directory is an Error "<path>: is a
-// character device, not a regular file ...", so /dev/null is never replaced.
+// Error "<path>: is a symbolic link (to T); favor writes its outputs in place, never through
+// a link ..." when `path` itself (not its parents) is a symbolic link, dangling or not.
+void refuse_link(const std::string& path);
+
+// The file an output `path` names, checked: not a symbolic link (refuse_link; an output never
+// follows one), and missing or a regular file: a device node, FIFO, socket or directory is an
+// Error "<path>: is a character device, not a regular file ...", so /dev/null is never
+// replaced. Returns `path`.
 std::string output_target(const std::string& path);
 
 // A directory as an absolute, normalised path without a trailing '/' (what a run prints:

@@ -13,6 +13,11 @@ namespace favor {
 // what JSON holds), else where it is not: "byte 0xff at offset 3".
 std::string utf8_problem(const std::string& text);
 
+// "" if `text` has no NUL byte, else "holds a NUL character (\u0000) at offset N; ...": a NUL
+// cuts a name or path where the OS reads it ("a\u0000b" would be the file "a"), so no config
+// string or path flag may hold one (design.md section 5).
+std::string nul_problem(const std::string& text);
+
 // Levenshtein distance, for suggestions.
 std::size_t edit_distance(const std::string& a, const std::string& b);
 

@@ -29,6 +29,9 @@ struct RunRequest {
     std::optional<std::string> out, m, num_features, L, trials, seed, dtype, shard, threads, max_memory;
     std::vector<std::string> sets;   // --set PATH=VALUE
     bool resume = false;
+    // Refuse a run estimated (RunPlan::cost.seconds) above this many seconds, before anything
+    // is written (the CLI: an hour unless --yes); 0: no limit (the Python module).
+    double max_estimate_s = 0;
 };
 
 // What a run tells its caller as it goes. `warn`, `note`: lines for the user (a lowered
@@ -60,6 +63,7 @@ struct ValidateRequest {
     ConfigSource source;
     std::vector<std::string> sets;
     std::optional<std::string> threads, max_memory, shard;
+    std::optional<std::string> m, num_features, L;   // as run's --m, --num-features, --L
 };
 struct ValidateReport {
     Config config;
@@ -71,6 +75,12 @@ struct ValidateReport {
     std::string text;                  // what `favor validate` prints on stdout
 };
 ValidateReport validate_session(const ValidateRequest& r);
+
+// "estimate: peak memory X (parts), about T s on N thread(s); budget B (source)": the line
+// validate prints and run prints on stderr as it starts.
+std::string estimate_line(const RunPlan& plan, const MemoryBudget& budget);
+// "about 3 s", "about 12 min", "about 2.5 h", "under a second": a rough duration.
+std::string seconds_text(double s);
 
 // `favor compare DIR` as typed: the options checked, DIR locked against a run replacing it,
 // comparisons.csv and ranking.csv written.

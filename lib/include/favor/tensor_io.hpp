@@ -29,6 +29,11 @@ std::size_t key_rows(std::size_t file_L, std::size_t file_Lk, std::size_t L);
 // has an empty dimension" unless `shape` is one of those, every dimension > 0.
 void check_rank(const std::vector<std::size_t>& shape, const std::string& path);
 
+// Where the C-order entry `flat` of a tensor of `shape` (in favor's order, after the layout)
+// sits, for the readers' messages: "entry (b, h, l, d) = (0, 1, 7, 2)" ("(h, l, d)" at rank 3,
+// "(l, d)" at rank 2; other ranks by index: "entry (i0, i1, i2) = (...)").
+std::string entry_position(const std::vector<std::size_t>& shape, std::size_t flat);
+
 // The sizes of a q, k, v triple (after the layout and the row limit).
 struct QkvShapes {
     std::vector<std::size_t> lead;
@@ -75,16 +80,18 @@ HeadTensors load_qkv(const std::string& q, const std::string& k, const std::stri
 // the shape from the header alone; check_upstream_shape a shape given (a numpy array's).
 void check_upstream_shape(const std::string& path, const std::vector<std::size_t>& shape,
                           std::vector<std::size_t> lead, std::size_t L, std::size_t dv, const std::string& who);
+// `layout` (non-empty): G's file holds these axes, as q, k, v do (permuted when read).
 std::vector<Mat<double>> load_upstream(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L,
-                                       std::size_t dv, const std::string& who);
-void check_upstream_header(const std::string& path, const std::vector<std::size_t>& lead, std::size_t L, std::size_t dv,
-                           const std::string& who);
+                                       std::size_t dv, const std::string& who, const std::string& layout = "");
+void check_upstream_header(const std::string& path, std::vector<std::size_t> lead, std::size_t L, std::size_t dv,
+                           const std::string& who, const std::string& layout = "");
 
-// Writes per-head (L, c) matrices as one array of shape lead + (L, c).
+// Writes per-head (L, c) matrices as one array of shape lead + (L, c), or with `layout` that
+// array's axes in the layout's order (from_canonical: `apply --layout BLHD` writes (B, L, H, c)).
 // heads_npy_bytes: the file's bytes (for a set written together, e.g. `favor gen`'s).
 std::string heads_npy_bytes(const std::string& path, const std::vector<std::size_t>& lead,
-                            const std::vector<Mat<double>>& heads, bool as_float32);
+                            const std::vector<Mat<double>>& heads, bool as_float32, const std::string& layout = "");
 void save_heads(const std::string& path, const std::vector<std::size_t>& lead,
-                const std::vector<Mat<double>>& heads, bool as_float32);
+                const std::vector<Mat<double>>& heads, bool as_float32, const std::string& layout = "");
 
 }  // namespace favor

@@ -19,6 +19,11 @@ std::vector<std::size_t> canonical_shape(const std::vector<std::size_t>& shape, 
                                          const std::string& name);
 // Permutes the values (C order) and the shape of `a` into favor's order.
 void to_canonical(NpyArray& a, const std::string& layout, const std::string& name);
+// The inverse: a tensor in favor's order (the layout's axes in B, H, L, D order) permuted into
+// the layout's order (what `apply --layout` writes its outputs in). The rank must match.
+void from_canonical(NpyArray& a, const std::string& layout);
+// A shape in favor's order as the layout orders it (the rank must match).
+std::vector<std::size_t> layout_shape(const std::vector<std::size_t>& canonical, const std::string& layout);
 
 // perm[j]: the axis of a `layout` tensor that becomes axis j of favor's order (B, H, L, D).
 std::vector<std::size_t> layout_permutation(const std::string& layout);
