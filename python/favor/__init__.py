@@ -197,21 +197,21 @@ def validate(config, set=(), threads=None, max_memory=None, shard=None):
     return r
 
 
-def compare(dir, metric=(), alpha=None, pairs=None, against=None, match=None):
+def compare(dir, metric=(), alpha=None, pairs=None, against=None, match=None, write=False):
     """Tests every pair of variants of an approximation result directory: ``favor compare``.
 
-    Writes DIR/comparisons.csv and DIR/ranking.csv and returns them as tables
-    ("comparisons", "ranking"; DataFrames when pandas imports) with "description",
-    "warnings" and "summary" (one line per cell and metric). pairs: [("a", "b"), ...] or
-    "a:b,c:d".
+    Returns the tables ("comparisons", "ranking": every compared metric's rows; DataFrames when
+    pandas imports) with "metrics" (those compared), "description", "warnings" and "summary"
+    (one line per cell and metric). Writes nothing unless write=True, which writes what the
+    command writes: DIR/comparisons_<metric>.csv and DIR/ranking_<metric>.csv per metric.
+    pairs: [("a", "b"), ...] or "a:b,c:d".
     """
     if isinstance(metric, str):
         metric = [metric]
     if pairs is not None and not isinstance(pairs, str):
         pairs = ",".join(f"{a}:{b}" for a, b in pairs)
-    r = _core.compare(os.fspath(dir), list(metric), _text(alpha), pairs, against, match)
+    r = _core.compare(os.fspath(dir), list(metric), _text(alpha), pairs, against, match, bool(write))
     _warn(r["warnings"])
     for name in ("comparisons", "ranking"):
-        with open(os.path.join(os.fspath(dir), name + ".csv"), "rb") as f:
-            r[name] = _table(f.read())
+        r[name] = _table(r[name])
     return r

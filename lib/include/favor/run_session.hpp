@@ -72,12 +72,14 @@ struct ValidateReport {
 };
 ValidateReport validate_session(const ValidateRequest& r);
 
-// `favor compare DIR` as typed: the options checked, DIR locked against a run replacing it,
-// comparisons.csv and ranking.csv written.
+// `favor compare DIR` as typed: the options checked; with `write`, DIR locked against a run
+// replacing it and each metric's comparisons_<metric>.csv and ranking_<metric>.csv written.
 struct CompareRequest {
     std::string dir;
     std::vector<std::string> metrics;
     std::optional<std::string> alpha, pairs, against, match;
+    bool write = true;   // false: the tables are returned only (favor.compare's default)
+    std::function<void(std::size_t, std::size_t)> progress;   // CompareOptions::progress
 };
 CompareResult compare_session(const CompareRequest& r, CompareOptions* used = nullptr);
 
