@@ -32,7 +32,7 @@ const std::vector<Command>& commands() {
         {"merge", "combine result directories (shards, sweep runs) into one result set", setup_merge, run_merge},
         {"compare",
          "per cell, test every pair of variants of an approximation result and rank them; writes "
-         "DIR/comparisons.csv and DIR/ranking.csv",
+         "DIR/comparisons_<metric>.csv and DIR/ranking_<metric>.csv",
          setup_compare, run_compare},
         {"list", "feature maps, projections, metrics, experiment kinds", setup_list, run_list},
     };

@@ -1,4 +1,4 @@
-// The progress reporter of `favor run` (progress.hpp).
+// The progress reporter of `favor run` and `favor compare` (progress.hpp).
 #include "progress.hpp"
 
 #include <unistd.h>
@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "favor/stop_signals.hpp"
 
@@ -31,7 +32,7 @@ std::chrono::milliseconds wait_step(double seconds) {
 
 }  // namespace
 
-Progress::Progress(bool quiet, double every) : every_(every) {
+Progress::Progress(bool quiet, double every, std::string unit) : every_(every), unit_(std::move(unit)) {
     if (!quiet) mode_ = ::isatty(STDERR_FILENO) ? Mode::bar : Mode::lines;
 }
 
@@ -93,11 +94,11 @@ void Progress::print(double el) {
     const double frac = total_ ? double(done_) / double(total_) : 0.0;
     if (mode_ == Mode::bar) {
         const int width = 24, fill = int(frac * width);
-        std::fprintf(stderr, "\r[favor] [%s%s] %zu/%zu cell trials  %s elapsed  %s\033[K",
+        std::fprintf(stderr, "\r[favor] [%s%s] %zu/%zu %s  %s elapsed  %s\033[K",
                      std::string(std::size_t(fill), '#').c_str(), std::string(std::size_t(width - fill), '.').c_str(),
-                     done_, total_, duration(el).c_str(), eta.c_str());
+                     done_, total_, unit_.c_str(), duration(el).c_str(), eta.c_str());
     } else {
-        std::fprintf(stderr, "[favor] %zu/%zu cell trials done (%.0f%%), %s elapsed, %s\n", done_, total_,
+        std::fprintf(stderr, "[favor] %zu/%zu %s done (%.0f%%), %s elapsed, %s\n", done_, total_, unit_.c_str(),
                      100.0 * frac, duration(el).c_str(), eta.c_str());
     }
     std::fflush(stderr);

@@ -18,7 +18,8 @@ namespace favor::cli {
 
 class Progress {
 public:
-    Progress(bool quiet, double every);
+    // `unit`: what is counted ("cell trials" for run, "comparisons" for compare).
+    Progress(bool quiet, double every, std::string unit = "cell trials");
     ~Progress() { finish(); }
     // Called by the workers: `done` of `total` items finished (the first call sets the base
     // the time left is estimated from).
@@ -33,6 +34,7 @@ private:
     double every_;
     int threads_ = 1;
     bool told_stop_ = false;
+    std::string unit_;
     std::size_t done_ = 0, total_ = 0, base_ = 0;
     bool seen_ = false, stop_ = false, printed_ = false;
     std::mutex mutex_;

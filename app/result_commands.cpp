@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "command.hpp"
+#include "progress.hpp"
 #include "favor/compare.hpp"
 #include "favor/error.hpp"
 #include "favor/files.hpp"
@@ -44,9 +45,13 @@ CompareFlags& compare_flags() {
 
 // Prints the comparisons compare_session wrote as Markdown after a line naming the tests
 // (--summary: one line per cell and metric instead).
-int compare_and_print(const CompareRequest& req, bool summary) {
+int compare_and_print(CompareRequest req, bool summary) {
     CompareOptions opt;
+    Progress progress(false, 10.0, "comparisons");   // as run's: a bar on a terminal, else a line every 10 s
+    req.progress = [&progress](std::size_t done, std::size_t total) { progress.update(done, total); };
+    progress.start();
     const CompareResult r = compare_session(req, &opt);
+    progress.finish();
     for (const auto& w : r.warnings) warn(w);
     if (summary) {
         for (const auto& line : r.summary) std::cout << line << "\n";
@@ -94,8 +99,8 @@ void setup_compare(CLI::App& compare) {
     CompareOptions& cf = f.opt;
     compare.add_option("dir", f.dir, "result directory with errors.csv")->required();
     compare.add_option("--metric", cf.metrics,
-                       "metric column (default output_mse; repeatable; 'all': every metric present "
-                       "except nonfinite, seconds, kernel_mse_theory)");
+                       "metric column (default: the first compared metric errors.csv has, in favor list's "
+                       "order; repeatable; 'all': every compared metric present)");
     bind(compare, f.alpha, "--alpha", "level for the verdict, in (0, 1) (default 0.05)");
     f.against = compare.add_option("--against", cf.against,
                                    "only every variant against NAME (a variant, or uniform); Holm over those rows");
@@ -115,11 +120,13 @@ void setup_compare(CLI::App& compare) {
         "Deterministic maps (no projection, every trial the same value: elu, dpfp, nystrom): two are not tested\n"
         "(paired = exact, the difference is exact); against a random map, a one-sample sign-flip test.\n"
         "p_holm: Holm-Bonferroni over each metric's rows (or the --against / --pairs family); verdict\n"
-        "a<b / a>b when p_holm < alpha; underpowered when p_holm_min (the smallest p_holm these trials\n"
-        "can give) >= alpha; non-finite when a trial is NaN / Inf (column nonfinite: k of n; not tested).\n"
+        "a better / a worse (in the metric's direction: lower errors, higher grad_cosine) when\n"
+        "p_holm < alpha; underpowered when p_holm_min (the smallest p_holm these trials can give)\n"
+        ">= alpha; non-finite when a trial is NaN / Inf (column nonfinite: k of n; not tested).\n"
         "ratio = mean_a / mean_b, bootstrap percentile intervals ci95 (95%) and ci_bonf (1 - alpha / k\n"
-        "over a family of k tests). ranking.csv: per cell, estimators by mean, tied_with_best and letter\n"
-        "groups (estimators sharing a letter do not differ), from Holm over every row of the metric.");
+        "over a family of k tests). Written per metric: DIR/comparisons_<metric>.csv and\n"
+        "DIR/ranking_<metric>.csv (per cell, estimators best first, tied_with_best and letter groups:\n"
+        "estimators sharing a letter do not differ; from Holm over every row of the metric).");
 
 }
 
@@ -139,7 +146,8 @@ int run_list(const std::vector<std::string>&) {
     std::cout << "projections:\n";
     for (const auto& e : projection_registry()) std::cout << "  " << e.name << "  " << e.summary << "\n";
     std::cout << "metrics:\n";
-    for (const auto& m : metric_table()) std::cout << "  " << m.name << "  " << m.description << "\n";
+    for (const auto& m : metric_table())
+        std::cout << "  " << m.name << "  " << m.description << (m.higher_is_better ? " (higher is better)" : "") << "\n";
     std::cout << "experiment kinds:\n  approximation, kernel, timing\n";
     return 0;
 }

@@ -348,14 +348,17 @@ py::dict validate(const std::string& config, const Text& text, const std::vector
 }
 
 py::dict compare(const std::string& dir, const std::vector<std::string>& metrics, const Text& alpha, const Text& pairs,
-                 const Text& against, const Text& match) {
+                 const Text& against, const Text& match, bool write) {
     favor::CompareResult r;
     favor::CompareOptions used;
     {
         py::gil_scoped_release free;
-        r = favor::compare_session({dir, metrics, alpha, pairs, against, match}, &used);
+        r = favor::compare_session({dir, metrics, alpha, pairs, against, match, write}, &used);
     }
-    py::dict d;   // the tables: DIR/comparisons.csv and DIR/ranking.csv, as written
+    py::dict d;   // the tables as CSV bytes (every metric's rows; written, one file per metric, with write)
+    d["comparisons"] = py::bytes(favor::to_csv(r.comparisons));
+    d["ranking"] = py::bytes(favor::to_csv(r.ranking));
+    d["metrics"] = texts_of(r.metrics);
     d["description"] = text_of(favor::compare_description(used));
     d["warnings"] = texts_of(r.warnings);
     d["summary"] = texts_of(r.summary);

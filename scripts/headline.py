@@ -6,7 +6,7 @@ Usage: /usr/bin/python3 scripts/headline.py RESULT_DIR
 
 Headline, by experiment kind (from RESULT_DIR/run.json):
   approximation  per variant, the mean over trials of output_rel_error (else output_mse,
-                 else the first metric) at the grid's last L, d and scale and the variant's
+                 else the first metric other than nonfinite, overflow_fraction, seconds) at the grid's last L, d and scale and the variant's
                  largest m (num_features with a num_features grid), then uniform
                  attention's on the same inputs;
                  per-head results are averaged over the heads.
@@ -58,8 +58,13 @@ def seconds(x):
 
 
 def approximation_line(rows, budget):
+    # Else the first metric of an estimator's error or agreement (summary.csv's columns are in
+    # the metric table's order, where nonfinite and overflow_fraction, counts of events, and
+    # seconds come first or between).
+    events = ("nonfinite", "overflow_fraction", "seconds")
     metric = next((m for m in ("output_rel_error", "output_mse") if f"{m}_mean" in rows[0]),
-                  next(c[:-5] for c in rows[0] if c.endswith("_mean")))
+                  next((c[:-5] for c in rows[0] if c.endswith("_mean") and c[:-5] not in events),
+                       next(c[:-5] for c in rows[0] if c.endswith("_mean"))))
     at = {k: last(num(r[k]) for r in rows) for k in ("L", "d", "scale")}
     here = [r for r in rows if all(num(r[k]) == v for k, v in at.items())]
     parts, baseline, budgets = [], [], set()

@@ -52,7 +52,7 @@ only): x is the number of feature columns (2m for trig and hyperbolic, m otherwi
 compare at equal cost. A column baseline_<metric> (uniform attention on the same inputs) is
 drawn as a dashed grey line in every panel. --ratio: the statistic and its band divided by
 baseline_<metric> of the same row, uniform attention at 1 (the y label says what is divided
-by what). With input_seeds in the config the statistics are over the trials of every input
+by what, and which side of 1 is better: below for the errors, above for grad_cosine). With input_seeds in the config the statistics are over the trials of every input
 draw, and the band says so.
 
 Per-head results (summary.csv with a head column, "per_head": true): --heads facet draws one
@@ -548,9 +548,17 @@ def draw_baseline(ax, rows, xkey, logy):
     return h
 
 
+# The metrics whose higher values are better (the metric table's higher_is_better, which
+# `favor list` marks "(higher is better)"; tests/plot_check.py checks the two agree): every
+# other metric is an error, lower is better.
+HIGHER_IS_BETTER = {"grad_cosine"}
+
+
 def ratio_label(metric, spec):
     name = METRIC_NAME.get(metric, metric)
-    return f"{spec['stat']} {name} (estimator, over trials)\n/ {name} (uniform attention: mean of V)"
+    better = "above" if metric in HIGHER_IS_BETTER else "below"
+    return (f"{spec['stat']} {name} (estimator, over trials)\n/ {name} (uniform attention: mean of V)"
+            f"\n{better} 1: better than uniform attention")
 
 
 def head_mode(path, header, table, heads, n_other):

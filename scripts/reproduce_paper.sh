@@ -59,8 +59,8 @@ for c in "${configs[@]}"; do
   dir=$out/$name
   start=$(date +%s)
   [ "$run" = 0 ] || "$favor" run "$c" --out "$dir" --quiet
-  # Significance of every pairwise difference and against uniform attention (comparisons.csv)
-  # and the ranking per cell (ranking.csv). Fig. 4's m grid pairs trig's 2m feature columns
+  # Significance of every pairwise difference and against uniform attention and the ranking
+  # per cell, per metric (comparisons_<metric>.csv, ranking_<metric>.csv). Fig. 4's m grid pairs trig's 2m feature columns
   # with positive's m at the next m: compared at equal feature columns (--match num_features).
   match=(); [ "$name" != fig4_output_mse_vs_m ] || match=(--match num_features)
   [ "$run" = 0 ] || [ ! -f "$dir/errors.csv" ] || "$favor" compare "$dir" --metric all "${match[@]}" > /dev/null

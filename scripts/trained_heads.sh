@@ -2,8 +2,8 @@
 # The study "On attention from a trained model" (docs/results.md): every estimator of
 # configs/trained_heads.json (causal, as the model uses its heads) and
 # configs/trained_heads_noncausal.json on every layer of data/ (the tiny byte-level LM's
-# captured heads), at equal feature budgets, then `favor compare` (comparisons.csv,
-# ranking.csv) and scripts/trained_heads_report.py (figure and table against head entropy).
+# captured heads), at equal feature budgets, then `favor compare` (comparisons_<metric>.csv,
+# ranking_<metric>.csv) and scripts/trained_heads_report.py (figure and table against head entropy).
 # Usage: scripts/trained_heads.sh [--no-build] [--report-only] [OUT_DIR (default results)]
 #   writes OUT_DIR/trained_heads/layer<i>/, OUT_DIR/trained_heads_noncausal/layer<i>/ and
 #   OUT_DIR/trained_heads.md, OUT_DIR/trained_heads_vs_entropy.png (a few minutes on 2 cores)

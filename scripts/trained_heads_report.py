@@ -4,7 +4,7 @@
     trained_heads_report.py OUT_DIR DATA_DIR
 
 Reads OUT_DIR/trained_heads/layer<i>/ (causal) and OUT_DIR/trained_heads_noncausal/layer<i>/
-(summary.csv per head, comparisons.csv from `favor compare`) and the captured heads in
+(summary.csv per head, comparisons_<metric>.csv from `favor compare`) and the captured heads in
 DATA_DIR/layer<i>/{q,k}.npy; writes
   OUT_DIR/trained_heads_vs_entropy.png  each estimator's output_rel_error divided by uniform
         attention's (the mean of the visible rows of V) on the same head, against the head's
@@ -12,7 +12,7 @@ DATA_DIR/layer<i>/{q,k}.npy; writes
         per (causal or not, feature budget F);
   OUT_DIR/trained_heads.md  per head and budget: uniform attention's error, the estimator with
         the lowest mean error and its ratio to uniform's, and the estimators whose error is
-        below uniform's by `favor compare`'s verdict (a<b against uniform, Holm-adjusted).
+        below uniform's by `favor compare`'s verdict (a better against uniform, Holm-adjusted).
 Every number comes from those files.
 """
 import argparse
@@ -67,12 +67,12 @@ def load_study(out, name, causal, data):
 
 def verdicts(d, s):
     """Per summary row: favor compare's verdict of the variant against uniform attention."""
-    path = os.path.join(d, "comparisons.csv")
+    path = os.path.join(d, f"comparisons_{METRIC}.csv")
     if not os.path.isfile(path):
         die(f"{path}: missing (run favor compare {d})")
     c = pd.read_csv(path, dtype=str, keep_default_na=False)
     c = c[(c["b"] == "uniform") & (c["metric"] == METRIC)]
-    key = budget_column(s)   # comparisons.csv keys its cells by the same column
+    key = budget_column(s)   # compare keys its cells by the same column
     if key not in c.columns:
         die(f"{path}: no {key} column (rerun favor compare {d})")
     got = {(r["a"], int(r["head"]), int(float(r[key]))): r["verdict"] for _, r in c.iterrows()}
@@ -175,10 +175,10 @@ def table(studies, out):
                 row += [best["variant"], f"{ratio(gf, best['variant']):.3g}"]
                 if "nystrom" in det:
                     row.append(f"{ratio(gf, 'nystrom'):.3g}")
-                below += [f"{v} ({F})" for v, vd in zip(gf["variant"], gf["beats_uniform"]) if vd == "a<b"]
+                below += [f"{v} ({F})" for v, vd in zip(gf["variant"], gf["beats_uniform"]) if vd == "a better"]
             row += [f"{ratio(g, v):.3g}" for v in fixed]
             below += [v for v, vd in zip(g.loc[fixed_budget(g), "variant"], g.loc[fixed_budget(g), "beats_uniform"])
-                      if vd == "a<b"]
+                      if vd == "a better"]
             lines.append("| " + " | ".join(row + [", ".join(below) or "-"]) + " |")
         lines.append("")
     path = os.path.join(out, "trained_heads.md")

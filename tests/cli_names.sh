@@ -36,13 +36,13 @@ cmp "$tmp/run/errors.csv" "$tmp/merged/errors.csv" || fail "merge with these nam
 import csv, sys
 import pandas as pd
 d, names = sys.argv[1], sys.argv[2:]
-for f in ["errors.csv", "summary.csv", "comparisons.csv"]:
+for f in ["errors.csv", "summary.csv", "comparisons_output_mse.csv"]:
     with open(f"{d}/{f}", newline="", encoding="utf-8") as fh:
         rows = list(csv.reader(fh))
     assert all(len(r) == len(rows[0]) for r in rows), f"{f}: ragged rows"
     df = pd.read_csv(f"{d}/{f}", keep_default_na=False)
     assert len(df) == len(rows) - 1, f
-    col = "a" if f == "comparisons.csv" else "variant"
+    col = "a" if f.startswith("comparisons") else "variant"
     got = list(dict.fromkeys(df[col]))
     assert got == names, f"{f}: {got} != {names}"
 df = pd.read_csv(f"{d}/errors.csv")

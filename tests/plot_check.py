@@ -273,8 +273,15 @@ def check_approx():
     base = lines(d, "baseline")
     if not base or any(s["y"] != [1.0] or s["label"] != plot.BASELINE_LABEL for s in base):
         fail(f"--ratio: line at 1 labelled {plot.BASELINE_LABEL!r}: {base}")
-    if "/ output MSE (uniform attention: mean of V)" not in d["ylabel"]:
+    if "/ output MSE (uniform attention: mean of V)" not in d["ylabel"] or "below 1: better" not in d["ylabel"]:
         fail(f"--ratio y label: {d['ylabel']!r}")
+    if "above 1: better" not in plot.ratio_label("grad_cosine", {"stat": "mean"}):
+        fail("--ratio: grad_cosine is higher-is-better")
+    # plot.py's HIGHER_IS_BETTER is the metric table's direction, as `favor list` prints it.
+    listed = subprocess.run([FAVOR, "list"], capture_output=True, text=True, check=True).stdout
+    higher = {line.split()[0] for line in listed.splitlines() if line.endswith("(higher is better)")}
+    if higher != plot.HIGHER_IS_BETTER:
+        fail(f"plot.HIGHER_IS_BETTER {plot.HIGHER_IS_BETTER} != favor list's {higher}")
 
     # median with its percentiles, on the columns the table has
     d = draw("median", src, "--stat", "median", "--out", os.path.join(TMP, "median.png"))

@@ -257,8 +257,8 @@ TEST_CASE("compare: compare_results on a hand-made result directory", "[compare]
         REQUIRE(u.rows.size() == 6);
         CHECK(cell(u, 2, "n_b") == "5");
         CHECK(cell(u, 2, "metric") == "attention_mse");
-        CHECK(cell(u, 1, "verdict") == "a<b");
-        CHECK(cell(u, 3, "verdict") == "a<b");   // x-copy vs y: Holm factor 4 after y vs z
+        CHECK(cell(u, 1, "verdict") == "a better");
+        CHECK(cell(u, 3, "verdict") == "a better");   // x-copy vs y: Holm factor 4 after y vs z
         CHECK(cell(u, 0, "verdict") == "n.s.");
     }
     SECTION("--metric all skips nonfinite") {
@@ -531,7 +531,7 @@ TEST_CASE("compare: deterministic maps, non-finite trials, --against and --pairs
     const std::size_t ee = row_of("e1", "e2");
     CHECK(cell(t, ee, "paired") == "exact");
     CHECK(cell(t, ee, "p_value") == "");
-    CHECK(cell(t, ee, "verdict") == "a<b");
+    CHECK(cell(t, ee, "verdict") == "a better");
     CHECK(cell(t, ee, "ci95_low") == cell(t, ee, "ratio"));
     const std::size_t er = row_of("e1", "r1");   // one-sample: r1's trials against 0.5
     CHECK(cell(t, er, "paired") == "one-sample");
@@ -562,7 +562,7 @@ TEST_CASE("compare: deterministic maps, non-finite trials, --against and --pairs
         CHECK(cell(w, 0, "a") == "r1");
         CHECK(num(w, 0, "p_holm") == 2.0 / 256);   // a family of one
         CHECK(num(w, 0, "p_holm_min") == 2.0 / 256);
-        CHECK(cell(w, 0, "verdict") == "a>b");
+        CHECK(cell(w, 0, "verdict") == "a worse");
         CHECK(num(w, 0, "ratio") == Approx(1 / num(t, er, "ratio")));
     }
 }
@@ -599,7 +599,7 @@ TEST_CASE("compare: --match num_features pairs equal F, input_seed identifies tr
             CHECK(cell(t, r, "n_a") == "4");
             CHECK(cell(t, r, "paired") == "no");   // different m: not the same W
             CHECK(num(t, r, "p_value") == Approx(2.0 / 70));   // separated, 4 vs 4
-            CHECK(cell(t, r, "verdict") == "a>b");   // the only test: Holm factor 1
+            CHECK(cell(t, r, "verdict") == "a worse");   // the only test: Holm factor 1
         }
     }
     CHECK(found);

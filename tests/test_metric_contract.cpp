@@ -208,6 +208,7 @@ TEST_CASE("favor list names every metric of the table with its summary", "[metri
     REQUIRE(!out.empty());
     for (const MetricInfo& m : metric_table()) {
         CAPTURE(m.name);
-        REQUIRE(out.find("  " + std::string(m.name) + "  " + m.description + "\n") != std::string::npos);
+        const std::string direction = m.higher_is_better ? " (higher is better)" : "";
+        REQUIRE(out.find("  " + std::string(m.name) + "  " + m.description + direction + "\n") != std::string::npos);
     }
 }

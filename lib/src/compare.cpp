@@ -23,13 +23,14 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-double mean_of(const std::vector<double>& x) {
+// The plain mean of values already scaled (|x| <= 1, so no sum overflows).
+double plain_mean(const std::vector<double>& x) {
     double s = 0;
     for (double v : x) s += v;
     return s / double(x.size());
 }
 
-// Sample variance (n - 1 denominator), two passes for accuracy.
+// Sample variance (n - 1 denominator), two passes for accuracy; x scaled as above.
 double variance_of(const std::vector<double>& x, double mean) {
     double ss = 0;
     for (double v : x) ss += (v - mean) * (v - mean);
@@ -67,35 +68,82 @@ double quantile_sorted(const std::vector<double>& v, double q) {
     const double frac = pos - double(lo);
     if (frac == 0 || v[lo] == v[hi]) return v[lo];
     if (!std::isfinite(v[lo]) || !std::isfinite(v[hi])) return frac < 0.5 ? v[lo] : v[hi];
-    return v[lo] + frac * (v[hi] - v[lo]);
+    const double step = v[hi] - v[lo];   // overflows only for ratios near +-1.8e308 of both signs
+    return std::isfinite(step) ? v[lo] + frac * step : (1 - frac) * v[lo] + frac * v[hi];
 }
 
-}  // namespace
-
-double paired_t(const std::vector<double>& d) {
-    const double m = mean_of(d);
+// The studentized statistics of values scaled into [-1, 1] (scaled_copy): every sum, square
+// and difference is then finite and no square of a value above 2^-511 underflows to 0.
+double t_of_scaled(const std::vector<double>& d) {
+    const double m = plain_mean(d);
     if (m == 0) return 0.0;
     const double var = variance_of(d, m);
     if (var == 0) return m > 0 ? kInf : -kInf;
     return m / std::sqrt(var / double(d.size()));
 }
 
-double welch_t(const std::vector<double>& a, const std::vector<double>& b) {
-    const double ma = mean_of(a), mb = mean_of(b);
+double welch_of_scaled(const std::vector<double>& a, const std::vector<double>& b) {
+    const double ma = plain_mean(a), mb = plain_mean(b);
     if (ma == mb) return 0.0;
     const double se2 = variance_of(a, ma) / double(a.size()) + variance_of(b, mb) / double(b.size());
     if (se2 == 0) return ma > mb ? kInf : -kInf;
     return (ma - mb) / std::sqrt(se2);
 }
 
+// x times 2^-e, exact (ldexp: no overflowing 2^-e when e is large and negative).
+std::vector<double> times(const std::vector<double>& x, int e) {
+    std::vector<double> out(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) out[i] = std::ldexp(x[i], -e);
+    return out;
+}
+
+}  // namespace
+
+int scale_exponent(std::initializer_list<const std::vector<double>*> samples, double constant) {
+    double top = std::isfinite(constant) ? std::fabs(constant) : 0.0;
+    for (const auto* x : samples)
+        for (double v : *x)
+            if (std::isfinite(v)) top = std::max(top, std::fabs(v));
+    int e = 0;
+    if (top > 0) std::frexp(top, &e);   // top = f 2^e, f in [0.5, 1)
+    return e;
+}
+
+double mean_of(const std::vector<double>& x) {
+    const int e = scale_exponent({&x});
+    return std::ldexp(plain_mean(times(x, e)), e);
+}
+
+std::vector<double> differences(const std::vector<double>& a, const std::vector<double>& b) {
+    const int e = scale_exponent({&a, &b});
+    std::vector<double> d(a.size());
+    for (std::size_t t = 0; t < d.size(); ++t) d[t] = std::ldexp(a[t], -e) - std::ldexp(b[t], -e);
+    return d;
+}
+
+std::vector<double> differences(const std::vector<double>& x, double c) {
+    const int e = scale_exponent({&x}, c);
+    std::vector<double> d(x.size());
+    for (std::size_t t = 0; t < d.size(); ++t) d[t] = std::ldexp(x[t], -e) - std::ldexp(c, -e);
+    return d;
+}
+
+double paired_t(const std::vector<double>& d) { return t_of_scaled(times(d, scale_exponent({&d}))); }
+
+double welch_t(const std::vector<double>& a, const std::vector<double>& b) {
+    const int e = scale_exponent({&a, &b});
+    return welch_of_scaled(times(a, e), times(b, e));
+}
+
 // Sign-flip permutation test (Fisher's randomization test for paired data, studentized as
 // in Janssen 1999): under H0 each d_t is as likely to be -d_t, so every sign pattern is
 // equally likely; p is the share of patterns whose paired t is at least as extreme.
-double paired_signflip_p(const std::vector<double>& d, std::uint64_t key, const PermutationOptions& opt) {
-    const std::size_t n = d.size();
+double paired_signflip_p(const std::vector<double>& d0, std::uint64_t key, const PermutationOptions& opt) {
+    const std::size_t n = d0.size();
     if (n < 2) return kNaN;
-    if (std::all_of(d.begin(), d.end(), [](double v) { return v == 0; })) return 1.0;
-    const double t_obs = paired_t(d);
+    if (std::all_of(d0.begin(), d0.end(), [](double v) { return v == 0; })) return 1.0;
+    const std::vector<double> d = times(d0, scale_exponent({&d0}));   // t is scale-free
+    const double t_obs = t_of_scaled(d);
     std::vector<double> x(n);
     const bool exact = n < 63 && (std::uint64_t(1) << n) <= opt.exact_limit;
     if (exact) {
@@ -103,14 +151,14 @@ double paired_signflip_p(const std::vector<double>& d, std::uint64_t key, const 
         std::uint64_t count = 0;
         for (std::uint64_t s = 0; s < patterns; ++s) {
             for (std::size_t j = 0; j < n; ++j) x[j] = (s >> j) & 1 ? -d[j] : d[j];
-            count += as_extreme(paired_t(x), t_obs);
+            count += as_extreme(t_of_scaled(x), t_obs);
         }
         return double(count) / double(patterns);
     }
     std::uint64_t count = 0;
     for (std::uint64_t r = 0; r < opt.monte_carlo; ++r) {
         for (std::size_t j = 0; j < n; ++j) x[j] = uniform_at(key, r * n + j) < 0.5 ? -d[j] : d[j];
-        count += as_extreme(paired_t(x), t_obs);
+        count += as_extreme(t_of_scaled(x), t_obs);
     }
     return double(1 + count) / double(1 + opt.monte_carlo);
 }
@@ -122,17 +170,18 @@ double welch_permutation_p(const std::vector<double>& a, const std::vector<doubl
                            const PermutationOptions& opt) {
     const std::size_t na = a.size(), nb = b.size(), n = na + nb;
     if (na < 2 || nb < 2) return kNaN;
-    std::vector<double> pooled = a;
-    pooled.insert(pooled.end(), b.begin(), b.end());
+    const int e = scale_exponent({&a, &b});   // Welch's t is scale-free
+    std::vector<double> pooled = times(a, e);
+    for (double v : b) pooled.push_back(std::ldexp(v, -e));
     if (std::all_of(pooled.begin(), pooled.end(), [&](double v) { return v == pooled[0]; })) return 1.0;
-    const double t_obs = welch_t(a, b);
+    const double t_obs = welch_of_scaled(times(a, e), times(b, e));
     std::vector<double> ga(na), gb(nb);
     std::vector<char> in_a(n);
     // Welch t of the split `in_a`, each group in pooled order (the observed split gives t_obs).
     auto split_t = [&]() {
         std::size_t ia = 0, ib = 0;
         for (std::size_t j = 0; j < n; ++j) (in_a[j] ? ga[ia++] : gb[ib++]) = pooled[j];
-        return welch_t(ga, gb);
+        return welch_of_scaled(ga, gb);
     };
     const std::uint64_t splits = binomial_capped(n, na, opt.exact_limit);
     if (splits <= opt.exact_limit) {
@@ -164,8 +213,10 @@ double welch_permutation_p(const std::vector<double>& a, const std::vector<doubl
 }
 
 // Percentile bootstrap (Efron & Tibshirani 1993, ch. 13) of the ratio of means.
-std::vector<double> ratio_bootstrap(const std::vector<double>& a, const std::vector<double>& b, bool paired,
+std::vector<double> ratio_bootstrap(const std::vector<double>& a0, const std::vector<double>& b0, bool paired,
                                     std::uint64_t key, std::size_t resamples) {
+    const int e = scale_exponent({&a0, &b0});   // the ratio is scale-free; the sums then cannot overflow
+    const std::vector<double> a = times(a0, e), b = times(b0, e);
     const std::size_t na = a.size(), nb = b.size();
     std::vector<double> ratios(resamples);
     for (std::size_t r = 0; r < resamples; ++r) {
@@ -186,8 +237,11 @@ std::vector<double> ratio_bootstrap(const std::vector<double>& a, const std::vec
     return ratios;
 }
 
-std::vector<double> baseline_ratio_bootstrap(const std::vector<double>& x, double baseline, std::uint64_t key,
+std::vector<double> baseline_ratio_bootstrap(const std::vector<double>& x0, double baseline0, std::uint64_t key,
                                              std::size_t resamples) {
+    const int e = scale_exponent({&x0}, baseline0);
+    const std::vector<double> x = times(x0, e);
+    const double baseline = std::ldexp(baseline0, -e);
     const std::size_t n = x.size();
     std::vector<double> ratios(resamples);
     for (std::size_t r = 0; r < resamples; ++r) {

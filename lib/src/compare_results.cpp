@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -19,8 +20,10 @@
 #include "favor/files.hpp"
 #include "favor/metric_table.hpp"
 #include "favor/names.hpp"
+#include "favor/projections.hpp"
 #include "favor/ranking.hpp"
 #include "favor/rng.hpp"
+#include "favor/variant.hpp"
 
 namespace favor {
 
@@ -57,17 +60,18 @@ std::size_t require_column(const CsvFile& f, const std::string& c) {
     return f.table.column(c);
 }
 
+// Error "<file>: line N, column C: '<cell>' <why>".
+[[noreturn]] void bad_cell(const CsvFile& f, std::size_t row, std::size_t col, const std::string& why) {
+    throw Error(f.path + ": line " + std::to_string(f.lines[row]) + ", column " + f.table.columns[col] + ": '" +
+                f.table.rows[row][col].substr(0, 40) + "' " + why);
+}
+
 // A number as favor writes it: finite, or exactly nan / inf / -inf. Error naming file, line
 // and column otherwise.
 double parse_value(const CsvFile& f, std::size_t row, std::size_t col) {
-    const std::string& s = f.table.rows[row][col];
-    if (s == "nan") return kNaN;
-    if (s == "inf" || s == "-inf") return s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
-        throw Error(f.path + ": line " + std::to_string(f.lines[row]) + ", column " + f.table.columns[col] + ": '" + s +
-                    "' is not a number (favor writes finite numbers, nan, inf or -inf)");
+    double v = 0;
+    if (!parse_real(f.table.rows[row][col], v, true))
+        bad_cell(f, row, col, "is not a number (favor writes finite numbers, nan, inf or -inf)");
     return v;
 }
 
@@ -107,6 +111,30 @@ Layout layout_of(const CsvFile& f, bool by_features) {
     return l;
 }
 
+// The key cells of every row as a run writes them (an edited table's garbage is refused, not
+// grouped): counts without leading zeros (L, d, m, num_features, head, trial, seed,
+// input_seed), scale blank (tensor inputs) or a number > 0 written as favor writes it (so
+// 0.50 cannot split the 0.5 cell), variant a valid variant name (not the baseline's), projection blank or a registry name.
+void check_keys(const CsvFile& f, const Layout& l) {
+    std::vector<std::size_t> counts{l.trial, l.m};
+    for (const auto& c : {"L", "d", "num_features", "head", "seed", "input_seed"})
+        if (f.table.has_column(c)) counts.push_back(f.table.column(c));
+    const std::size_t scale = f.table.column("scale");
+    for (std::size_t r = 0; r < f.table.rows.size(); ++r) {
+        const auto& row = f.table.rows[r];
+        std::size_t n = 0;
+        for (std::size_t c : counts)
+            if (!parse_count(row[c], n)) bad_cell(f, r, c, "is not a count (digits, no leading zero)");
+        double v = 0;   // blank: tensor-file inputs, which have no scale
+        if (!row[scale].empty() && (!parse_real(row[scale], v, false) || !(v > 0) || format_number(v) != row[scale]))
+            bad_cell(f, r, scale, "is not a scale as favor writes it (blank, or a number > 0, e.g. 0.5)");
+        if (const std::string why = variant_name_problem(row[l.variant]); !why.empty())
+            bad_cell(f, r, l.variant, "is not a variant name: " + why);
+        if (!row[l.projection].empty() && !find_entry(projection_registry(), row[l.projection]))
+            bad_cell(f, r, l.projection, "is not a projection (blank, or a name of favor list)");
+    }
+}
+
 // A trial's identity: (input_seed, trial), input seed 0 when the column is absent.
 std::string trial_id(const Layout& l, const std::vector<std::string>& row) {
     return (l.input_seed ? row[*l.input_seed] : std::string("0")) + "/" + row[l.trial];
@@ -144,7 +172,26 @@ bool cell_before(const Cell& a, const Cell& b) {
     return false;
 }
 
+// One variant name, one estimator: its features and projection are the same on every row
+// (a run writes them so; pooling two under one name would test a mixture).
+void check_one_estimator_per_name(const CsvFile& f, const Layout& l) {
+    std::vector<std::size_t> cols{l.projection};
+    if (f.table.has_column("features")) cols.push_back(f.table.column("features"));
+    std::map<std::string, std::size_t> first;   // variant -> its first row
+    for (std::size_t r = 0; r < f.table.rows.size(); ++r) {
+        const auto& row = f.table.rows[r];
+        const auto [it, fresh] = first.emplace(row[l.variant], r);
+        for (std::size_t c : cols)
+            if (!fresh && row[c] != f.table.rows[it->second][c])
+                bad_cell(f, r, c, "differs from line " + std::to_string(f.lines[it->second]) + "'s '" +
+                                      f.table.rows[it->second][c] + "' for variant " + row[l.variant] +
+                                      ": two estimators under one name (rename one)");
+    }
+}
+
 std::vector<Cell> group_cells(const CsvFile& f, const Layout& l) {
+    check_keys(f, l);
+    check_one_estimator_per_name(f, l);
     const auto m_of = chosen_m(f, l);
     std::map<std::string, std::size_t> variant_order;
     std::map<std::vector<std::string>, std::size_t> cell_index;
@@ -171,6 +218,10 @@ std::vector<Cell> group_cells(const CsvFile& f, const Layout& l) {
         if (g == cell.groups.end())
             g = cell.groups.insert(cell.groups.end(), Group{v, row[l.projection], l.seed ? row[*l.seed] : "", row[l.m],
                                                             l.num_features ? row[*l.num_features] : "", {}});
+        else if (l.seed && row[*l.seed] != g->seed)
+            throw Error(f.path + ": line " + std::to_string(f.lines[r]) + ": variant " + v + " has seed " + row[*l.seed] +
+                        " here but " + g->seed + " on line " + std::to_string(f.lines[g->rows.front()]) + " in cell " +
+                        cell.label + ": two estimators under one name");
         g->rows.push_back(r);
     }
     for (Cell& c : cells)
@@ -192,12 +243,6 @@ struct Entry {
     double constant = kNaN;         // the value when deterministic
     bool deterministic = false;     // uniform, or no projection and >= 2 trials all equal (elu, dpfp, nystrom)
 };
-
-double mean_of(const std::vector<double>& x) {
-    double s = 0;
-    for (double v : x) s += v;
-    return s / double(x.size());
-}
 
 Entry entry_of(const CsvFile& f, const Layout& l, const Group& g, std::size_t col) {
     Entry e;
@@ -246,7 +291,7 @@ double ratio_of(double x, double y) { return x == y ? 1.0 : x / y; }
 // How a row's ratio interval is bootstrapped.
 enum class Boot { none, paired, unpaired, x_over_c, c_over_x };
 
-// One row of comparisons.csv before the Holm adjustment.
+// One row of comparisons_<metric>.csv before the Holm adjustment.
 struct Comparison {
     const Cell* cell = nullptr;
     std::size_t cell_index = 0;
@@ -254,6 +299,7 @@ struct Comparison {
     const Entry* eb = nullptr;
     std::string kind;         // yes, no, one-sample, exact; "" when not tested
     std::string nonfinite;    // "a: k of n; b: k of n" (the samples with non-finite trials)
+    bool higher_is_better = false;   // the metric's direction (metric table)
     double mean_a = 0, mean_b = 0, ratio = 0, p = kNaN, p_min = kNaN;
     std::vector<double> x, y;   // the bootstrap's samples (y aligned with x when paired)
     double constant = kNaN;
@@ -279,8 +325,9 @@ std::string nonfinite_text(const Entry& a, const Entry& b) {
 // against the constant (as against uniform attention).
 void one_sample(Comparison& r, const Entry& random, double c, bool random_is_a, const PermutationOptions& perm) {
     r.kind = "one-sample";
-    std::vector<double> d(random.values.size());
-    for (std::size_t t = 0; t < d.size(); ++t) d[t] = random_is_a ? random.values[t] - c : c - random.values[t];
+    std::vector<double> d = differences(random.values, c);   // scaled: cannot overflow
+    if (!random_is_a)
+        for (double& x : d) x = -x;
     r.p = paired_signflip_p(d, pair_key(*r.cell, r.ea->name, r.eb->name, "permutation"), perm);
     r.p_min = signflip_p_min(d.size(), perm);
     r.x = random.values;
@@ -299,10 +346,8 @@ void two_sample(Comparison& r, const Entry& a, const Entry& b, const Permutation
     r.y = b_aligned ? *b_aligned : b.values;
     if (b_aligned) {
         r.kind = "yes";
-        std::vector<double> d(r.x.size());
-        for (std::size_t t = 0; t < d.size(); ++t) d[t] = r.x[t] - r.y[t];
-        r.p = paired_signflip_p(d, key, perm);
-        r.p_min = signflip_p_min(d.size(), perm);
+        r.p = paired_signflip_p(differences(r.x, r.y), key, perm);
+        r.p_min = signflip_p_min(r.x.size(), perm);
     } else {
         r.kind = "no";
         r.p = welch_permutation_p(r.x, r.y, key, perm);
@@ -311,7 +356,8 @@ void two_sample(Comparison& r, const Entry& a, const Entry& b, const Permutation
     r.boot = b_aligned ? Boot::paired : Boot::unpaired;
 }
 
-Comparison compare_entries(const Cell& c, const Entry& a, const Entry& b, const PermutationOptions& perm) {
+// The row of a against b before its test (run_test).
+Comparison pair_of(const Cell& c, const Entry& a, const Entry& b) {
     Comparison r;
     r.cell = &c;
     r.ea = &a;
@@ -321,14 +367,18 @@ Comparison compare_entries(const Cell& c, const Entry& a, const Entry& b, const 
     r.ratio = ratio_of(r.mean_a, r.mean_b);
     r.key = pair_key(c, a.name, b.name, "bootstrap");
     r.nonfinite = nonfinite_text(a, b);
-    if (!r.nonfinite.empty()) return r;   // not tested: see the verdict "non-finite"
+    return r;
+}
+
+void run_test(Comparison& r, const PermutationOptions& perm) {
+    const Entry &a = *r.ea, &b = *r.eb;
+    if (!r.nonfinite.empty()) return;   // not tested: see the verdict "non-finite"
     if (a.deterministic && b.deterministic)
         r.kind = "exact";
     else if (a.deterministic || b.deterministic)
         one_sample(r, a.deterministic ? b : a, a.deterministic ? a.constant : b.constant, !a.deterministic, perm);
     else
         two_sample(r, a, b, perm);
-    return r;
 }
 
 // The uniform-attention baseline per (variant, L, d, m, scale[, head]) from summary.csv's
@@ -354,11 +404,14 @@ std::map<std::vector<std::string>, double> read_baselines(const std::optional<Cs
 }
 
 // One metric: its entries per cell (uniform last, when summary.csv has its baseline) and
-// every pair of them, oriented as --against / --pairs ask.
+// every pair of them, oriented as --against / --pairs ask (tested afterwards: run_test), with
+// which rows are in the family asked for.
 struct MetricRows {
     std::string metric;
+    bool higher_is_better = false;
     std::vector<std::vector<Entry>> entries;
     std::vector<Comparison> rows;
+    std::vector<bool> member;
 };
 
 bool has_pair(const CompareOptions& opt, const std::string& a, const std::string& b) {
@@ -396,7 +449,7 @@ std::optional<double> baseline_of(const Cell& c, const Baselines& b) {
 
 MetricRows metric_rows(const CsvFile& f, const Layout& l, const std::vector<Cell>& cells, const std::string& metric,
                        const Baselines& base, const CompareOptions& opt, std::set<std::string>& skipped) {
-    MetricRows m{metric, std::vector<std::vector<Entry>>(cells.size()), {}};
+    MetricRows m{metric, find_metric(metric)->higher_is_better, std::vector<std::vector<Entry>>(cells.size()), {}, {}};
     const std::size_t col = f.table.column(metric);
     for (std::size_t ci = 0; ci < cells.size(); ++ci) {
         for (const Group& g : cells[ci].groups) {
@@ -411,8 +464,9 @@ MetricRows metric_rows(const CsvFile& f, const Layout& l, const std::vector<Cell
         const std::vector<Entry>& E = m.entries[ci];
         auto add = [&](std::size_t i, std::size_t j) {
             const bool s = swapped(E[i].name, E[j].name, opt);
-            m.rows.push_back(compare_entries(cells[ci], s ? E[j] : E[i], s ? E[i] : E[j], opt.permutations));
+            m.rows.push_back(pair_of(cells[ci], s ? E[j] : E[i], s ? E[i] : E[j]));
             m.rows.back().cell_index = ci;
+            m.rows.back().higher_is_better = m.higher_is_better;
         };
         const bool has_u = !E.empty() && !E.back().group;
         const std::size_t v = E.size() - (has_u ? 1 : 0);
@@ -448,8 +502,10 @@ std::vector<Adjusted> adjust(const std::vector<Comparison>& rows, const std::vec
     return out;
 }
 
+// The verdict words (docs/design.md section 4): "a better" / "a worse" in the metric's
+// direction (a lower error, a higher grad_cosine), "a=b" for an exact tie.
 std::string verdict(const Comparison& r, const Adjusted& a, double alpha) {
-    const char* order = r.mean_a < r.mean_b ? "a<b" : "a>b";
+    const char* order = (r.higher_is_better ? r.mean_a > r.mean_b : r.mean_a < r.mean_b) ? "a better" : "a worse";
     if (!r.nonfinite.empty()) return "non-finite";
     if (r.kind == "exact") return r.mean_a == r.mean_b ? "a=b" : order;
     if (!r.tested()) return "underpowered";   // fewer than 2 trials
@@ -489,11 +545,21 @@ std::string budget_of(const Entry& e, const Layout& l) {
     return l.by_features ? e.group->m : e.group->num_features;
 }
 
-void append_rows(Table& t, const MetricRows& m, const std::vector<bool>& member, const std::vector<Adjusted>& adj,
-                 const Layout& l, const CompareOptions& opt) {
+// Counts finished rows for CompareOptions::progress (tests, then the written rows' intervals).
+struct Ticker {
+    const std::function<void(std::size_t, std::size_t)>& report;
+    std::size_t total = 0, done = 0;
+    void tick() {
+        ++done;
+        if (report) report(done, total);
+    }
+};
+
+void append_rows(Table& t, const MetricRows& m, const std::vector<Adjusted>& adj, const Layout& l,
+                 const CompareOptions& opt, Ticker& ticker) {
     const double alpha = opt.alpha;
     for (std::size_t i = 0; i < m.rows.size(); ++i) {
-        if (!member[i]) continue;
+        if (!m.member[i]) continue;
         const Comparison& r = m.rows[i];
         std::vector<std::string> row{r.ea->name, r.eb->name};
         row.insert(row.end(), r.cell->key.begin(), r.cell->key.end());
@@ -506,10 +572,16 @@ void append_rows(Table& t, const MetricRows& m, const std::vector<bool>& member,
         auto num = [](double v) { return std::isnan(v) ? std::string() : format_number(v); };
         row.insert(row.end(), {num(r.p), num(r.p_min), num(adj[i].p_holm), num(adj[i].p_holm_min), verdict(r, adj[i], alpha)});
         t.rows.push_back(std::move(row));
+        ticker.tick();
     }
 }
 
-std::string mirrored(const std::string& v) { return v == "a<b" ? "a>b" : v == "a>b" ? "a<b" : v; }
+std::string mirrored(const std::string& v) { return v == "a better" ? "a worse" : v == "a worse" ? "a better" : v; }
+
+// A variant's verdict against uniform (a = the variant) as ranking_<metric>.csv's vs_uniform says it.
+std::string vs_uniform_word(const std::string& v) {
+    return v == "a better" ? "better" : v == "a worse" ? "worse" : v == "a=b" ? "equal" : v;
+}
 
 // The rankings of one metric from the verdicts over every row (Holm over all of them).
 std::vector<RankCell> rank_cells(const MetricRows& m, const std::vector<Cell>& cells, const std::vector<Adjusted>& full,
@@ -521,6 +593,7 @@ std::vector<RankCell> rank_cells(const MetricRows& m, const std::vector<Cell>& c
         rc.key = cells[ci].key;
         rc.label = cells[ci].label;
         rc.metric = m.metric;
+        rc.higher_is_better = m.higher_is_better;
         rc.differs.assign(E.size(), std::vector<bool>(E.size(), false));
         for (const Entry& e : E)
             rc.entries.push_back({e.name, budget_of(e, l), e.values.size(), e.nonfinite, entry_mean(e), !e.group, ""});
@@ -530,9 +603,9 @@ std::vector<RankCell> rank_cells(const MetricRows& m, const std::vector<Cell>& c
         RankCell& rc = out[r.cell_index];
         const auto ia = std::size_t(r.ea - m.entries[r.cell_index].data()), ib = std::size_t(r.eb - m.entries[r.cell_index].data());
         const std::string v = verdict(r, full[i], alpha);
-        rc.differs[ia][ib] = rc.differs[ib][ia] = v == "a<b" || v == "a>b";
-        if (!r.eb->group) rc.entries[ia].vs_uniform = v;
-        if (!r.ea->group) rc.entries[ib].vs_uniform = mirrored(v);
+        rc.differs[ia][ib] = rc.differs[ib][ia] = v == "a better" || v == "a worse";
+        if (!r.eb->group) rc.entries[ia].vs_uniform = vs_uniform_word(v);
+        if (!r.ea->group) rc.entries[ib].vs_uniform = vs_uniform_word(mirrored(v));
     }
     out.erase(std::remove_if(out.begin(), out.end(), [](const RankCell& c) { return c.entries.empty(); }), out.end());
     return out;
@@ -568,20 +641,23 @@ void check_names(const CompareOptions& opt, const std::vector<Cell>& cells, cons
 }
 
 // The metric columns to compare, in the order asked ("all": the file's known metrics the
-// metric table marks as compared).
+// metric table marks as compared; nothing asked: the first of them).
 std::vector<std::string> resolve_metrics(const std::vector<std::string>& asked, const CsvFile& f) {
+    std::vector<std::string> present;
+    for (const auto& k : compare_metric_names())
+        if (f.table.has_column(k) && find_metric(k)->compared) present.push_back(k);
+    if (asked.empty() && !present.empty()) return {present.front()};
     std::vector<std::string> out;
     auto add = [&out](const std::string& m) {
         if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
     };
-    for (const auto& m : asked.empty() ? std::vector<std::string>{"output_mse"} : asked) {
-        if (m != "all") {
-            if (!f.table.has_column(m)) throw Error(f.path + ": no column '" + m + "' (asked for by --metric)");
-            add(m);
+    for (const auto& m : asked) {
+        if (m == "all") {
+            for (const auto& k : present) add(k);
             continue;
         }
-        for (const auto& k : compare_metric_names())
-            if (f.table.has_column(k) && find_metric(k)->compared) add(k);
+        if (!f.table.has_column(m)) throw Error(f.path + ": no column '" + m + "' (asked for by --metric)");
+        add(m);
     }
     if (out.empty()) throw Error(f.path + ": no metric columns to compare");
     return out;
@@ -643,20 +719,27 @@ CompareResult compare_tables(const CompareInput& in, const CompareOptions& opt) 
     if (in.summary) summary = csv_of(*in.summary, in.summary_name);
 
     CompareResult res;
+    res.metrics = metrics;
     res.cell_columns = l.cell_columns;
     res.comparisons = comparisons_header(l);
     std::vector<RankCell> ranks;
     std::set<std::string> skipped;
     Power power;
+    std::vector<MetricRows> all;   // every row first, so the progress knows the total
+    Ticker ticker{opt.progress};
     for (const auto& metric : metrics) {
         const Baselines base{read_baselines(summary, l, metric), summary && summary->table.has_column("variant")};
-        const MetricRows m = metric_rows(errors, l, cells, metric, base, opt, skipped);
-        std::vector<bool> member(m.rows.size());
-        for (std::size_t i = 0; i < m.rows.size(); ++i) member[i] = in_family(m.rows[i], opt);
-        const std::vector<Adjusted> adj = adjust(m.rows, member);
-        append_rows(res.comparisons, m, member, adj, l, opt);
+        all.push_back(metric_rows(errors, l, cells, metric, base, opt, skipped));
+        for (const Comparison& r : all.back().rows) all.back().member.push_back(in_family(r, opt));
+        ticker.total += all.back().rows.size() + std::size_t(std::count(all.back().member.begin(), all.back().member.end(), true));
+    }
+    for (MetricRows& m : all)
+        for (Comparison& r : m.rows) run_test(r, opt.permutations), ticker.tick();
+    for (const MetricRows& m : all) {
+        const std::vector<Adjusted> adj = adjust(m.rows, m.member);
+        append_rows(res.comparisons, m, adj, l, opt, ticker);
         for (std::size_t i = 0; i < m.rows.size(); ++i)
-            if (member[i]) power.add(m.rows[i], adj[i], verdict(m.rows[i], adj[i], opt.alpha), opt.alpha);
+            if (m.member[i]) power.add(m.rows[i], adj[i], verdict(m.rows[i], adj[i], opt.alpha), opt.alpha);
         const std::vector<Adjusted> full = adjust(m.rows, std::vector<bool>(m.rows.size(), true));
         for (RankCell& rc : rank_cells(m, cells, full, l, opt.alpha)) ranks.push_back(std::move(rc));
     }
@@ -705,9 +788,27 @@ CompareResult compare_results(const std::string& dir, const CompareOptions& opt)
     return compare_tables(in, opt);
 }
 
+std::pair<std::string, std::string> compare_file_names(const std::string& metric) {
+    return {"comparisons_" + metric + ".csv", "ranking_" + metric + ".csv"};
+}
+
+Table metric_part(const Table& t, const std::string& metric) {
+    Table part;
+    part.columns = t.columns;
+    const std::size_t col = t.column("metric");
+    for (const auto& row : t.rows)
+        if (row[col] == metric) part.rows.push_back(row);
+    return part;
+}
+
 void write_comparisons(const std::string& dir, const CompareResult& r) {
-    write_file_atomic((fs::path(dir) / "comparisons.csv").string(), to_csv(r.comparisons));
-    write_file_atomic((fs::path(dir) / "ranking.csv").string(), to_csv(r.ranking));
+    std::vector<std::pair<std::string, std::string>> files;
+    for (const auto& metric : r.metrics) {
+        const auto [comparisons, ranking] = compare_file_names(metric);
+        files.emplace_back((fs::path(dir) / comparisons).string(), to_csv(metric_part(r.comparisons, metric)));
+        files.emplace_back((fs::path(dir) / ranking).string(), to_csv(metric_part(r.ranking, metric)));
+    }
+    write_own_files(files);
 }
 
 std::string compare_description(const CompareOptions& opt) {

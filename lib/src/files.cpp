@@ -97,8 +97,11 @@ int open_own_file(const std::string& path, int flags) {
     return fd;
 }
 
-void write_file_atomic(const std::string& given, const std::string& content) {
-    const std::string path = output_target(given);   // a device or a link loop: refused, never replaced
+namespace {
+
+// `content` written to "<path>.tmp.<pid>" and fsynced; returns the temporary's name. Errors
+// name `given` (the path as the user wrote it) and leave no temporary behind.
+std::string write_temporary(const std::string& given, const std::string& path, const std::string& content) {
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
     // O_EXCL | O_NOFOLLOW: never through a link planted at the temporary's name.
     (void)::unlink(tmp.c_str());   // a leftover of an earlier process with this pid
@@ -122,6 +125,11 @@ void write_file_atomic(const std::string& given, const std::string& content) {
         ::unlink(tmp.c_str());
         throw Error(given + ": write failed (" + std::string(std::strerror(errno)) + ")");
     }
+    return tmp;
+}
+
+// Renames the temporary onto `path` (a link there is replaced itself, never written through).
+void replace_with(const std::string& given, const std::string& tmp, const std::string& path) {
     if (::rename(tmp.c_str(), path.c_str()) != 0) {
         const std::string why = std::strerror(errno);
         ::unlink(tmp.c_str());
@@ -129,7 +137,33 @@ void write_file_atomic(const std::string& given, const std::string& content) {
     }
 }
 
+}  // namespace
 
+void write_file_atomic(const std::string& given, const std::string& content) {
+    const std::string path = output_target(given);   // a device or a link loop: refused, never replaced
+    replace_with(given, write_temporary(given, path, content), path);
+}
+
+void write_own_files(const std::vector<std::pair<std::string, std::string>>& files) {
+    for (const auto& f : files) check_own_file(f.first);   // a link or a non-regular file: refused
+    std::vector<std::string> tmps;
+    try {
+        for (const auto& f : files) tmps.push_back(write_temporary(f.first, f.first, f.second));
+    } catch (...) {
+        for (const auto& t : tmps) ::unlink(t.c_str());
+        throw;
+    }
+    // rename(2) replaces whatever is at the name now (a link planted since the check is
+    // replaced itself, a directory makes it fail): nothing is written through a link.
+    for (std::size_t i = 0; i < files.size(); ++i) {
+        try {
+            replace_with(files[i].first, tmps[i], files[i].first);
+        } catch (...) {
+            for (std::size_t j = i + 1; j < files.size(); ++j) ::unlink(tmps[j].c_str());
+            throw;
+        }
+    }
+}
 
 namespace {
 

@@ -47,6 +47,7 @@ struct Entry {
     Entry& implied_by(const char* other) { return m.implied_by = other, *this; }
     Entry& baseline() { return m.has_baseline = true, *this; }
     Entry& not_compared() { return m.compared = false, *this; }
+    Entry& higher_is_better() { return m.higher_is_better = true, *this; }
     Entry& perfect(double v) { return m.perfect = v, *this; }
 };
 
@@ -90,7 +91,7 @@ std::vector<MetricInfo> make_table() {
         Entry("grad_v_rel_error", S::gradient, "||dV - dV_hat||_F / ||dV||_F for the upstream gradient G")
             .gradient([](const Grads& e, const Grads& a) { return output_rel_error(e.dV, a.dV); }).baseline().perfect(0),
         Entry("grad_cosine", S::gradient, "cosine of the flattened (dQ_hat, dK_hat, dV_hat) with the exact (dQ, dK, dV)")
-            .gradient(grad_cosine).baseline().perfect(1),
+            .gradient(grad_cosine).baseline().higher_is_better().perfect(1),
         Entry("grad_bias_rel", S::trials,
               "|mean over the cell's trials of g_hat - g| / |g|, g = (dQ, dK, dV): the estimator's bias (one value per cell)")
             .over_trials(grad_bias_rel).one_value().not_compared().perfect(0),

@@ -56,15 +56,16 @@ std::string letter(std::size_t k) {
 // x / y with x / x = 1 (0 / 0 too), as compare's ratios.
 double ratio_of(double x, double y) { return x == y ? 1.0 : x / y; }
 
-// Entry indices in rank order: finite means ascending (ties in given order), then the
-// entries with non-finite trials.
+// Entry indices in rank order: finite means best first (ascending, or descending for a
+// higher-is-better metric; ties in given order), then the entries with non-finite trials.
 std::vector<std::size_t> rank_order(const RankCell& c) {
     std::vector<std::size_t> order(c.entries.size());
     std::iota(order.begin(), order.end(), 0);
     auto key = [&](std::size_t i) { return c.entries[i].nonfinite > 0; };
     std::stable_sort(order.begin(), order.end(), [&](std::size_t i, std::size_t j) {
         if (key(i) != key(j)) return key(j);
-        return !key(i) && c.entries[i].mean < c.entries[j].mean;
+        if (key(i)) return false;
+        return c.higher_is_better ? c.entries[i].mean > c.entries[j].mean : c.entries[i].mean < c.entries[j].mean;
     });
     return order;
 }
@@ -156,7 +157,7 @@ std::vector<std::string> ranking_summary(const std::vector<RankCell>& cells) {
         if (u) {
             std::size_t beat = 0, total = 0;
             for (const auto& e : c.entries)
-                if (!e.uniform) total += 1, beat += e.vs_uniform == "a<b";
+                if (!e.uniform) total += 1, beat += e.vs_uniform == "better";
             line += "; beat uniform: " + std::to_string(beat) + " of " + std::to_string(total);
         }
         for (const auto& e : c.entries)

@@ -227,6 +227,11 @@ CompareResult compare_session(const CompareRequest& f, CompareOptions* used) {
     if (f.match && f.match->empty()) throw Error("compare: --match: empty value");
     cf.against = f.against.value_or("");
     cf.match = f.match.value_or("");
+    cf.progress = f.progress;
+    if (!f.write) {   // nothing written: no lock either (it is a file beside DIR)
+        if (used) *used = cf;
+        return compare_results(f.dir, cf);
+    }
     const OutputLock lock(f.dir);   // not while a run replaces this result set
     CompareResult r = compare_results(f.dir, cf);
     write_comparisons(f.dir, r);

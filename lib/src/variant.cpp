@@ -17,13 +17,21 @@ json Variant::resolved() const {
     return o;
 }
 
-void check_variant_name(const std::string& name, const Field& where) {
-    if (name.empty()) where.fail("must not be empty");
+std::string variant_name_problem(const std::string& name) {
+    if (name.empty()) return "must not be empty";
     for (unsigned char c : name) {
-        if (c < 0x20 || c == 0x7f) where.fail("must be printable (no newline, tab or other control character)");
-        if (c == ',' || c == '"') where.fail("must not contain a comma or a double quote (it is a CSV cell)");
-        if (c == '|') where.fail("must not contain '|' (it is a Markdown table cell)");
+        if (c < 0x20 || c == 0x7f) return "must be printable (no newline, tab or other control character)";
+        if (c == ',' || c == '"') return "must not contain a comma or a double quote (it is a CSV cell)";
+        if (c == '|') return "must not contain '|' (it is a Markdown table cell)";
     }
+    if (name == kBaselineName)
+        return std::string("must not be '") + kBaselineName +
+               "', favor compare's name for uniform attention, the baseline (rename the variant)";
+    return "";
+}
+
+void check_variant_name(const std::string& name, const Field& where) {
+    if (const std::string why = variant_name_problem(name); !why.empty()) where.fail(why);
 }
 
 namespace {

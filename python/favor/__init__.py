@@ -282,22 +282,22 @@ def validate(config, set=(), threads=None, max_memory=None, shard=None, m=None, 
     return r
 
 
-def compare(dir, metric=(), alpha=None, pairs=None, against=None, match=None):
+def compare(dir, metric=(), alpha=None, pairs=None, against=None, match=None, write=False):
     """Tests every pair of variants of an approximation result directory: ``favor compare``.
 
-    Writes DIR/comparisons.csv and DIR/ranking.csv and returns them as tables
-    ("comparisons", "ranking"; DataFrames when pandas imports) with "description",
-    "warnings" and "summary" (one line per cell and metric). pairs: [("a", "b"), ...] or
-    "a:b,c:d".
+    Returns the tables ("comparisons", "ranking": every compared metric's rows; DataFrames when
+    pandas imports) with "metrics" (those compared), "description", "warnings" and "summary"
+    (one line per cell and metric). Writes nothing unless write=True, which writes what the
+    command writes: DIR/comparisons_<metric>.csv and DIR/ranking_<metric>.csv per metric.
+    pairs: [("a", "b"), ...] or "a:b,c:d".
     """
     if isinstance(metric, str):
         metric = [metric]
     if pairs is not None and not isinstance(pairs, str):
         pairs = ",".join(f"{a}:{b}" for a, b in pairs)
     r = _core.compare(_text(dir, "dir"), [_text(m, "metric") for m in metric], _text(alpha, "alpha"),
-                      _text(pairs, "pairs"), _text(against, "against"), _text(match, "match"))
+                      _text(pairs, "pairs"), _text(against, "against"), _text(match, "match"), bool(write))
     _warn(r["warnings"])
     for name in ("comparisons", "ranking"):
-        with open(os.path.join(os.fspath(dir), name + ".csv"), "rb") as f:
-            r[name] = _table(f.read())
+        r[name] = _table(r[name])
     return r

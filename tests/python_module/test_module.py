@@ -217,12 +217,23 @@ def test_run_validate_compare_equal_cli(tmp_path):
     assert "favor: warning: validate: with 3 trials no favor compare verdict" in r.stderr
     assert "budget 1 GiB (--max-memory)" in v["text"] and "MemAvailable" not in v["text"]
     assert v["text"] == r.stdout and v["cells"] == 16 and v["peak_bytes"] > 0
+    before = sorted(p.name for p in (tmp_path / "py").iterdir())
     with pytest.warns(UserWarning, match="underpowered"):
         c = favor.compare(tmp_path / "py")
+    assert sorted(p.name for p in (tmp_path / "py").iterdir()) == before   # nothing written unless asked
     r = cli("compare", tmp_path / "cli")
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "py" / "ranking.csv").read_bytes() == (tmp_path / "cli" / "ranking.csv").read_bytes()
-    assert len(c["comparisons"]) > 0 and c["description"] in r.stdout
+    assert c["metrics"] == ["output_mse"] and len(c["comparisons"]) > 0 and c["description"] in r.stdout
+    import pandas as pd
+    for name in ("comparisons", "ranking"):   # the tables returned are the CLI's files
+        pd.testing.assert_frame_equal(c[name], pd.read_csv(tmp_path / "cli" / f"{name}_output_mse.csv"))
+    with pytest.warns(UserWarning, match="underpowered"):
+        favor.compare(tmp_path / "py", metric="all", write=True)
+    cli("compare", tmp_path / "cli", "--metric", "all")
+    for name in ("comparisons", "ranking"):
+        for metric in ("output_mse", "attention_tv"):
+            f = f"{name}_{metric}.csv"
+            assert (tmp_path / "py" / f).read_bytes() == (tmp_path / "cli" / f).read_bytes()
     for kw, args in ((dict(m=[4, 0]), ["--m", "4,0"]), (dict(trials=0), ["--trials", 0]),
                      (dict(set=["inputs.d=-1"]), ["--set", "inputs.d=-1"])):
         r = cli("run", cfg, "--out", tmp_path / "bad", *args)

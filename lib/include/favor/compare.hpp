@@ -14,6 +14,8 @@
 // validity needs finite variances.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -33,6 +35,19 @@ struct PermutationOptions {
 // Relative tolerance for ties between a permuted and the observed statistic.
 constexpr double kTieTolerance = 1e-12;
 constexpr std::size_t kBootstrap = 10000;
+
+// Scale-freedom: the t statistics, their permutation p-values and the ratios of means do not
+// change when every value is multiplied by one c > 0, so each is computed on the values times
+// 2^-e (exact), e the binary exponent of the largest |value| (scale_exponent): errors of 1e300
+// or 1e-300 give the same p as errors of 1, where squares and sums would over- or underflow.
+// The e of the finite values of `samples` and of `constant` (0 when all are 0).
+int scale_exponent(std::initializer_list<const std::vector<double>*> samples, double constant = 0);
+// The mean of x, computed scaled (finite whenever the values are).
+double mean_of(const std::vector<double>& x);
+// (a_t - b_t) 2^-e and (x_t - c) 2^-e, e = scale_exponent of both sides: differences that
+// cannot overflow, for the sign-flip tests (whose p is scale-free).
+std::vector<double> differences(const std::vector<double>& a, const std::vector<double>& b);
+std::vector<double> differences(const std::vector<double>& x, double c);
 
 // Studentized mean sqrt(n) mean(d) / sd(d) (sd with n - 1); 0 when the mean is 0, +-inf when
 // sd is 0 but the mean is not. Needs n >= 2.
@@ -89,7 +104,8 @@ std::pair<double, double> baseline_ratio_ci(const std::vector<double>& x, double
 std::vector<double> holm(const std::vector<double>& p);
 
 struct CompareOptions {
-    std::vector<std::string> metrics;   // empty: output_mse; "all": every known metric present
+    std::vector<std::string> metrics;   // empty: the first compared metric present (metric table
+                                        // order); "all": every compared metric present
     double alpha = 0.05;
     // The family (the rows written, and Holm's): every variant against one (`uniform`
     // included), or only the listed pairs (a:b). Empty: every pair and each against uniform.
@@ -103,6 +119,9 @@ struct CompareOptions {
     // draws `bootstrap` resamples, more for large families (ci_bonf), at most 4x that.
     PermutationOptions permutations;
     std::size_t bootstrap = kBootstrap;
+    // Called as rows finish: (done, total) over every row's test and every written row's
+    // intervals (the CLI's progress line); may be empty.
+    std::function<void(std::size_t done, std::size_t total)> progress;
 };
 
 // Every metric column `compare` knows (known columns absent from a file are skipped by "all").
@@ -117,8 +136,9 @@ struct CompareInput {
 };
 
 struct CompareResult {
-    Table comparisons;                   // comparisons.csv
-    Table ranking;                       // ranking.csv
+    std::vector<std::string> metrics;    // the metrics compared, in order
+    Table comparisons;                   // every metric's rows (the files hold one metric each)
+    Table ranking;
     std::vector<std::string> cell_columns;
     std::vector<std::string> summary;    // one line per cell and metric (--summary)
     std::vector<std::string> warnings;   // underpowered rows, skipped baselines
@@ -129,7 +149,13 @@ struct CompareResult {
 // only. Throws Error on bad input.
 CompareResult compare_results(const std::string& dir, const CompareOptions& opt);
 CompareResult compare_tables(const CompareInput& in, const CompareOptions& opt);
-// Writes DIR/comparisons.csv and DIR/ranking.csv atomically.
+// The files of one metric in a result directory: comparisons_<metric>.csv, ranking_<metric>.csv
+// (one pair per metric, so comparing one metric never replaces another's tables).
+std::pair<std::string, std::string> compare_file_names(const std::string& metric);
+// The rows of `t` (comparisons or ranking) whose metric column is `metric`.
+Table metric_part(const Table& t, const std::string& metric);
+// Writes each metric's pair of files into DIR (write_own_files: regular files only, never
+// through a link; every file written before the first is replaced).
 void write_comparisons(const std::string& dir, const CompareResult& r);
 // One line naming the tests, for the top of the printed table.
 std::string compare_description(const CompareOptions& opt);

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace favor {
 
@@ -57,6 +59,11 @@ void check_own_file(const std::string& path);
 // Writes `content` to `output_target(path)` through "<path>.tmp.<pid>", fsync and rename; throws Error
 // naming the path on failure and leaves no temporary file behind.
 void write_file_atomic(const std::string& path, const std::string& content);
+// Writes favor's own files inside a result set (`favor compare`'s tables): each (path, content)
+// only as a regular file in place: Error naming the path, before anything is written, when one
+// exists as a symbolic link or anything but a regular file (check_own_file). Every temporary is
+// written and fsynced before the first rename, so a failed write leaves all files as they were.
+void write_own_files(const std::vector<std::pair<std::string, std::string>>& files);
 
 // Makes sure `dir` can receive results: it is a directory in which a file can be created, or
 // it can be created as one. The check creates what is missing and a probe file, then removes

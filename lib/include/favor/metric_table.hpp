@@ -70,6 +70,7 @@ struct MetricInfo {
     bool has_baseline = false;                 // summary.csv also gives baseline_<name>: its value for
                                                // uniform attention (Out_hat = mean of V) on the inputs
     bool compared = true;                      // among compare's `--metric all`
+    bool higher_is_better = false;             // its direction: compare's verdicts and rankings
     std::optional<double> perfect;             // its value for exact attention against itself
 };
 const std::vector<MetricInfo>& metric_table();

@@ -1,5 +1,5 @@
 #pragma once
-// The ranking `favor compare` writes per cell (ranking.csv): estimators ordered by the mean
+// The ranking `favor compare` writes per cell (ranking_<metric>.csv): estimators ordered by the mean
 // of a metric, the group not significantly different from the best, and letter groups.
 #include <cstddef>
 #include <string>
@@ -25,7 +25,7 @@ struct RankEntry {
     std::size_t nonfinite = 0;     // trials with a NaN / Inf value
     double mean = 0;
     bool uniform = false;
-    std::string vs_uniform;        // the verdict against uniform: a<b, a>b, n.s., ...
+    std::string vs_uniform;        // the verdict against uniform: better, worse, equal, n.s., ...
 };
 
 // One cell and metric: the entries and which pairs differ (p_holm < alpha, or an exact
@@ -33,12 +33,13 @@ struct RankEntry {
 struct RankCell {
     std::vector<std::string> key;  // the cell's values of the cell columns
     std::string label, metric;
+    bool higher_is_better = false; // the metric's direction (metric table): rank by mean descending
     std::vector<RankEntry> entries;
     std::vector<std::vector<bool>> differs;
 };
 
-// ranking.csv: per cell and metric, rows in rank order (mean ascending; entries with
-// non-finite trials last, unranked): cell columns, metric, rank, variant, <budget_column>,
+// ranking_<metric>.csv: per cell and metric, rows in rank order (best first: mean ascending, or
+// descending for a higher-is-better metric; entries with non-finite trials last, unranked): cell columns, metric, rank, variant, <budget_column>,
 // n, nonfinite, mean, ratio_to_best, ratio_to_uniform, vs_uniform, tied_with_best, group.
 Table ranking_table(const std::vector<RankCell>& cells, const std::vector<std::string>& cell_columns,
                     const std::string& budget_column);

@@ -82,12 +82,14 @@ std::string estimate_line(const RunPlan& plan, const MemoryBudget& budget);
 // "about 3 s", "about 12 min", "about 2.5 h", "under a second": a rough duration.
 std::string seconds_text(double s);
 
-// `favor compare DIR` as typed: the options checked, DIR locked against a run replacing it,
-// comparisons.csv and ranking.csv written.
+// `favor compare DIR` as typed: the options checked; with `write`, DIR locked against a run
+// replacing it and each metric's comparisons_<metric>.csv and ranking_<metric>.csv written.
 struct CompareRequest {
     std::string dir;
     std::vector<std::string> metrics;
     std::optional<std::string> alpha, pairs, against, match;
+    bool write = true;   // false: the tables are returned only (favor.compare's default)
+    std::function<void(std::size_t, std::size_t)> progress;   // CompareOptions::progress
 };
 CompareResult compare_session(const CompareRequest& r, CompareOptions* used = nullptr);
 

@@ -29,8 +29,14 @@ struct Variant {
     nlohmann::json resolved() const;
 };
 
+// The name uniform attention (Out_hat = mean of V) has in compare's tables (b = uniform, a
+// ranking entry); no variant may take it.
+inline constexpr const char* kBaselineName = "uniform";
+
 // A variant name is a cell of every table, unquoted: non-empty, printable (no control
-// characters), no comma, double quote or '|'. Fails at `where` otherwise.
+// characters), no comma, double quote or '|', and not kBaselineName. variant_name_problem:
+// why not ("" when it is one); check_variant_name fails at `where` with it.
+std::string variant_name_problem(const std::string& name);
 void check_variant_name(const std::string& name, const Field& where);
 
 // Parses one variant object: "features", "projection", "name", "epsilon" and the feature
