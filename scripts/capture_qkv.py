@@ -83,7 +83,7 @@ MultiheadAttention's mask as above; else the module's attribute is_causal, causa
 is_decoder (the first present; Hugging Face decoders set is_causal); else not causal.
 favor's causal attention is row i sees keys j <= i, so a causal layer needs Lk == L.
 
-Each layer<i>.json's output_dir is results/capture_<DIR name>_layer<i> under the working
+Each layer<i>.json's output_dir is out/capture_<DIR name>_layer<i> under the working
 directory of the capture, written relative to DIR (a config's relative paths are taken from
 its folder, docs/design.md section 5).
 
@@ -543,10 +543,11 @@ def _write(out, captured):
             "variants": [{"features": "positive", "projection": "orthogonal"},
                          {"features": "trig", "projection": "orthogonal"}],
             "metrics": ["output_rel_error", "attention_tv"],
-            # results/<name> under the working directory, written relative to the config's
+            # out/<name> under the working directory (never the committed results/: issue 36
+            # item 8), written relative to the config's
             # folder (design.md section 5: a config's relative paths are taken from there)
             "output_dir": os.path.relpath(os.path.join(
-                os.getcwd(), "results", f"capture_{os.path.basename(os.path.abspath(out))}_{sub}"),
+                os.getcwd(), "out", f"capture_{os.path.basename(os.path.abspath(out))}_{sub}"),
                 os.path.abspath(out)),
         }
         cfg_path = os.path.join(out, f"{sub}.json")
