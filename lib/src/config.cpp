@@ -238,8 +238,9 @@ void parse_budget(const json& j, const Field& root, bool any_features, Config& c
     for (std::size_t v = 0; v < c.variants.size(); ++v) {
         const FeatureMap& map = *c.variants[v].map;
         if (!map.uses_m()) continue;
-        const std::string who = "'" + c.variants[v].name + "' (variants[" + std::to_string(v) + "])";
-        const std::size_t support = c.variants[v].hybrid.columns(), per = map.num_features(1, 1);
+        const std::size_t support = c.variants[v].hybrid.columns();   // a hybrid: named as it is (2.8)
+        const std::string who = "'" + (support ? c.variants[v].name : map.name()) + "' (variants[" + std::to_string(v) + "])";
+        const std::size_t per = map.num_features(1, 1);
         for (std::size_t F : c.num_features) {
             const std::optional<std::size_t> m = m_for_features(c.variants[v], F, 1);
             if (!m && support)
