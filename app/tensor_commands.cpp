@@ -38,7 +38,8 @@ ProjectionFlags& projection_flags() {
 }
 
 struct ApplyFlags {
-    Text q, k, v, layout, out, features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads, max_memory, grad;
+    Text q, k, v, layout, out, features, projection, m, seed, trial, epsilon, epsilon_after, A, window, sinks, support, dtype,
+        threads, max_memory, grad;
     std::vector<std::string> params;
     bool exact = false, causal = false;
 };
@@ -156,6 +157,10 @@ void setup_apply(CLI::App& apply) {
          "where epsilon is added: max_exponent (after subtracting max(w.x - |x|^2/2), default) or max_wx "
          "(after subtracting max(w.x), the official code's)"},
         {&af.A, "--A", "oprf/gerf parameter: a number < 1/8 or 'optimal' (default)"},
+        {&af.window, "--window", "hybrid: keys within this distance of the query exact, the rest by the features "
+                                 "(default 0; --features none: sliding-window softmax)"},
+        {&af.sinks, "--sinks", "hybrid: the first this many keys exact (attention sinks; default 0)"},
+        {&af.support, "--support", "hybrid support: window (default) or topk (oracle: each row's --window largest scores exact)"},
     });
     apply.add_option("--param", af.params,
                      "a parameter of the feature map as in a config variant, KEY=VALUE (repeatable), e.g. t=0.8 "
@@ -191,6 +196,9 @@ int run_apply(const std::vector<std::string>&) {
     req.epsilon = a.epsilon.get();
     req.epsilon_after = a.epsilon_after.get();
     req.A = a.A.get();
+    req.window = a.window.get();
+    req.sinks = a.sinks.get();
+    req.support = a.support.get();
     req.dtype = a.dtype.get();
     req.threads = a.threads.get();
     req.params = a.params;

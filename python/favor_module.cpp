@@ -116,6 +116,9 @@ favor::ApplyRequest apply_request(bool exact, bool causal, const py::dict& flags
     r.epsilon = text("epsilon");
     r.epsilon_after = text("epsilon_after");
     r.A = text("A");
+    r.window = text("window");
+    r.sinks = text("sinks");
+    r.support = text("support");
     r.dtype = text("dtype");
     r.threads = text("threads");
     r.params = params;

@@ -10,6 +10,7 @@
 #include "favor/attention_blocks.hpp"
 #include "favor/exact_attention.hpp"
 #include "favor/favor_forward.hpp"
+#include "favor/hybrid_attention.hpp"
 #include "favor/linear_attention.hpp"
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
@@ -35,7 +36,7 @@ std::vector<std::string> add_params(nlohmann::json& v, const std::vector<std::st
         if (eq == std::string::npos || eq == 0)
             throw Error("apply: --param: expected KEY=VALUE (e.g. nu=2), got \"" + p + "\"");
         const std::string key = p.substr(0, eq);
-        for (const char* own : {"features", "projection", "epsilon", "epsilon_after", "A", "name"})
+        for (const char* own : {"features", "projection", "epsilon", "epsilon_after", "A", "name", "window", "sinks", "support"})
             if (key == own)
                 throw Error("apply: --param " + key + ": " +
                             (key == "name"            ? std::string("not a parameter of the map")
@@ -51,9 +52,10 @@ std::vector<std::string> add_params(nlohmann::json& v, const std::vector<std::st
 // --exact with a flag of --features: which one, as an error.
 void check_exact_flags(const ApplyRequest& r) {
     if (r.features) throw Error("apply: give either --exact or --features, not both");
-    if (r.projection || r.m || r.epsilon || r.epsilon_after || r.A)
+    if (r.projection || r.m || r.epsilon || r.epsilon_after || r.A || r.window || r.sinks || r.support)
         throw Error(std::string("apply: --") +
-                    (r.m ? "m" : r.projection ? "projection" : r.epsilon ? "epsilon" : r.epsilon_after ? "epsilon-after" : "A") +
+                    (r.m ? "m" : r.projection ? "projection" : r.epsilon ? "epsilon" : r.epsilon_after ? "epsilon-after"
+                     : r.A ? "A" : r.window ? "window" : r.sinks ? "sinks" : "support") +
                     ": applies to --features only, not to --exact");
     if (!r.params.empty()) throw Error("apply: --param: applies only with --features");
 }
@@ -73,6 +75,9 @@ nlohmann::json variant_of_flags(const ApplyRequest& r, const Field& flags) {
     if (r.epsilon) v["epsilon"] = value("epsilon", *r.epsilon);
     if (r.epsilon_after) v["epsilon_after"] = value("epsilon-after", *r.epsilon_after);
     if (r.A) v["A"] = value("A", *r.A);
+    if (r.window) v["window"] = value("window", *r.window);
+    if (r.sinks) v["sinks"] = value("sinks", *r.sinks);
+    if (r.support) v["support"] = value("support", *r.support);
     for (const char* key : {"epsilon", "A"})
         if (v.contains(key) && v[key].is_string()) {
             const std::string t = v[key].get<std::string>();
@@ -162,6 +167,7 @@ Mat<T> apply_head_native(MatView<T> Q, MatView<T> K, MatView<T> V, const ApplyOp
         return exact_attention<T>(Q, K, V, o.causal, threads);
     }
     const Estimator<T> est = make_estimator<T>(*o.variant, o.m, Q.shape(1), o.seed, o.trial, r).for_inputs(Q, K);
+    if (est.hybrid.active()) return hybrid_attention(est, Q, K, V, o.causal, threads);   // window/sinks: 2.8
     // The fused forward where the map allows it (favor_forward.hpp; otherwise it is
     // favor_attention's output), on favor's threads: the numbers do not depend on their count.
     return favor_forward(est, Q, K, V, o.causal, threads);

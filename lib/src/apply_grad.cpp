@@ -28,6 +28,8 @@ void check_apply_grad(const ApplyOptions& opt, const std::string& grad_path, con
     if (opt.dtype != DType::float64 && opt.dtype != DType::float32)
         throw Error("apply: --grad: no gradient with --dtype " + dtype_name(opt.dtype) +
                     " (the half dtypes are emulated; use float32 or float64)");
+    if (opt.variant && opt.variant->hybrid.active())
+        throw Error("apply: --grad: no gradient for hybrids (--window, --sinks) yet");
     if (opt.variant)
         if (const std::string why = opt.variant->map->gradient_refusal(); !why.empty())
             throw Error("apply: --grad: '" + opt.variant->map->name() + "' has no gradient (" + why + ")");

@@ -21,6 +21,7 @@
 #include "experiment_parts.hpp"
 #include "favor/experiment.hpp"
 #include "favor/grid.hpp"
+#include "favor/hybrid_attention.hpp"
 #include "favor/inputs.hpp"
 #include "favor/metric_table.hpp"
 #include "favor/parallel.hpp"
@@ -192,10 +193,26 @@ void pass_values(const Head<T>& h, const FeatureRows& fq, const FeatureRows& fk,
     if (req.any()) pairwise_values(cols, req, pairwise_metrics(h.x, h.y, h.softmax, fq, fk, req, threads), v);
 }
 
+// A hybrid's metrics (docs/design.md 2.8): the output metrics of the reference path's output
+// (row-sampled: the sampled rows only, each bitwise that row of the whole); the pairwise,
+// forward and gradient metrics are blank (none is implemented for hybrids yet).
+template <class T>
+Values hybrid_values(const Estimator<T>& est, const Head<T>& h, const std::vector<std::string>& cols, bool causal,
+                     int inner_threads) {
+    Values v;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Mat<T> out = hybrid_attention(est, h.q, h.k, h.v, causal, inner_threads, h.sampled() ? &h.sample.rows : nullptr);
+    clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
+    if (h.sampled()) sampled_values(cols, h.reference, out, PairwiseRequest{}, {}, h.sample, v);
+    else output_values(cols, h.reference, out, v);
+    return v;
+}
+
 // The metric columns of one head for one estimator.
 template <class T>
 Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std::string>& cols, bool causal,
                int inner_threads) {
+    if (est.hybrid.active()) return hybrid_values(est, h, cols, causal, inner_threads);
     Values v;
     PairwiseRequest req = pairwise_request(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     if (h.sampled()) req.positions = h.sample.rows.data();
@@ -311,7 +328,7 @@ void trial_gradient_cells(const Config& cfg, const ApproxCells& grid, const Item
         const std::size_t first = g * it.trials, cell = cells[it.pos(first)];
         const Variant& var = cfg.variants[grid.at(cell).variant];
         const Instance<T>& in = instances[it.instance(grid, cell, first)];
-        if (!var.map->gradient_refusal().empty()) return;
+        if (!var.map->gradient_refusal().empty() || var.hybrid.active()) return;
         const std::size_t m = var.map->uses_m() ? grid.m(cell, in.d) : 1;
         std::vector<TrialGradients> acc(in.heads.size());
         for (std::size_t t = 0; t < it.trials; ++t) {
@@ -366,7 +383,7 @@ Table error_rows(const Config& cfg, const ApproxCells& grid, const Items& it, co
         for (std::size_t h = 0; h < items[item].size(); ++h) {
             std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(), format_count(in.L),
                                              format_count(in.d), format_count(m),
-                                             format_count(var.map->num_features(m, in.d)), format_number(in.scale)};
+                                             format_count(var.num_features(m, in.d)), format_number(in.scale)};
             if (per_head) row.push_back(format_count(h));
             if (seeds) row.push_back(std::to_string(in.input_seed));
             row.push_back(format_count(it.trial(item)));

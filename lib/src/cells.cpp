@@ -48,7 +48,7 @@ std::vector<std::size_t> ApproxCells::owned(const Shard& shard) const {
 std::size_t ApproxCells::m(std::size_t cell, std::size_t d) const {
     const CellIndex& i = cells_[cell];
     if (num_features_.empty()) return m_[i.budget];
-    return *m_for_features(*variants_[i.variant].map, num_features_[i.budget], d);
+    return *m_for_features(variants_[i.variant], num_features_[i.budget], d);
 }
 
 std::size_t ApproxCells::point(std::size_t cell) const {

@@ -153,6 +153,12 @@ void parse_variants(const json& j, const Field& root, Config& c) {
         c.variants.push_back(parse_variant(vs[i], w, c.experiment == ExperimentKind::timing, why_not_exact));
         if (!names.insert(c.variants.back().name).second)
             w.at("name").fail("duplicate variant name \"" + c.variants.back().name + "\"");
+        // Hybrids (docs/design.md 2.8) have the reference path only: approximation experiments.
+        const HybridSupport& h = c.variants.back().hybrid;
+        if (h.active() && c.experiment != ExperimentKind::approximation)
+            w.at(h.window ? "window" : "sinks")
+                .fail("hybrids (window, sinks) run in approximation experiments only, not in " +
+                      experiment_name(c.experiment) + " experiments");
     }
 }
 
@@ -233,12 +239,19 @@ void parse_budget(const json& j, const Field& root, bool any_features, Config& c
     for (std::size_t v = 0; v < c.variants.size(); ++v) {
         const FeatureMap& map = *c.variants[v].map;
         if (!map.uses_m()) continue;
-        const std::string who = "'" + map.name() + "' (variants[" + std::to_string(v) + "])";
+        const std::size_t support = c.variants[v].hybrid.columns();   // a hybrid: named as it is (2.8)
+        const std::string who = "'" + (support ? c.variants[v].name : map.name()) + "' (variants[" + std::to_string(v) + "])";
+        const std::size_t per = map.num_features(1, 1);
         for (std::size_t F : c.num_features) {
-            const std::optional<std::size_t> m = m_for_features(map, F, 1);
+            const std::optional<std::size_t> m = m_for_features(c.variants[v], F, 1);
+            if (!m && support)
+                w.fail(std::to_string(F) + " columns: " + who + " spends " + std::to_string(support) +
+                       " on its window and sinks and has " + std::to_string(per) +
+                       " columns per random vector, so F must be " + std::to_string(support) + " + a positive multiple of " +
+                       std::to_string(per));
             if (!m)
-                w.fail(std::to_string(F) + " columns: " + who + " has " + std::to_string(map.num_features(1, 1)) +
-                       " columns per random vector, so F must be a multiple of " + std::to_string(map.num_features(1, 1)));
+                w.fail(std::to_string(F) + " columns: " + who + " has " + std::to_string(per) +
+                       " columns per random vector, so F must be a multiple of " + std::to_string(per));
             if (*m > kMaxM)
                 w.fail(std::to_string(F) + " columns need m = " + std::to_string(*m) + " for " + who + ", above " +
                        std::to_string(kMaxM));
@@ -365,20 +378,22 @@ void parse_kind(const json& j, const Field& root, Config& c) {
 
 }  // namespace
 
-std::optional<std::size_t> m_for_features(const FeatureMap& map, std::size_t F, std::size_t d) {
+std::optional<std::size_t> m_for_features(const Variant& v, std::size_t F, std::size_t d) {
+    const FeatureMap& map = *v.map;
     if (!map.uses_m()) return map.num_features(1, d);
-    // num_features is linear in m for the maps that use it: `per` columns per random vector.
-    const std::size_t per = map.num_features(1, d);
-    if (per == 0 || F % per != 0) return std::nullopt;
-    return F / per;
+    // num_features is linear in m for the maps that use it: `per` columns per random vector,
+    // after a hybrid's w + s (docs/design.md 2.8).
+    const std::size_t per = map.num_features(1, d), support = v.hybrid.columns();
+    if (per == 0 || F <= support || (F - support) % per != 0) return std::nullopt;
+    return (F - support) / per;
 }
 
 std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std::size_t d) {
     if (cfg.num_features.empty()) return cfg.m;
-    const FeatureMap& map = *cfg.variants[v].map;
-    if (!map.uses_m()) return {*m_for_features(map, 0, d)};
+    const Variant& var = cfg.variants[v];
+    if (!var.map->uses_m()) return {*m_for_features(var, 0, d)};
     std::vector<std::size_t> out;
-    for (std::size_t F : cfg.num_features) out.push_back(m_for_features(map, F, d).value_or(0));
+    for (std::size_t F : cfg.num_features) out.push_back(m_for_features(var, F, d).value_or(0));
     return out;
 }
 

@@ -36,6 +36,8 @@ constexpr double kThreadRss = 4 * kMiB;
 // Rough rates per thread: matrix-product flops (float64; float32 twice as fast),
 // vectorised exp (and the pairwise metrics' vectorised exp / log).
 constexpr double kGemmRate = 8e9, kVexpRate = 1e9;
+// The hybrids' reference path (hybrid_attention.cpp): dot products as scalar chains, std::exp.
+constexpr double kScalarRate = 1e9, kScalarExpRate = 5e7;
 // The kernel experiment: each (pair, trial) estimate costs two small feature computations
 // (allocations dominate), each trial a draw of W (a normal costs ~40 ns).
 constexpr double kPairSeconds = 12e-6, kNormalSeconds = 40e-9;
@@ -189,6 +191,23 @@ void unfused_cost(const ItemShape& x, bool causal, double W, double out, ItemCos
     c.features = W + feats + out + linear;
 }
 
+// hybrid_attention (the reference path, docs/design.md 2.8) on `threads` threads: the map's
+// features of the rows asked and of all keys with their log scales, the rows' copy of Q, per
+// thread its scratch rows over the keys (scores, kernel values, weights, flags, order); time:
+// every asked row against its visible keys in scalar loops (feature products and value sums,
+// scores on the support, or all of them for the top-k oracle), one exp per pair. Returns the
+// seconds of one head on one thread.
+double hybrid_cost(const ItemShape& x, const Variant& v, bool causal, double W, double out, int threads, ItemCost& c) {
+    const double F = x.F, rows = double(x.rows), Lkd = double(x.Lk), d = double(x.d), dv = double(x.dv);
+    const double feats = F > 0 ? double(x.s) * (rows + Lkd) * F + 16.0 * (rows + Lkd) + double(x.s) * rows * d : 0.0;
+    c.features = W + feats + out + double(threads) * (Lkd * 33.0 + 8.0 * dv);
+    const double pairs = causal ? rows * Lkd / 2 : rows * Lkd;
+    const double support = v.hybrid.topk ? pairs : rows * double(v.hybrid.columns());
+    const double flops = 2.0 * pairs * (F + dv) + 2.0 * support * d;
+    const double maps = F > 0 ? gemm_seconds(v.map->feature_flops(x.rows, x.Lk, x.m, x.d), x.s) + (rows + Lkd) * F / kVexpRate : 0.0;
+    return maps + flops / kScalarRate + pairs / kScalarExpRate;
+}
+
 // The streamed pass of the pairwise metrics (docs/design.md section 3), when some metric of
 // `cols` needs it: per thread (`inner` threads share an item's row blocks) the features of a
 // block of Q query rows and of a tile of R keys, K and S (Q x R), row sums; whole: the key
@@ -254,6 +273,10 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
     // (Row-sampled: also the sampled rows of the output, and its jackknife copies, 3.1.)
     const double out = double(x.s) * Lq * double(x.dv) + (x.sampled() ? 2.0 * 8.0 * double(x.rows * x.dv) : 0.0);
+    if (v.hybrid.active()) {   // the output metrics only (2.8)
+        c.seconds = double(x.heads) * hybrid_cost(x, v, cfg.causal, W, out, inner, c);
+        return c;
+    }
     if (output_fused(cols, *v.map, dtype_rounding(cfg.dtype), v.shift, cfg.causal)) fused_forward_cost(x, cfg.causal, W, out, c);
     else unfused_cost(x, cfg.causal, W, out, c);
     const auto [pair_flops, pair_exps] = pairwise_cost(x, cols, cfg.causal, inner, c);
@@ -637,7 +660,10 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads, boo
         // the map fuses, else favor_attention's feature matrices; oprf's fit before either.
         const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, 1, s, F, sh.L};
         ItemCost c;
-        if (forward_fused(*v.map, dtype_rounding(o.dtype), v.shift, o.causal)) {
+        double hybrid_seconds = 0;
+        if (v.hybrid.active()) {   // the reference path (2.8)
+            hybrid_seconds = hybrid_cost(x, v, o.causal, W, 0.0, threads, c);
+        } else if (forward_fused(*v.map, dtype_rounding(o.dtype), v.shift, o.causal)) {
             fused_forward_cost(x, o.causal, W, 0.0, c);
             c.features += double(threads - 1) * c.kept[0];
         } else {
@@ -645,8 +671,10 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads, boo
         }
         const double fit = v.map->data_dependent() ? W + 16.0 * (L + Lk) * d : 0;
         head += std::max(fit, c.features);
-        seconds = H * (gemm_seconds(v.map->feature_flops(std::size_t(L), std::size_t(Lk), o.m, sh.d) + 4.0 * (L + Lk) * F * (dv + 1), s) +
-                       (L + Lk) * F / kVexpRate) / threads;
+        seconds = v.hybrid.active()
+                      ? H * hybrid_seconds / threads
+                      : H * (gemm_seconds(v.map->feature_flops(std::size_t(L), std::size_t(Lk), o.m, sh.d) + 4.0 * (L + Lk) * F * (dv + 1), s) +
+                             (L + Lk) * F / kVexpRate) / threads;
     }
     const double save = outs + 8.0 * H * L * dv + double(s) * H * L * dv;
     const auto [back, back_seconds] = grad ? apply_backward(sh, o, threads) : std::pair<double, double>{0.0, 0.0};

@@ -28,11 +28,11 @@ Estimator<T> make_estimator(const Variant& v, std::size_t m, std::size_t d, std:
     if (!v.map->uses_projection()) {
         Mat<T> zeros = Mat<T>::from_shape({m, d});
         zeros.fill(T(0));
-        return {v.map, std::move(zeros), false, rounding, v.shift};
+        return {v.map, std::move(zeros), false, rounding, v.shift, v.hybrid};
     }
     Mat<T> W = cast_mat<T>(draw_projection(v.projection, m, d, seed, trial));
     round_to(rounding, W.data(), W.size());
-    return {v.map, std::move(W), false, rounding, v.shift};
+    return {v.map, std::move(W), false, rounding, v.shift, v.hybrid};
 }
 
 template struct Estimator<float>;

@@ -13,6 +13,9 @@ json Variant::resolved() const {
         if (map->uses_projection()) o["projection"] = projection_label();
         o.update(map->params());
         if (!shift) o["shift"] = false;   // recorded only when not the default
+        if (hybrid.window) o["window"] = hybrid.window;   // the hybrid keys only where set (2.8)
+        if (hybrid.sinks) o["sinks"] = hybrid.sinks;
+        if (hybrid.topk) o["support"] = "topk";
     }
     return o;
 }
@@ -40,6 +43,45 @@ std::string joined_feature_names() {
     for (const auto& n : feature_names()) s += (s.empty() ? "" : ", ") + n;
     return s;
 }
+// The keys of a hybrid (docs/design.md section 2.8): "window", "sinks" (integers >= 0, at most
+// the longest sequence a config takes) and "support" ("window", the default, or "topk").
+HybridSupport parse_hybrid(const json& v, const Field& w) {
+    HybridSupport h;
+    constexpr std::uint64_t most = std::uint64_t(1) << 22;   // config.hpp's kMaxL
+    if (v.contains("window")) h.window = read_uint(v["window"], w.at("window"), 0, most);
+    if (v.contains("sinks")) h.sinks = read_uint(v["sinks"], w.at("sinks"), 0, most);
+    if (v.contains("support")) {
+        const std::string s = read_string(v["support"], w.at("support"));
+        if (s != "window" && s != "topk")
+            w.at("support").fail("must be \"window\" or \"topk\" (the oracle: each row's largest scores exact), got \"" + s +
+                                 "\"" + suggestion(s, {"window", "topk"}));
+        h.topk = s == "topk";
+        if (h.topk && h.window == 0)
+            w.at("window").fail("must be >= 1 with \"support\": \"topk\" (the number of exact keys per row)");
+    }
+    return h;
+}
+
+// The default name's suffix of a hybrid: "+w16", "+s4", "+top16" (the oracle), in that order.
+std::string hybrid_suffix(const HybridSupport& h) {
+    std::string s;
+    if (h.window) s += (h.topk ? "+top" : "+w") + std::to_string(h.window);
+    if (h.sinks) s += "+s" + std::to_string(h.sinks);
+    return s;
+}
+
+// {"features": "none", ...}: the window and sinks alone (sliding-window softmax).
+Variant parse_none_variant(const json& v, const Field& w) {
+    check_keys(v, {"features", "name", "window", "sinks", "support"}, w);
+    Variant out;
+    out.map = make_none_map();
+    out.hybrid = parse_hybrid(v, w);
+    if (out.hybrid.columns() == 0)
+        w.at("features").fail("'none' needs \"window\" or \"sinks\" >= 1 (it has no remainder, so a row would have no keys)");
+    out.name = FieldObject{v, w}.string("name", "none" + hybrid_suffix(out.hybrid));
+    check_variant_name(out.name, w.at("name"));
+    return out;
+}
 }  // namespace
 
 Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const std::string& exact_context) {
@@ -55,13 +97,15 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
         check_variant_name(out.name, w.at("name"));
         return out;
     }
+    if (features == "none") return parse_none_variant(v, w);
     const FeatureMapEntry* entry = find_feature_map(features);
     if (!entry) {
         std::vector<std::string> all = feature_names();
         all.push_back("exact");
+        all.push_back("none");
         w.at("features").fail("unknown feature map '" + features + "'" + suggestion(features, all));
     }
-    std::vector<std::string> keys = {"features", "projection", "name", "epsilon"};
+    std::vector<std::string> keys = {"features", "projection", "name", "epsilon", "window", "sinks", "support"};
     for (const auto& k : entry->keys) keys.push_back(k);
     for (const auto& [key, value] : v.items())
         if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
@@ -92,7 +136,13 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
             w.at("projection").fail(e.what());
         }
     }
-    out.name = fields.string("name", out.map->uses_projection() ? features + "-" + out.projection.name() : features);
+    out.hybrid = parse_hybrid(v, w);
+    if (out.hybrid.active() && !out.map->row_normalised())
+        w.at(v.contains("window") ? "window" : "sinks")
+            .fail("does not apply to '" + features + "' (its phi(x).phi(y) are attention weights, not kernel values to "
+                  "share a normaliser with exp(x.y))");
+    out.name = fields.string("name", (out.map->uses_projection() ? features + "-" + out.projection.name() : features) +
+                                         hybrid_suffix(out.hybrid));
     check_variant_name(out.name, w.at("name"));
     return out;
 }

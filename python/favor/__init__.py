@@ -116,10 +116,12 @@ def _as_result(a, to):
     return sys.modules["torch"].from_numpy(np.ascontiguousarray(a)).to(to)
 
 
-def _flags(features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads, layout=None):
+def _flags(features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads, layout=None, window=None,
+           sinks=None, support=None):
     return {k: _text(v, k) for k, v in dict(features=features, projection=projection, m=m, seed=seed, trial=trial,
                                             epsilon=epsilon, epsilon_after=epsilon_after, A=A, dtype=dtype,
-                                            threads=threads, layout=layout).items() if v is not None}
+                                            threads=threads, layout=layout, window=window, sinks=sinks,
+                                            support=support).items() if v is not None}
 
 
 def _params(map_params):
@@ -133,7 +135,7 @@ def _warn(lines):
 
 def attention(q, k, v, features=None, projection=None, m=None, seed=None, trial=None, causal=False, dtype=None,
               exact=False, epsilon=None, epsilon_after=None, A=None, threads=None, max_memory=None, layout=None,
-              **map_params):
+              window=None, sinks=None, support=None, **map_params):
     """Exact (``exact=True``) or random-feature attention softmax(q k^T / sqrt(d)) v: ``favor apply``.
 
     q: (L, d), (H, L, d) or (B, H, L, d); k: same leading shape, (Lk, d); v: (Lk, dv); or the
@@ -147,12 +149,15 @@ def attention(q, k, v, features=None, projection=None, m=None, seed=None, trial=
     features: a feature map (``favor list``); m: random features; projection: default
     "orthogonal"; seed, trial: W drawn as a run draws it; dtype: float64 (default), float32,
     float16 or bfloat16 (emulated); map_params: the map's own keys (``--param``, e.g. t=0.8).
+    window, sinks, support: a hybrid (``--window``, ``--sinks``, ``--support``; features="none": the
+    window and sinks alone).
     Non-finite outputs: a RuntimeWarning with the command line's explanation.
     """
     dtype, to = _torch_rule(dict(q=q, k=k, v=v), dtype)
     out, warns, nonfinite = _core.attention(_array(q, "q"), _array(k, "k"), _array(v, "v"), exact, causal,
                                             _flags(features, projection, m, seed, trial, epsilon, epsilon_after, A,
-                                                   dtype, threads, layout), _params(map_params), _text(max_memory, "max_memory"))
+                                                   dtype, threads, layout, window, sinks, support), _params(map_params),
+                                             _text(max_memory, "max_memory"))
     _warn(warns)
     if nonfinite:
         warnings.warn(nonfinite, RuntimeWarning, stacklevel=2)

@@ -16,6 +16,7 @@ namespace favor {
 struct ApplyRequest {
     bool exact = false, causal = false;
     std::optional<std::string> features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, threads;
+    std::optional<std::string> window, sinks, support;   // the hybrid keys (docs/design.md 2.8)
     std::vector<std::string> params;   // --param KEY=VALUE: the map's own keys (dpfp's nu, ...)
 };
 

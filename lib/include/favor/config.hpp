@@ -148,9 +148,10 @@ Config load_config_text(const std::string& text, const std::string& path, const 
 Config parse_config(const nlohmann::json& j, const std::string& file);
 
 // The budget axis (docs/design.md section 5: `m` or `num_features`) per variant.
-// The m at which `map` has F feature columns in dimension d, or nullopt when no m gives F
-// (an odd F for trig). A map whose F does not depend on m gives its own F.
-std::optional<std::size_t> m_for_features(const FeatureMap& map, std::size_t F, std::size_t d);
+// The m at which variant `v` has F feature columns in dimension d (Variant::num_features: a
+// hybrid's window and sinks count), or nullopt when no m >= 1 gives F (an odd F for trig; F
+// not above a hybrid's w + s). A map whose F does not depend on m gives its own F.
+std::optional<std::size_t> m_for_features(const Variant& v, std::size_t F, std::size_t d);
 
 // The m values variant `v` runs at in dimension d, in grid order (one for a fixed-F map
 // under num_features).

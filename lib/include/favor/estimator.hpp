@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "favor/half.hpp"
+#include "favor/hybrid_support.hpp"
 #include "favor/tensor.hpp"
 #include "favor/variant.hpp"
 
@@ -19,6 +20,9 @@ struct Estimator {
     // and the output rounded to float16 / bfloat16 (T = float); none otherwise.
     Rounding rounding = Rounding::none;
     bool shift = true;     // the variant's "shift" (false: features without their max shift)
+    // The variant's exact support ("window", "sinks", "support": docs/design.md section 2.8);
+    // active: the output is hybrid_attention's, map the remainder.
+    HybridSupport hybrid;
 
     // This estimator with the map's data-dependent parameters (oprf's A*, nystrom's
     // landmarks) fixed for queries Q (L, d) and keys K (Lk, d), before scaling by d^{-1/4}.

@@ -21,5 +21,8 @@ const std::vector<FeatureMapEntry>& feature_map_registry();
 const std::vector<std::string>& feature_names();
 // The entry named `name`, or nullptr.
 const FeatureMapEntry* find_feature_map(const std::string& name);
+// "none", the map without features: a hybrid's missing remainder (docs/design.md section 2.8;
+// lib/src/maps/none.cpp). Not in the registry.
+FeatureMapPtr make_none_map();
 
 }  // namespace favor

@@ -6,6 +6,7 @@
 
 #include "favor/feature_maps.hpp"
 #include "favor/fields.hpp"
+#include "favor/hybrid_support.hpp"
 #include "favor/projection_handle.hpp"
 
 namespace favor {
@@ -20,6 +21,14 @@ struct Variant {
     // with log_scale 0 (docs/design.md section 2.3): the plain formula, as code without a
     // stabiliser has it (maps with a shift: the exp family and trig; epsilon must be 0).
     bool shift = true;
+    // "window", "sinks", "support" (docs/design.md section 2.8): an exact support beside the
+    // map's estimate; map is then the remainder ("none": a map with no features).
+    HybridSupport hybrid;
+    // Its feature columns at m in dimension d: the map's, plus one per window and sink key (a
+    // key in the support costs one score and one value row, like a feature column: 2.8).
+    std::size_t num_features(std::size_t m, std::size_t d) const {
+        return exact ? 0 : map->num_features(m, d) + hybrid.columns();
+    }
     std::string features_label() const { return exact ? "exact" : map->name(); }
     // Empty for exact and for maps that use no projection (elu, dpfp, nystrom).
     std::string projection_label() const {
@@ -39,7 +48,8 @@ inline constexpr const char* kBaselineName = "uniform";
 std::string variant_name_problem(const std::string& name);
 void check_variant_name(const std::string& name, const Field& where);
 
-// Parses one variant object: "features", "projection", "name", "epsilon" and the feature
+// Parses one variant object: "features" (a map, "none" with a window or sinks, or "exact"
+// where allowed), "projection", "name", "epsilon", "window", "sinks", "support" and the feature
 // map's own keys (its registry entry). `exact_allowed`: whether {"features": "exact"} may
 // appear (timing experiments); otherwise `exact_context` says why not.
 Variant parse_variant(const nlohmann::json& v, const Field& where, bool exact_allowed,

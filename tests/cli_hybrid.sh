@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Hybrids (docs/design.md 2.8) end to end: `favor apply --window --sinks` on data/'s heads
+# (layer 0, 2 heads, L = 1024, d = 64, causal) equals an independent numpy implementation
+# given favor's W to float64 rounding, features none equals windowed softmax, float32 is near
+# float64, `compare --match num_features` ranks hybrids with their w + s columns, and bad
+# hybrid input is exit 2 with one line naming the flag or field.
+set -euo pipefail
+favor=$1; src=$2
+py=/usr/bin/python3
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+qkv=(--q "$src/data/layer0/q.npy" --k "$src/data/layer0/k.npy" --v "$src/data/layer0/v.npy")
+
+"$favor" projection --projection orthogonal --m 48 --d 64 --seed 3 --trial 2 --out "$tmp/W.npy"
+"$favor" apply "${qkv[@]}" --causal --features positive --projection orthogonal --m 48 --seed 3 --trial 2 \
+  --window 16 --sinks 4 --out "$tmp/hyb.npy"
+"$favor" apply "${qkv[@]}" --causal --features positive --projection orthogonal --m 48 --seed 3 --trial 2 \
+  --window 16 --sinks 4 --dtype float32 --out "$tmp/hyb32.npy"
+"$favor" apply "${qkv[@]}" --features positive --projection orthogonal --m 48 --seed 3 --trial 2 \
+  --window 16 --sinks 4 --out "$tmp/hyb_nc.npy"
+"$favor" apply "${qkv[@]}" --causal --features none --window 16 --sinks 4 --out "$tmp/none.npy"
+"$py" - "$src" "$tmp" <<'PY'
+import sys, numpy as np
+src, t = sys.argv[1:]
+q, k, v = (np.load(f"{src}/data/layer0/{n}.npy").astype(np.float64)[0] for n in "qkv")
+W = np.load(f"{t}/W.npy")
+H, L, d = q.shape
+i, j = np.arange(L)[:, None], np.arange(L)[None, :]
+def hybrid(x, y, vv, causal, w, s, remainder):
+    x, y = x / d**0.25, y / d**0.25
+    S = x @ y.T
+    visible = (j <= i) if causal else np.ones((L, L), bool)
+    exact = (((i - j < w) & (j <= i)) if causal else (np.abs(i - j) < w)) | (j < s)
+    exact &= visible
+    phi = lambda z: np.exp(z @ W.T - (z * z).sum(1, keepdims=True) / 2) / np.sqrt(W.shape[0])
+    far = phi(x) @ phi(y).T if remainder else np.zeros((L, L))
+    Kh = np.where(exact, np.exp(S), np.where(visible, far, 0.0))
+    return (Kh @ vv) / Kh.sum(1, keepdims=True)
+hyb, hyb32, hyb_nc, none = (np.load(f"{t}/{n}.npy") for n in ("hyb", "hyb32", "hyb_nc", "none"))
+assert hyb.shape == (1, H, L, v.shape[-1]) and hyb.dtype == np.float64
+for h in range(H):
+    for got, causal, rem in ((hyb, True, True), (hyb_nc, False, True), (none, True, False)):
+        ref = hybrid(q[h], k[h], v[h], causal, 16, 4, rem)
+        err = np.abs(got[0, h] - ref).max() / np.abs(ref).max()
+        assert err < 1e-12, (h, causal, rem, err)
+    err32 = np.abs(hyb32[0, h] - hyb[0, h]).max() / np.abs(hyb[0, h]).max()
+    assert err32 < 1e-4, err32
+PY
+
+# Equal columns: num_features 64 gives positive m = 64, positive+w16+s4 m = 44, none+w64 its
+# own 64; compare ranks all three at 64 columns.
+cat > "$tmp/c.json" <<'JSON'
+{"name": "h", "seed": 2, "inputs": {"source": "random", "L": 160, "d": 8, "scale": 1.5}, "causal": true,
+ "variants": [{"features": "positive"}, {"features": "positive", "window": 16, "sinks": 4},
+              {"features": "none", "window": 64}],
+ "num_features": [64], "trials": 3, "metrics": ["output_rel_error"]}
+JSON
+"$favor" run "$tmp/c.json" --out "$tmp/run" --quiet
+"$py" - "$tmp/run/errors.csv" <<'PY'
+import sys, csv
+rows = list(csv.DictReader(open(sys.argv[1])))
+got = {(r["variant"], r["m"], r["num_features"]) for r in rows}
+assert got == {("positive-iid", "64", "64"), ("positive-iid+w16+s4", "44", "64"), ("none+w64", "0", "64")}, got
+PY
+"$favor" compare "$tmp/run" --match num_features --metric output_rel_error > "$tmp/cmp.txt"
+grep -q "positive-iid+w16+s4" "$tmp/cmp.txt" || fail "compare does not list the hybrid"
+grep -q "none+w64" "$tmp/cmp.txt" || fail "compare does not list window-only"
+
+failures=0
+expect_error() {
+  local name=$1 expect=$2; shift 2
+  local err rc
+  err=$("$favor" "$@" 2>&1 >/dev/null) && rc=0 || rc=$?
+  local lines; lines=$(printf '%s' "$err" | grep -c '^' || true)
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$expect" <<<"$err"; then
+    echo "FAIL $name: rc=$rc lines=$lines stderr=[$err] expected [$expect]" >&2; failures=$((failures + 1))
+  fi
+  if [ -e "$tmp/out" ]; then echo "FAIL $name: output left behind" >&2; failures=$((failures + 1)); rm -rf "$tmp/out"; fi
+}
+cfg() { printf '%s' "$2" > "$tmp/$1.json"; echo "$tmp/$1.json"; }
+expect_error window-negative "apply: --window:" apply "${qkv[@]}" --features positive --m 8 --window -1 --out "$tmp/out"
+expect_error none-alone "apply: --features: 'none' needs" apply "${qkv[@]}" --features none --out "$tmp/out"
+expect_error window-exact "apply: --window: applies to --features only" apply "${qkv[@]}" --exact --window 4 --out "$tmp/out"
+expect_error topk-no-window "apply: --window: must be >= 1" apply "${qkv[@]}" --features positive --m 8 --support topk --out "$tmp/out"
+expect_error grad "apply: --grad: no gradient for hybrids" apply "${qkv[@]}" --features positive --m 8 --window 4 \
+  --grad "$tmp/g.npy" --out "$tmp/out"
+expect_error nystrom "apply: --window: does not apply to 'nystrom'" apply "${qkv[@]}" --features nystrom --m 8 --window 4 --out "$tmp/out"
+expect_error timing "variants[0].window: hybrids (window, sinks) run in approximation experiments only" \
+  run "$(cfg t '{"name": "t", "experiment": "timing", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "window": 4}], "m": 8}')" --out "$tmp/out"
+expect_error budget "num_features: 16 columns: 'positive-iid+w16' (variants[0]) spends 16 on its window and sinks" \
+  run "$(cfg b '{"name": "b", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "window": 16}], "num_features": [16, 32]}')" --out "$tmp/out"
+[ "$failures" -eq 0 ] || exit 1
+echo "cli_hybrid: ok"

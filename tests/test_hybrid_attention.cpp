@@ -1,0 +1,241 @@
+// Hybrid attention (docs/design.md section 2.8) against independent references written here
+// from the formulas: exact attention when the window covers every key, windowed softmax for
+// features "none", the direct formula with the same W for a positive-feature remainder (and
+// the top-k oracle), Monte Carlo unbiasedness of the kernel off the support, thread and row
+// invariance, float32 / float16 against float64, and the runner's tables with hybrids.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "favor/config.hpp"
+#include "favor/estimator.hpp"
+#include "favor/exact_attention.hpp"
+#include "favor/experiment.hpp"
+#include "favor/hybrid_attention.hpp"
+#include "favor/inputs.hpp"
+#include "favor/report.hpp"
+#include "favor/variant.hpp"
+#include "helpers.hpp"
+
+using namespace favor;
+using namespace favor_test;
+using nlohmann::json;
+
+namespace {
+
+Variant variant_of(json v) { return parse_variant(v, Field{"test", ""}, false, ""); }
+
+template <class T>
+Estimator<T> estimator_of(const json& v, std::size_t m, const Mat<T>& Q, const Mat<T>& K, std::uint64_t trial = 0) {
+    return make_estimator<T>(variant_of(v), m, Q.shape(1), 7, trial).for_inputs(Q, K);
+}
+
+double max_rel(const Mat<double>& ref, const Mat<double>& got) {
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) num = std::max(num, std::fabs(ref.data()[i] - got.data()[i])),
+                                                 den = std::max(den, std::fabs(ref.data()[i]));
+    return num / den;
+}
+
+// Whether key j is exact for query i, from the issue's definition (window and sinks).
+bool in_support(std::size_t i, std::size_t j, std::size_t w, std::size_t s, bool causal) {
+    if (causal && j > i) return false;
+    if (j < s) return true;
+    return causal ? j + w > i : (i > j ? i - j : j - i) < w;
+}
+
+// Out_i = sum_j K_ij v_j / sum_j K_ij with K_ij = exp(x.y) on the support and the positive
+// features' phi(x).phi(y) = (1/m) sum_r exp(w_r.x - |x|^2/2) exp(w_r.y - |y|^2/2) elsewhere
+// (remainder false: 0), written directly in long double. topk: the support is instead the w
+// largest scores of each visible row (ties to the lower index), plus the sinks.
+Mat<double> direct(const Mat<double>& Q, const Mat<double>& K, const Mat<double>& V, const Mat<double>& W,
+                   std::size_t w, std::size_t s, bool causal, bool remainder, bool topk = false) {
+    const std::size_t L = Q.shape(0), d = Q.shape(1), dv = V.shape(1), m = W.shape(0);
+    const long double xs = 1.0L / std::pow((long double)d, 0.25L);
+    auto phi = [&](const Mat<double>& X, std::size_t i, std::size_t r) {
+        long double wx = 0, n2 = 0;
+        for (std::size_t c = 0; c < d; ++c) wx += W(r, c) * xs * X(i, c), n2 += xs * X(i, c) * xs * X(i, c);
+        return std::exp(wx - n2 / 2) / std::sqrt((long double)m);
+    };
+    Mat<double> out = Mat<double>::from_shape({L, dv});
+    for (std::size_t i = 0; i < L; ++i) {
+        const std::size_t n = causal ? i + 1 : K.shape(0);
+        std::vector<long double> score(n);
+        for (std::size_t j = 0; j < n; ++j) {
+            long double dot = 0;
+            for (std::size_t c = 0; c < d; ++c) dot += (long double)Q(i, c) * K(j, c);
+            score[j] = dot / std::sqrt((long double)d);
+        }
+        std::vector<char> exact(n);
+        for (std::size_t j = 0; j < n; ++j) exact[j] = topk ? j < s : in_support(i, j, w, s, causal);
+        if (topk) {
+            std::vector<std::size_t> o(n);
+            std::iota(o.begin(), o.end(), 0);
+            std::stable_sort(o.begin(), o.end(), [&](std::size_t a, std::size_t b) { return score[a] > score[b]; });
+            for (std::size_t t = 0; t < std::min(w, n); ++t) exact[o[t]] = 1;
+        }
+        std::vector<long double> num(dv, 0);
+        long double den = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+            long double k = 0;
+            if (exact[j]) k = std::exp(score[j]);
+            else if (remainder)
+                for (std::size_t r = 0; r < m; ++r) k += phi(Q, i, r) * phi(K, j, r);
+            for (std::size_t c = 0; c < dv; ++c) num[c] += k * V(j, c);
+            den += k;
+        }
+        for (std::size_t c = 0; c < dv; ++c) out(i, c) = double(num[c] / den);
+    }
+    return out;
+}
+
+QKV inputs(std::size_t L, std::size_t d, double scale, std::uint64_t seed = 3) { return random_inputs(seed, L, d, d, scale); }
+
+}  // namespace
+
+TEST_CASE("hybrid: a window covering every key is exact attention", "[hybrid]") {
+    const QKV x = inputs(40, 8, 1.0);
+    for (const bool causal : {false, true})
+        for (const char* support : {"window", "topk"}) {
+            const json v = {{"features", "positive"}, {"projection", "iid"}, {"window", 40}, {"support", support}};
+            const Estimator<double> e = estimator_of(v, 16, x.q, x.k);
+            const Mat<double> got = hybrid_attention(e, x.q, x.k, x.v, causal);
+            REQUIRE(max_rel(exact_attention(x.q, x.k, x.v, causal), got) < 1e-13);
+        }
+}
+
+TEST_CASE("hybrid: features none is sliding-window softmax with sinks", "[hybrid]") {
+    const QKV x = inputs(37, 8, 1.5);
+    for (const bool causal : {false, true})
+        for (const auto& [w, s] : std::vector<std::pair<std::size_t, std::size_t>>{{1, 0}, {4, 0}, {3, 2}, {0, 3}, {9, 1}}) {
+            json v = {{"features", "none"}};
+            if (w) v["window"] = w;
+            if (s) v["sinks"] = s;
+            const Estimator<double> e = estimator_of(v, 1, x.q, x.k);
+            const Mat<double> W = Mat<double>::from_shape({1, 8});
+            const Mat<double> ref = direct(x.q, x.k, x.v, W, w, s, causal, false);
+            REQUIRE(max_rel(ref, hybrid_attention(e, x.q, x.k, x.v, causal)) < 1e-13);
+        }
+}
+
+TEST_CASE("hybrid: window, sinks and positive features equal the direct formula with the same W", "[hybrid]") {
+    const QKV x = inputs(48, 8, 1.0);
+    for (const bool causal : {false, true})
+        for (const bool topk : {false, true}) {
+            json v = {{"features", "positive"}, {"projection", "orthogonal"}, {"window", 5}, {"sinks", 2}};
+            if (topk) v["support"] = "topk";
+            const Estimator<double> e = estimator_of(v, 24, x.q, x.k, 4);
+            const Mat<double> ref = direct(x.q, x.k, x.v, e.W, 5, 2, causal, true, topk);
+            REQUIRE(max_rel(ref, hybrid_attention(e, x.q, x.k, x.v, causal)) < 1e-12);
+        }
+}
+
+TEST_CASE("hybrid: the kernel is exact on the support and unbiased off it (Monte Carlo)", "[hybrid]") {
+    const QKV x = inputs(10, 4, 0.6, 11);
+    const std::size_t i = 8, N = 4000;
+    const json v = {{"features", "positive"}, {"projection", "iid"}, {"window", 3}, {"sinks", 1}};
+    std::vector<std::vector<double>> draws(10);
+    for (std::size_t t = 0; t < N; ++t) {
+        const std::vector<double> k = hybrid_kernel_row(estimator_of(v, 8, x.q, x.k, t), x.q, x.k, i, true);
+        REQUIRE(k[9] == 0.0);   // not visible
+        for (std::size_t j = 0; j <= i; ++j) draws[j].push_back(k[j]);
+    }
+    for (std::size_t j = 0; j <= i; ++j) {
+        double dot = 0;
+        for (std::size_t c = 0; c < 4; ++c) dot += x.q(i, c) * x.k(j, c);
+        const double sm = std::exp(dot / 2.0);   // sqrt(d) = 2
+        const auto [mean, se] = mean_se(draws[j]);
+        if (in_support(i, j, 3, 1, true)) {
+            REQUIRE(se == Approx(0.0).margin(1e-15));
+            REQUIRE(mean == Approx(sm).epsilon(1e-13));
+        } else {
+            REQUIRE(se > 0);
+            REQUIRE(std::fabs(mean - sm) < 5 * se);
+        }
+    }
+}
+
+TEST_CASE("hybrid: thread count and the rows asked change no bit", "[hybrid]") {
+    const QKV x = inputs(150, 16, 1.0);
+    for (const bool causal : {false, true}) {
+        const json v = {{"features", "sderf"}, {"projection", "iid"}, {"window", 7}, {"sinks", 1}};
+        const Estimator<double> e = estimator_of(v, 32, x.q, x.k);
+        const Mat<double> one = hybrid_attention(e, x.q, x.k, x.v, causal, 1);
+        const Mat<double> three = hybrid_attention(e, x.q, x.k, x.v, causal, 3);
+        REQUIRE(std::equal(one.begin(), one.end(), three.begin()));
+        const std::vector<std::size_t> rows = {0, 33, 34, 99, 149};
+        const Mat<double> some = hybrid_attention(e, x.q, x.k, x.v, causal, 2, &rows);
+        for (std::size_t r = 0; r < rows.size(); ++r)
+            for (std::size_t c = 0; c < 16; ++c) REQUIRE(some(r, c) == one(rows[r], c));
+    }
+}
+
+TEST_CASE("hybrid: one shift for both parts keeps large scores finite, float32 and float16 near float64", "[hybrid]") {
+    // Scores up to a few thousand: exp overflows in any precision without the shift.
+    QKV x = inputs(64, 16, 1.0);
+    for (auto& q : x.q) q *= 12.0;
+    for (const char* f : {"none", "positive", "trig"}) {
+        const json v = {{"features", f}, {"window", 6}, {"sinks", 1}};
+        for (const bool causal : {false, true}) {
+            const Estimator<double> e = estimator_of(v, 16, x.q, x.k);
+            const Mat<double> ref = hybrid_attention(e, x.q, x.k, x.v, causal);
+            for (double o : ref) REQUIRE(std::isfinite(o));
+            if (std::string(f) == "none") REQUIRE(max_rel(direct(x.q, x.k, x.v, e.W, 6, 1, causal, false), ref) < 1e-12);
+            const Mat<float> q32 = cast_mat<float>(x.q), k32 = cast_mat<float>(x.k), v32 = cast_mat<float>(x.v);
+            const Estimator<float> e32 = make_estimator<float>(variant_of(v), 16, 16, 7, 0).for_inputs(q32, k32);
+            const Mat<double> got32 = cast_mat<double>(hybrid_attention(e32, q32, k32, v32, causal));
+            for (double o : got32) REQUIRE(std::isfinite(o));
+            // Scores of ~2000 carry float32 rounding of ~2000 * 2^-24 into the exponent.
+            if (std::string(f) == "none") REQUIRE(max_rel(ref, got32) < 1e-3);
+        }
+    }
+    // float16 (emulated) of moderate inputs: within half precision of float64.
+    const QKV y = inputs(64, 16, 0.5);
+    const json v = {{"features", "positive"}, {"window", 8}, {"sinks", 2}};
+    const Estimator<double> e = estimator_of(v, 32, y.q, y.k);
+    Mat<float> q16 = cast_mat<float>(y.q), k16 = cast_mat<float>(y.k), v16 = cast_mat<float>(y.v);
+    for (Mat<float>* m : {&q16, &k16, &v16}) round_to(Rounding::fp16, m->data(), m->size());
+    const Estimator<float> e16 = make_estimator<float>(variant_of(v), 32, 16, 7, 0, Rounding::fp16).for_inputs(q16, k16);
+    REQUIRE(max_rel(hybrid_attention(e, y.q, y.k, y.v, true), cast_mat<double>(hybrid_attention(e16, q16, k16, v16, true))) <
+            1e-2);
+}
+
+TEST_CASE("hybrid: variant keys, names and refusals", "[hybrid]") {
+    CHECK(variant_of({{"features", "positive"}, {"window", 16}, {"sinks", 4}}).name == "positive-iid+w16+s4");
+    CHECK(variant_of({{"features", "none"}, {"window", 64}}).name == "none+w64");
+    CHECK(variant_of({{"features", "elu"}, {"window", 8}, {"support", "topk"}}).name == "elu+top8");
+    CHECK(variant_of({{"features", "positive"}, {"window", 16}, {"sinks", 4}}).resolved()["window"] == 16);
+    CHECK(error_of([] { variant_of({{"features", "none"}}); }).find("test: features: 'none' needs") == 0);
+    CHECK(error_of([] { variant_of({{"features", "positive"}, {"support", "topk"}}); }).find("test: window: must be >= 1") == 0);
+    CHECK(error_of([] { variant_of({{"features", "nystrom"}, {"window", 4}}); }).find("test: window: does not apply") == 0);
+    CHECK(error_of([] { variant_of({{"features", "none"}, {"window", 4}, {"projection", "iid"}}); }).find("test: projection") == 0);
+    CHECK(error_of([] { variant_of({{"features", "positive"}, {"window", -1}}); }).find("test: window") == 0);
+    CHECK(error_of([] { variant_of({{"features", "positive"}, {"window", 2}, {"support", "top"}}); }).find("test: support") == 0);
+}
+
+TEST_CASE("hybrid: runner tables, all rows and row-sampled (query_rows)", "[hybrid]") {
+    for (const bool causal : {false, true}) {
+        json j = json::parse(R"({"name": "t", "seed": 5,
+            "inputs": {"source": "random", "L": 200, "d": 8},
+            "variants": [{"features": "positive", "window": 200}, {"features": "none", "window": 4, "sinks": 1},
+                         {"features": "positive", "window": 4, "sinks": 1}],
+            "m": 16, "trials": 2, "metrics": ["output_rel_error", "attention_tv"]})");
+        j["causal"] = causal;
+        const RunResult all = run_experiment(parse_config(j, "t.json"));
+        const Table& e = all.errors;
+        for (const auto& row : e.rows) {
+            if (row[e.column("variant")] == "positive-iid+w200") REQUIRE(std::stod(row[e.column("output_rel_error")]) < 1e-13);
+            else REQUIRE(std::stod(row[e.column("output_rel_error")]) > 1e-3);
+            REQUIRE(row[e.column("attention_tv")].empty());   // pairwise metrics: blank for hybrids
+        }
+        j["query_rows"] = 60;
+        const RunResult some = run_experiment(parse_config(j, "t.json"));
+        for (const auto& row : some.errors.rows) {
+            const double v = std::stod(row[some.errors.column("output_rel_error")]);
+            if (row[some.errors.column("variant")] == "positive-iid+w200") REQUIRE(v < 1e-13);
+            else REQUIRE((v > 1e-3 && std::stod(row[some.errors.column("output_rel_error_row_sem")]) > 0));
+        }
+    }
+}
