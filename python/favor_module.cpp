@@ -392,4 +392,9 @@ PYBIND11_MODULE(_core, m) {
     m.def("compare", &compare);
     m.def("version", &favor::version_text);
     m.def("utf8_problem", [](const py::bytes& b) { return favor::utf8_problem(std::string(b)); });
+    // perm[j]: the axis of a `layout` array that becomes axis j of favor's order; empty for a
+    // layout that is not valid (the reading function then refuses it with the CLI's line).
+    m.def("layout_permutation", [](const std::string& layout) {
+        return favor::layout_problem(layout).empty() ? favor::layout_permutation(layout) : std::vector<std::size_t>{};
+    });
 }

@@ -11,15 +11,25 @@ fail() { echo "FAIL $*" >&2; failures=$((failures + 1)); }
 good='{"name": "g", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "projection": "iid"}], "m": 8, "trials": 1}'
 cfg() { printf '%s' "$2" > "$tmp/$1.json"; echo "$tmp/$1.json"; }
 
+# The CPU time (user + sys, ms) this shell's finished children have used so far (bash's
+# `times`): a refusal "before any work" is judged by the CPU the command used, which a loaded
+# machine does not inflate as it inflates wall time.
+children_cpu_ms() {   # sets CHILDREN_MS (no subshell: `times` must see this shell's children)
+  local u c
+  times > "$tmp/times"   # in this shell (a $(...) or <(...) would run it in a subshell)
+  { read -r _ _; read -r u c; } < "$tmp/times"
+  CHILDREN_MS=$(awk -v u="$u" -v c="$c" 'function ms(x, a) { split(x, a, /[ms]/); return a[1] * 60000 + a[2] * 1000 }
+                     BEGIN { printf "%d", ms(u) + ms(c) }')
+}
 # expect RC NAME EXPECTED_SUBSTRING favor-args...: exit code RC within 10 s, exactly one stderr
-# line containing EXPECTED, and (unless RC is 0 or 3) nothing at $tmp/out.
+# line containing EXPECTED, and (unless RC is 0 or 3) nothing at $tmp/out. CPU_MS: the CPU
+# time the command used.
 expect() {
   local want=$1 name=$2 expect=$3; shift 3
-  local err rc start end
-  start=$(date +%s%N)
+  local err rc start
+  children_cpu_ms; start=$CHILDREN_MS
   err=$(timeout 10 "$favor" "$@" 2>&1 >/dev/null); rc=$?
-  end=$(date +%s%N)
-  ELAPSED_MS=$(( (end - start) / 1000000 ))
+  children_cpu_ms; CPU_MS=$(( CHILDREN_MS - start ))
   local lines; lines=$(printf '%s' "$err" | grep -c '^' || true)
   if [ "$rc" -ne "$want" ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$expect" <<<"$err"; then
     fail "$name: rc=$rc (want $want) lines=$lines stderr=[$err] expected [$expect]"
@@ -34,14 +44,14 @@ expect_error() { expect 2 "$@"; }
 big_L=$(cfg bigL "${good/\"L\": 64, \"d\": 8/\"L\": 4194304, \"d\": 512}")
 expect_error L22-d512-validate "inputs.L: needs an estimated" validate "$big_L" --max-memory 16G
 expect_error L22-d512-run "inputs.L: needs an estimated" run "$big_L" --out "$tmp/out" --max-memory 16G
-[ "$ELAPSED_MS" -lt 1000 ] || fail "L22-d512: refused after $ELAPSED_MS ms"
+[ "$CPU_MS" -lt 1000 ] || fail "L22-d512: refused after $CPU_MS ms of CPU"
 # m = 32768 at L = 65536: with overflow_fraction favor_attention makes both (L, F) feature
 # matrices (32 GiB); without it the fused forward's key partials at L = 262144 (36 GiB).
 big_m=$(cfg bigm "${good/\"trials\": 1/\"trials\": 1, \"metrics\": [\"output_mse\", \"overflow_fraction\"]}")
 expect_error m32768-L65536-overflow "m: needs an estimated" run "$big_m" --L 65536 --m 32768 --out "$tmp/out" --max-memory 16G
-[ "$ELAPSED_MS" -lt 1000 ] || fail "m32768-L65536-overflow: refused after $ELAPSED_MS ms"
+[ "$CPU_MS" -lt 1000 ] || fail "m32768-L65536-overflow: refused after $CPU_MS ms of CPU"
 expect_error m32768-L262144-fused "m: needs an estimated" run "$(cfg bigmf "$good")" --L 262144 --m 32768 --out "$tmp/out" --max-memory 16G
-[ "$ELAPSED_MS" -lt 1000 ] || fail "m32768-L262144-fused: refused after $ELAPSED_MS ms"
+[ "$CPU_MS" -lt 1000 ] || fail "m32768-L262144-fused: refused after $CPU_MS ms of CPU"
 expect_error 100GB "inputs.L: needs an estimated" run "$(cfg b100 "${good/\"L\": 64, \"d\": 8/\"L\": 2097152, \"d\": 2048}")" --out "$tmp/out" --max-memory 16G
 expect_error max-memory "more than the 20 MiB available (--max-memory)" run "$(cfg mm "$good")" --L 16384 --m 256 --max-memory 20M --out "$tmp/out"
 expect_error max-memory-bad "run: --max-memory: unknown unit 'X'" run "$(cfg mm2 "$good")" --max-memory 8X --out "$tmp/out"
@@ -129,7 +139,7 @@ out=$("$favor" --version) && grep -q "^favor [0-9.]* (git [0-9a-f]\{7,\}.*, [A-Z
 # --- late failures found early -----------------------------------------------------------------
 slow=$(cfg slow "${good/\"L\": 64/\"L\": 16384}")
 expect_error out-proc "/proc/favor_out: cannot create" run "$slow" --m 256 --trials 50 --out /proc/favor_out
-[ "$ELAPSED_MS" -lt 1000 ] || fail "out-proc: failed after $ELAPSED_MS ms"
+[ "$CPU_MS" -lt 1000 ] || fail "out-proc: failed after $CPU_MS ms of CPU"
 expect_error out-proc-apply "cannot write" apply "${qkv[@]}" --exact --out /proc/favor_out.npy
 expect_error out-proc-gen "cannot create output directory" gen --L 4 --d 4 --out /proc/favor_out
 expect_error simplex-d1 "variants[0].projection: 'simplex' needs d >= 2" validate "$(cfg s1 "${good/\"projection\": \"iid\"/\"projection\": \"simplex\"}")" --set inputs.d=1

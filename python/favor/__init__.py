@@ -86,6 +86,28 @@ def _array(x, name):
     return a
 
 
+def _layout_perm(layout):
+    """perm[j]: the axis of a `layout` array that becomes axis j of favor's order (B, H, L, D),
+    by the C++ rule (layout_permutation); None without a layout or for one that is not valid
+    (the reading call then refuses it as --layout is refused)."""
+    if layout is None:
+        return None
+    return list(_core.layout_permutation(_text(layout, "layout"))) or None
+
+
+def _in_layout(a, perm):
+    """A result in favor's order returned in the layout's order, as ``apply --layout`` writes
+    its outputs (docs/design.md section 4)."""
+    if perm is None or a.ndim != len(perm):
+        return a
+    return np.ascontiguousarray(np.transpose(a, np.argsort(perm)))
+
+
+def _from_layout(a, perm):
+    """An array in the layout's order (attention_grad's g) as a view in favor's order."""
+    return a if perm is None or a.ndim != len(perm) else np.transpose(a, perm)
+
+
 def _dtype_name(x):
     """The favor dtype name of an input (torch or numpy)."""
     return str(x.dtype).replace("torch.", "") if _is_torch(x) else str(np.asarray(x).dtype)
@@ -142,8 +164,8 @@ def attention(q, k, v, features=None, projection=None, m=None, seed=None, trial=
     axes ``layout`` names (``--layout``: "BLHD" for PyTorch's (B, L, H, d)); without a layout a
     rank 3 or 4 q with fewer rows than heads is refused (favor.Error), as the command line
     refuses the file. numpy arrays (float16, float32, float64, any byte order and memory order)
-    or torch tensors (also bfloat16; not requiring grad). Returns lead + (L, dv) in favor's
-    order (B, H, L, dv), whatever the layout. numpy inputs: float64, or float32 when ``dtype``
+    or torch tensors (also bfloat16; not requiring grad). Returns lead + (L, dv), in the
+    layout's order when ``layout`` is given (as ``apply --layout`` writes its output). numpy inputs: float64, or float32 when ``dtype``
     is not "float64" (as ``favor apply --out`` writes it). torch inputs: a torch tensor, dtype
     by default the inputs' (docs/design.md section 9).
     features: a feature map (``favor list``); m: random features; projection: default
@@ -161,7 +183,7 @@ def attention(q, k, v, features=None, projection=None, m=None, seed=None, trial=
     _warn(warns)
     if nonfinite:
         warnings.warn(nonfinite, RuntimeWarning, stacklevel=2)
-    return _as_result(out, to)
+    return _as_result(_in_layout(out, _layout_perm(layout)), to)
 
 
 def attention_grad(q, k, v, g, features=None, projection=None, m=None, seed=None, trial=None, causal=False,
@@ -171,18 +193,20 @@ def attention_grad(q, k, v, g, features=None, projection=None, m=None, seed=None
     ``favor apply --grad``.
 
     q, k, v as in attention (``layout`` names their axes); g: lead + (L, dv), the output's shape
-    in favor's order. Returns dq: lead + (L, d), dk: lead + (Lk, d), dv: lead + (Lk, dv) in
-    favor's order; float32 with dtype="float32", else float64 (torch inputs: torch tensors of
+    (in the layout's order, like ``apply --grad``). Returns dq: lead + (L, d), dk: lead + (Lk, d),
+    dv: lead + (Lk, dv), in the layout's order when one is given; float32 with dtype="float32", else float64 (torch inputs: torch tensors of
     the dtype). The half dtypes and maps that are not row-normalised (nystrom) have none
     (favor.Error).
     """
     dtype, to = _torch_rule(dict(q=q, k=k, v=v, g=g), dtype)
-    dq, dk, dv, warns = _core.attention_grad(_array(q, "q"), _array(k, "k"), _array(v, "v"), _array(g, "g"), exact,
+    perm = _layout_perm(layout)
+    dq, dk, dv, warns = _core.attention_grad(_array(q, "q"), _array(k, "k"), _array(v, "v"),
+                                             _from_layout(_array(g, "g"), perm), exact,
                                              causal, _flags(features, projection, m, seed, trial, epsilon,
                                                             epsilon_after, A, dtype, threads, layout),
                                              _params(map_params), _text(max_memory, "max_memory"))
     _warn(warns)
-    return _as_result(dq, to), _as_result(dk, to), _as_result(dv, to)
+    return tuple(_as_result(_in_layout(x, perm), to) for x in (dq, dk, dv))
 
 
 def features(x, features, m=None, projection=None, seed=None, trial=None, side="query", other=None, dtype=None,
@@ -192,7 +216,8 @@ def features(x, features, m=None, projection=None, seed=None, trial=None, side="
     x: (L, d), (H, L, d) or (B, H, L, d), or the axes ``layout`` names (as in attention):
     queries (side="query") or keys (side="key");
     other: the other side (keys for queries), which data-dependent maps (oprf's A*, nystrom's
-    landmarks) are fitted to as in attention (default: x itself). Returns lead + (L, F) with
+    landmarks) are fitted to as in attention (default: x itself). Returns lead + (L, F) (in the
+    layout's order when one is given, F in the place of D) with
     phi(x).phi(y) estimating exp(x.y); with log_scale=True the stabilised pair (phi~, s),
     s: lead + (L, 1), phi = exp(s) phi~ (docs/design.md section 2.3), which cannot overflow.
     torch inputs: torch tensors, phi of the dtype (by default the inputs'), s float64.
@@ -205,9 +230,11 @@ def features(x, features, m=None, projection=None, seed=None, trial=None, side="
                                    _flags(features, projection, m, seed, trial, epsilon, epsilon_after, A, dtype, None,
                                           layout), _params(map_params))
     _warn(warns)
+    perm = _layout_perm(layout)
     if log_scale:
-        return _as_result(phi, to), _as_result(s, None if to is None else sys.modules["torch"].float64)
-    return _as_result(phi * np.exp(s).astype(phi.dtype), to)
+        return (_as_result(_in_layout(phi, perm), to),
+                _as_result(_in_layout(s, perm), None if to is None else sys.modules["torch"].float64))
+    return _as_result(_in_layout(phi * np.exp(s).astype(phi.dtype), perm), to)
 
 
 def projection(projection, m, d, seed, trial=None):

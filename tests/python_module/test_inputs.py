@@ -43,19 +43,23 @@ def test_layout_equals_cli_and_transpose(tmp_path, kw):
             cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     got = favor.attention(q, k, v, layout="BLHD", causal=True, **kw)
-    assert got.shape == (2, 3, 12, 5)   # favor's order, as apply --out writes it
+    assert got.shape == (2, 12, 3, 5)   # the layout's order, as apply --layout writes it
     assert got.tobytes() == np.load(tmp_path / "o.npy").tobytes()
-    assert got.tobytes() == favor.attention(bhld(q), bhld(k), bhld(v), causal=True, **kw).tobytes()
+    want = favor.attention(bhld(q), bhld(k), bhld(v), causal=True, **kw)
+    assert got.tobytes() == np.ascontiguousarray(bhld(want)).tobytes()
 
 
 def test_layout_grad_and_features(tmp_path):
     q, k, v = blhd(2)
-    g = np.random.default_rng(3).normal(size=(2, 3, 12, 5))
-    a = favor.attention_grad(q, k, v, g, layout="BLHD", features="positive", m=8, seed=1)
+    g = np.random.default_rng(3).normal(size=(2, 3, 12, 5))   # favor's order
+    # g read in the layout, dq, dk, dv returned in it (apply --layout --grad's rule)
+    a = favor.attention_grad(q, k, v, np.ascontiguousarray(bhld(g)), layout="BLHD", features="positive", m=8, seed=1)
     b = favor.attention_grad(bhld(q), bhld(k), bhld(v), g, features="positive", m=8, seed=1)
-    assert all(x.tobytes() == y.tobytes() for x, y in zip(a, b))
+    assert all(x.shape == (2, 12, 3, y.shape[-1]) for x, y in zip(a, b))
+    assert all(x.tobytes() == np.ascontiguousarray(bhld(y)).tobytes() for x, y in zip(a, b))
     phi = favor.features(k, "positive", m=8, seed=1, side="key", other=q, layout="BLHD")
-    assert phi.tobytes() == favor.features(bhld(k), "positive", m=8, seed=1, side="key", other=bhld(q)).tobytes()
+    want = favor.features(bhld(k), "positive", m=8, seed=1, side="key", other=bhld(q))
+    assert phi.tobytes() == np.ascontiguousarray(bhld(want)).tobytes()
     lq = q[0, :, 0]   # (L, d) with layout "LD": the identity
     assert favor.features(lq, "trig", m=8, seed=1, layout="LD").tobytes() == \
         favor.features(lq, "trig", m=8, seed=1).tobytes()
@@ -77,7 +81,7 @@ def test_pytorch_layout_without_layout_is_refused_as_the_cli_refuses_it(tmp_path
         favor.features(q, "positive", m=8)
     assert str(e.value).startswith("q: shape (1, 6, 3, 4) read as (B, H, L, d) gives 6 heads of L = 3 rows")
     # with the layout named, read as it is
-    assert favor.attention(q, k, v, exact=True, layout="BLHD").shape == (1, 3, 6, 4)
+    assert favor.attention(q, k, v, exact=True, layout="BLHD").shape == (1, 6, 3, 4)
 
 
 def test_layout_warning_and_bad_layout_as_the_cli(tmp_path):
@@ -186,7 +190,7 @@ def test_torch_dtype_kept(dt):
     out = favor.attention(q, k, v, features="positive", m=8, seed=1, layout="BLHD")
     wide = [x.float().numpy() if dt == "bfloat16" else x.numpy() for x in (q, k, v)]
     want = favor.attention(*wide, features="positive", m=8, seed=1, layout="BLHD", dtype=dt)
-    assert out.dtype == getattr(torch, dt) and out.shape == (1, 2, 10, 4)
+    assert out.dtype == getattr(torch, dt) and out.shape == (1, 10, 2, 4)   # in the layout
     assert torch.equal(out, torch.from_numpy(want).to(out.dtype))
     # dtype= given: the computation and the result in it
     assert favor.attention(q, k, v, exact=True, dtype="float64", layout="BLHD").dtype == torch.float64
@@ -197,8 +201,8 @@ def test_torch_strided_and_mixed():
     x = torch.randn(1, 12, 2, 4, generator=g)
     t = x.transpose(1, 2)   # (B, H, L, d) view of a (B, L, H, d) tensor, not contiguous
     a = favor.attention(t, t, t, exact=True)
-    b = favor.attention(x, x, x, exact=True, layout="BLHD")
-    assert torch.equal(a, b)
+    b = favor.attention(x, x, x, exact=True, layout="BLHD")   # returned in the layout
+    assert torch.equal(a, b.transpose(1, 2))
     with pytest.raises(favor.Error, match=r"^q, k, v: torch inputs of different dtypes \(q float32, k float64, "
                                           r"v float32\); pass dtype=$"):
         favor.attention(t, t.double(), t, exact=True)
