@@ -140,7 +140,7 @@ void replace_with(const std::string& given, const std::string& tmp, const std::s
 }  // namespace
 
 void write_file_atomic(const std::string& given, const std::string& content) {
-    const std::string path = output_target(given);   // a device or a link loop: refused, never replaced
+    const std::string path = output_target(given);   // a link or a non-regular file: refused before writing
     replace_with(given, write_temporary(given, path, content), path);
 }
 
