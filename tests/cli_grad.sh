@@ -65,4 +65,18 @@ printf '%s\n' "{\"inputs\": {$npy, \"grad\": \"g.npy\"}, $base, \"metrics\": [\"
 "$favor" run "$tmp/c.json" --out "$tmp/run" --quiet
 head -1 "$tmp/run/errors.csv" | grep -q 'grad_q_rel_error,grad_bias_rel,grad_bias_floor' || fail "gradient columns: $(head -1 "$tmp/run/errors.csv")"
 grep -q '"grad": ".*g.npy"' "$tmp/run/run.json" || fail "run.json does not record inputs.grad"
+# inputs.grad is read in inputs.layout, as q, k, v are: the same tensors stored (L, H, .) give
+# the same errors.csv (before, G was read by rank and refused, or misread when L = H).
+"$py" - "$tmp" <<'PY'
+import sys, numpy as np
+t = sys.argv[1]
+for n in "qkvg":
+    np.save(f"{t}/{n}_lhd.npy", np.load(f"{t}/{n}.npy").transpose(1, 0, 2))
+PY
+sed -e 's/"q.npy"/"q_lhd.npy"/; s/"k.npy"/"k_lhd.npy"/; s/"v.npy"/"v_lhd.npy"/; s/"g.npy"/"g_lhd.npy", "layout": "LHD"/' \
+  "$tmp/c.json" > "$tmp/c_lhd.json"
+grep -q '"layout": "LHD"' "$tmp/c_lhd.json" || fail "the LHD config was not made: $(cat "$tmp/c_lhd.json")"
+"$favor" validate "$tmp/c_lhd.json" > /dev/null || fail "validate refused inputs.grad in the layout LHD"
+"$favor" run "$tmp/c_lhd.json" --out "$tmp/run_lhd" --quiet
+cmp -s "$tmp/run/errors.csv" "$tmp/run_lhd/errors.csv" || fail "inputs.grad in the layout LHD: errors.csv differs"
 echo "cli_grad: ok"

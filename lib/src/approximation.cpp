@@ -145,7 +145,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     if (npy && grads) {
         // G has the files' L rows (inputs.grad, or drawn at that L); a cell takes its first L.
         const std::size_t dv = files.v[0].shape(1), gL = file_L ? file_L : files.L();
-        if (!cfg.inputs.grad.empty()) file_g = load_upstream(cfg.inputs.grad, files.lead, gL, dv, cfg.file + ": inputs.grad");
+        if (!cfg.inputs.grad.empty()) file_g = load_upstream(cfg.inputs.grad, files.lead, gL, dv, cfg.file + ": inputs.grad", cfg.inputs.layout);
         else
             for (std::size_t h = 0; h < files.q.size(); ++h) file_g.push_back(upstream_gradient(cfg.seed, gL, dv, h));
     }

@@ -7,7 +7,8 @@ std::optional<QkvShapes> npy_shapes(const Config& cfg) {
     if (cfg.experiment != ExperimentKind::approximation || !cfg.inputs.npy()) return std::nullopt;
     const QkvShapes s = read_qkv_shapes(npy_source(cfg));
     if (!cfg.inputs.grad.empty())   // G holds the files' L rows (a cell takes its first inputs.L)
-        check_upstream_header(cfg.inputs.grad, s.lead, s.file_L ? s.file_L : s.L, s.dv, cfg.file + ": inputs.grad");
+        check_upstream_header(cfg.inputs.grad, s.lead, s.file_L ? s.file_L : s.L, s.dv, cfg.file + ": inputs.grad",
+                              cfg.inputs.layout);
     return s;
 }
 
