@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "helpers.hpp"
+#include "favor/run_session.hpp"
 #include "favor/attention_blocks.hpp"
 #include "favor/exact_attention.hpp"
 #include "favor/favor_forward.hpp"
@@ -302,4 +303,14 @@ TEST_CASE("cost estimate: each head's bookkeeping, not only its numbers", "[limi
     const double per_head = (estimate(262144) - estimate(65536)) / (262144 - 65536);
     CHECK(per_head >= 3445);
     CHECK(per_head < 1.5 * 3445);
+}
+
+TEST_CASE("the estimate's duration: two significant digits, never in exponent notation", "[cost]") {
+    REQUIRE(seconds_text(0.5) == "under a second");
+    REQUIRE(seconds_text(9.87) == "about 9.9 s");
+    REQUIRE(seconds_text(98.4) == "about 98 s");
+    REQUIRE(seconds_text(110.2) == "about 110 s");   // was "about 1.1e+02 s"
+    REQUIRE(seconds_text(119.6) == "about 120 s");
+    REQUIRE(seconds_text(6500) == "about 110 min");
+    REQUIRE(seconds_text(3.6e5) == "about 100 h");
 }

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -106,11 +107,16 @@ struct StopScope {
 }  // namespace
 
 std::string seconds_text(double s) {
-    char b[32];
     if (s < 1) return "under a second";
-    if (s < 120) std::snprintf(b, sizeof b, "about %.2g s", s);
-    else if (s < 7200) std::snprintf(b, sizeof b, "about %.2g min", s / 60);
-    else std::snprintf(b, sizeof b, "about %.2g h", s / 3600);
+    // Two significant digits, printed without an exponent below 10^6 (110 s, not 1.1e+02 s).
+    const auto two = [](double x) {
+        const double p = std::pow(10.0, std::floor(std::log10(x)) - 1);
+        return std::round(x / p) * p;
+    };
+    char b[48];
+    if (s < 120) std::snprintf(b, sizeof b, "about %g s", two(s));
+    else if (s < 7200) std::snprintf(b, sizeof b, "about %g min", two(s / 60));
+    else std::snprintf(b, sizeof b, "about %g h", two(s / 3600));
     return b;
 }
 
