@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# The study "On attention from a trained model" (docs/results.md): every estimator of
-# configs/trained_heads.json (causal, as the model uses its heads) and
-# configs/trained_heads_noncausal.json on every layer of data/ (the tiny byte-level LM's
-# captured heads), at equal feature budgets, then `favor compare` (comparisons_<metric>.csv,
-# ranking_<metric>.csv) and scripts/trained_heads_report.py (figure and table against head entropy).
-# Usage: scripts/trained_heads.sh [--no-build] [--report-only] [OUT_DIR (default results)]
-#   writes OUT_DIR/trained_heads/layer<i>/, OUT_DIR/trained_heads_noncausal/layer<i>/ and
-#   OUT_DIR/trained_heads.md, OUT_DIR/trained_heads_vs_entropy.png (a few minutes on 2 cores)
+# The studies on the heads of data/ (the tiny byte-level LM's captured heads), per layer, then
+# `favor compare` (comparisons_<metric>.csv, ranking_<metric>.csv) and a report script:
+# - "On attention from a trained model" (docs/results.md): every estimator of
+#   configs/trained_heads.json (causal, as the model uses its heads) and
+#   configs/trained_heads_noncausal.json at equal feature budgets; scripts/trained_heads_report.py
+#   (figure and table against head entropy). Writes OUT_DIR/trained_heads/layer<i>/,
+#   OUT_DIR/trained_heads_noncausal/layer<i>/, OUT_DIR/trained_heads.md and
+#   OUT_DIR/trained_heads_vs_entropy.png (a few minutes on 2 cores).
+# - --hybrid: "Attention as deployed" (issue 38, docs/results.md): hybrids (an exact window and
+#   sink tokens, a feature-map remainder) of configs/hybrid_trained_heads{,_w64,_w256,_fixed}.json,
+#   causal, at equal columns F + w + s, compared with --match num_features; scripts/hybrid_report.py.
+#   Writes OUT_DIR/hybrid_trained_heads/<part>/layer<i>/ (part: main, w64, w256, fixed), its
+#   README.md and figures (about 30 min on 2 cores).
+# Usage: scripts/trained_heads.sh [--hybrid] [--no-build] [--report-only] [OUT_DIR (default results)]
 set -euo pipefail
-usage() { echo "usage: scripts/trained_heads.sh [--no-build] [--report-only] [OUT_DIR (default results)]"; }
+usage() { echo "usage: scripts/trained_heads.sh [--hybrid] [--no-build] [--report-only] [OUT_DIR (default results)]"; }
 bad() { usage >&2; echo "trained_heads.sh: $1" >&2; exit 2; }
-build=1 run=1 out=""
+build=1 run=1 hybrid=0 out=""
 for arg in "$@"; do
   case $arg in
     -h|--help) usage; exit 0 ;;
+    --hybrid) hybrid=1 ;;
     --no-build) build=0 ;;
     --report-only) build=0 run=0 ;;
     -*) bad "unknown option '$arg'" ;;
@@ -28,15 +35,31 @@ favor=${FAVOR:-build/favor}
 py=/usr/bin/python3
 layers=$(ls -d data/layer*/ | sed 's#data/layer\([0-9]*\)/#\1#' | sort -n)
 [ -n "$layers" ] || { echo "trained_heads.sh: no data/layer*/ (the captured heads)" >&2; exit 2; }
+# run_layers NAME CONFIG COMPARE_FLAGS...: CONFIG on every layer into $out/NAME/layer<i>, then favor compare.
+run_layers() {
+  local name=$1 config=$2 i dir; shift 2
+  for i in $layers; do
+    dir=$out/$name/layer$i
+    "$favor" run "$config" --out "$dir" --quiet \
+      --set "inputs.q=data/layer$i/q.npy" --set "inputs.k=data/layer$i/k.npy" --set "inputs.v=data/layer$i/v.npy"
+    "$favor" compare "$dir" "$@" > /dev/null
+    echo "$dir"
+  done
+}
+if [ "$hybrid" = 1 ]; then
+  if [ "$run" = 1 ]; then
+    for part in main w64 w256 fixed; do
+      config=configs/hybrid_trained_heads.json
+      [ "$part" = main ] || config=configs/hybrid_trained_heads_$part.json
+      run_layers "hybrid_trained_heads/$part" "$config" --metric output_rel_error --match num_features
+    done
+  fi
+  "$py" scripts/hybrid_report.py "$out/hybrid_trained_heads" data
+  exit 0
+fi
 if [ "$run" = 1 ]; then
   for name in trained_heads trained_heads_noncausal; do
-    for i in $layers; do
-      dir=$out/$name/layer$i
-      "$favor" run "configs/$name.json" --out "$dir" --quiet \
-        --set "inputs.q=data/layer$i/q.npy" --set "inputs.k=data/layer$i/k.npy" --set "inputs.v=data/layer$i/v.npy"
-      "$favor" compare "$dir" --metric output_rel_error --metric attention_tv --metric attention_kl > /dev/null
-      echo "$dir"
-    done
+    run_layers "$name" "configs/$name.json" --metric output_rel_error --metric attention_tv --metric attention_kl
   done
 fi
 "$py" scripts/trained_heads_report.py "$out" data
