@@ -233,7 +233,9 @@ TEST_CASE("hybrid: runner tables, all rows and row-sampled (query_rows)", "[hybr
         for (const auto& row : e.rows) {
             if (row[e.column("variant")] == "positive-iid+w200") REQUIRE(std::stod(row[e.column("output_rel_error")]) < 1e-13);
             else REQUIRE(std::stod(row[e.column("output_rel_error")]) > 1e-3);
-            REQUIRE(row[e.column("attention_tv")].empty());   // pairwise metrics: blank for hybrids
+            const double tv = std::stod(row[e.column("attention_tv")]);   // the hybrid's explicit A_hat
+            if (row[e.column("variant")] == "positive-iid+w200") REQUIRE(tv < 1e-13);
+            else REQUIRE(tv > 1e-3);
         }
         j["query_rows"] = 60;
         const RunResult some = run_experiment(parse_config(j, "t.json"));
@@ -241,6 +243,9 @@ TEST_CASE("hybrid: runner tables, all rows and row-sampled (query_rows)", "[hybr
             const double v = std::stod(row[some.errors.column("output_rel_error")]);
             if (row[some.errors.column("variant")] == "positive-iid+w200") REQUIRE(v < 1e-13);
             else REQUIRE((v > 1e-3 && std::stod(row[some.errors.column("output_rel_error_row_sem")]) > 0));
+            const double tv = std::stod(row[some.errors.column("attention_tv")]);
+            if (row[some.errors.column("variant")] == "positive-iid+w200") REQUIRE(tv < 1e-13);
+            else REQUIRE((tv > 1e-3 && std::stod(row[some.errors.column("attention_tv_row_sem")]) > 0));
         }
     }
 }
@@ -432,6 +437,43 @@ TEST_CASE("hybrid: pairwise metrics of the explicit A_hat", "[hybrid]") {
             REQUIRE(some[r].attention == per[rows[r]].attention);
             REQUIRE(some[r].tv == per[rows[r]].tv);
             REQUIRE(some[r].pairs == per[rows[r]].pairs);
+        }
+    }
+}
+
+TEST_CASE("hybrid: runner gradient and pairwise metrics", "[hybrid][grad]") {
+    for (const bool causal : {false, true}) {
+        json j = json::parse(R"({"name": "t", "seed": 5,
+            "inputs": {"source": "random", "L": 64, "d": 8},
+            "variants": [{"features": "positive", "window": 64}, {"features": "none", "window": 4, "sinks": 1},
+                         {"features": "positive", "window": 4, "sinks": 1},
+                         {"features": "positive", "window": 4, "epsilon": 1e-6, "name": "eps"}],
+            "m": 16, "trials": 3,
+            "metrics": ["output_rel_error", "attention_mse", "kernel_mse", "grad_q_rel_error", "grad_k_rel_error",
+                        "grad_v_rel_error", "grad_cosine", "grad_bias_rel"]})");
+        j["causal"] = causal;
+        const RunResult res = run_experiment(parse_config(j, "t.json"));
+        const Table& e = res.errors;
+        for (const auto& row : e.rows) {
+            const std::string var = row[e.column("variant")];
+            CAPTURE(var, causal);
+            if (var == "eps") {   // a map without a gradient: blank, the pairwise metrics not
+                REQUIRE(row[e.column("grad_q_rel_error")].empty());
+                REQUIRE(!row[e.column("attention_mse")].empty());
+                continue;
+            }
+            for (const char* c : {"grad_q_rel_error", "grad_k_rel_error", "grad_v_rel_error", "grad_bias_rel", "attention_mse"}) {
+                const double val = std::stod(row[e.column(c)]);
+                if (var == "positive-iid+w64") REQUIRE(val < 1e-12);
+                else REQUIRE(val > 1e-6);
+            }
+            const double floor = std::stod(row[e.column("grad_bias_floor")]);
+            if (var == "positive-iid+w4+s1") REQUIRE(floor > 0.0);
+            if (var == "none+w4+s1") REQUIRE(floor == 0.0);   // no W: every trial the same
+            REQUIRE(row[e.column("kernel_mse")].empty() == (var == "none+w4+s1"));   // none is no kernel
+            REQUIRE(row[e.column("kernel_mse_theory")].empty());
+            const double cosine = std::stod(row[e.column("grad_cosine")]);
+            REQUIRE(cosine > (var == "positive-iid+w64" ? 1 - 1e-12 : 0.0));
         }
     }
 }
