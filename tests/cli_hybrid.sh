@@ -2,7 +2,8 @@
 # Hybrids (docs/design.md 2.8) end to end: `favor apply --window --sinks` on data/'s heads
 # (layer 0, 2 heads, L = 1024, d = 64, causal) equals an independent numpy implementation
 # given favor's W to float64 rounding, features none equals windowed softmax, float32 is near
-# float64, `compare --match num_features` ranks hybrids with their w + s columns, and bad
+# float64, `apply --grad` with a hybrid writes dq, dk, dv (features none: masked softmax's
+# gradient in numpy), `compare --match num_features` ranks hybrids with their w + s columns, and bad
 # hybrid input is exit 2 with one line naming the flag or field.
 set -euo pipefail
 favor=$1; src=$2
@@ -47,6 +48,43 @@ for h in range(H):
     assert err32 < 1e-4, err32
 PY
 
+# apply --grad with a hybrid (2.8): dq, dk, dv beside the output with q, k, v's shapes; for
+# features none (window and sinks alone) they equal masked softmax's gradient written in numpy.
+"$py" - "$src" "$tmp" <<'PY'
+import sys, numpy as np
+src, t = sys.argv[1:]
+q = np.load(f"{src}/data/layer0/q.npy")
+np.save(f"{t}/g.npy", np.random.default_rng(4).standard_normal(q.shape[:-1] + (np.load(f"{src}/data/layer0/v.npy").shape[-1],)))
+PY
+mkdir "$tmp/gp" "$tmp/gn"
+"$favor" apply "${qkv[@]}" --causal --features positive --m 8 --window 4 --sinks 1 --grad "$tmp/g.npy" \
+  --out "$tmp/gp/out.npy"
+"$favor" apply "${qkv[@]}" --causal --features none --window 4 --sinks 1 --grad "$tmp/g.npy" --out "$tmp/gn/out.npy"
+"$py" - "$src" "$tmp" <<'PY'
+import sys, numpy as np
+src, t = sys.argv[1:]
+q, k, v = (np.load(f"{src}/data/layer0/{n}.npy").astype(np.float64) for n in "qkv")
+G = np.load(f"{t}/g.npy")
+L, d = q.shape[-2], q.shape[-1]
+for sub in ("gp", "gn"):
+    for n, x in (("dq", q), ("dk", k), ("dv", v)):
+        a = np.load(f"{t}/{sub}/out_{n}.npy")
+        assert a.shape == x.shape and np.isfinite(a).all() and np.abs(a).sum() > 0, (sub, n, a.shape)
+i, j = np.arange(L)[:, None], np.arange(L)[None, :]
+mask = (j <= i) & ((i - j < 4) | (j < 1))
+for h in range(q.shape[1]):
+    Q, K, V, g = q[0, h], k[0, h], v[0, h], G[0, h]
+    S = np.where(mask, Q @ K.T / np.sqrt(d), -np.inf)
+    A = np.exp(S - S.max(1, keepdims=True)); A /= A.sum(1, keepdims=True)
+    O = A @ V
+    dS = A * (g @ V.T - (g * O).sum(1, keepdims=True))
+    ref = {"dq": dS @ K / np.sqrt(d), "dk": dS.T @ Q / np.sqrt(d), "dv": A.T @ g}
+    for n, r in ref.items():
+        got = np.load(f"{t}/gn/out_{n}.npy")[0, h]
+        err = np.abs(got - r).max() / np.abs(r).max()
+        assert err < 1e-12, (h, n, err)
+PY
+
 # Equal columns: num_features 64 gives positive m = 64, positive+w16+s4 m = 44, none+w64 its
 # own 64; compare ranks all three at 64 columns.
 cat > "$tmp/c.json" <<'JSON'
@@ -82,8 +120,8 @@ expect_error window-negative "apply: --window:" apply "${qkv[@]}" --features pos
 expect_error none-alone "apply: --features: 'none' needs" apply "${qkv[@]}" --features none --out "$tmp/out"
 expect_error window-exact "apply: --window: applies to --features only" apply "${qkv[@]}" --exact --window 4 --out "$tmp/out"
 expect_error topk-no-window "apply: --window: must be >= 1" apply "${qkv[@]}" --features positive --m 8 --support topk --out "$tmp/out"
-expect_error grad "apply: --grad: no gradient for hybrids" apply "${qkv[@]}" --features positive --m 8 --window 4 \
-  --grad "$tmp/g.npy" --out "$tmp/out"
+expect_error grad-eps "apply: --grad: 'positive' has no gradient" apply "${qkv[@]}" --features positive --m 8 \
+  --epsilon 1e-6 --window 4 --grad "$tmp/g.npy" --out "$tmp/out"
 expect_error nystrom "apply: --window: does not apply to 'nystrom'" apply "${qkv[@]}" --features nystrom --m 8 --window 4 --out "$tmp/out"
 expect_error timing "variants[0].window: hybrids (window, sinks) run in approximation experiments only" \
   run "$(cfg t '{"name": "t", "experiment": "timing", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "window": 4}], "m": 8}')" --out "$tmp/out"

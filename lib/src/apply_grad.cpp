@@ -5,6 +5,7 @@
 
 #include "favor/backward_linear.hpp"
 #include "favor/error.hpp"
+#include "favor/hybrid_attention.hpp"
 #include "favor/npy.hpp"
 #include "favor/parallel.hpp"
 
@@ -18,6 +19,7 @@ Gradients<T> head_gradients(const Mat<double>& q, const Mat<double>& k, const Ma
     const int threads = resolve_threads(o.threads);
     if (!o.variant) return exact_attention_backward(Q, K, V, G, o.causal, threads);
     const Estimator<T> est = make_estimator<T>(*o.variant, o.m, q.shape(1), o.seed, o.trial).for_inputs(Q, K);
+    if (est.hybrid.active()) return hybrid_backward(est, Q, K, V, G, o.causal, threads);   // docs/design.md 2.8
     return favor_backward(est, Q, K, V, G, o.causal, threads);
 }
 }  // namespace
@@ -28,8 +30,6 @@ void check_apply_grad(const ApplyOptions& opt, const std::string& grad_path, con
     if (opt.dtype != DType::float64 && opt.dtype != DType::float32)
         throw Error("apply: --grad: no gradient with --dtype " + dtype_name(opt.dtype) +
                     " (the half dtypes are emulated; use float32 or float64)");
-    if (opt.variant && opt.variant->hybrid.active())
-        throw Error("apply: --grad: no gradient for hybrids (--window, --sinks) yet");
     if (opt.variant)
         if (const std::string why = opt.variant->map->gradient_refusal(); !why.empty())
             throw Error("apply: --grad: '" + opt.variant->map->name() + "' has no gradient (" + why + ")");

@@ -193,18 +193,42 @@ void pass_values(const Head<T>& h, const FeatureRows& fq, const FeatureRows& fk,
     if (req.any()) pairwise_values(cols, req, pairwise_metrics(h.x, h.y, h.softmax, fq, fk, req, threads), v);
 }
 
+// The estimator's gradients for the head's G: hybrid_backward for hybrids, favor_backward
+// otherwise (the map must have a gradient: gradient_refusal() empty).
+template <class T>
+Gradients<double> estimator_gradients(const Estimator<T>& est, const Head<T>& h, bool causal, int threads) {
+    if (est.hybrid.active()) return widen(hybrid_backward(est, h.q, h.k, h.v, h.g, causal, threads));
+    return widen(favor_backward(est, h.q, h.k, h.v, h.g, causal, threads));
+}
+
 // A hybrid's metrics (docs/design.md 2.8): the output metrics of the reference path's output
-// (row-sampled: the sampled rows only, each bitwise that row of the whole); the pairwise,
-// forward and gradient metrics are blank (none is implemented for hybrids yet).
+// (row-sampled: the sampled rows only, each bitwise that row of the whole); the pairwise
+// metrics of its explicit A_hat_ij = K_ij / D_i (hybrid_pairwise; the rows' sums added in row
+// order; kernel_mse_theory blank); the gradient metrics from hybrid_backward (blank for maps
+// without a gradient). The forward metric (overflow_fraction) is blank.
 template <class T>
 Values hybrid_values(const Estimator<T>& est, const Head<T>& h, const std::vector<std::string>& cols, bool causal,
                      int inner_threads) {
     Values v;
     const auto t0 = std::chrono::steady_clock::now();
-    const Mat<T> out = hybrid_attention(est, h.q, h.k, h.v, causal, inner_threads, h.sampled() ? &h.sample.rows : nullptr);
+    const std::vector<std::size_t>* rows = h.sampled() ? &h.sample.rows : nullptr;
+    const Mat<T> out = hybrid_attention(est, h.q, h.k, h.v, causal, inner_threads, rows);
     clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
-    if (h.sampled()) sampled_values(cols, h.reference, out, PairwiseRequest{}, {}, h.sample, v);
-    else output_values(cols, h.reference, out, v);
+    PairwiseRequest req = pairwise_request(cols, causal, est.map, est.W.shape(0), h.x, h.y);
+    req.theory = {}, req.row_normalised = true;
+    if (h.sampled()) req.positions = h.sample.rows.data();
+    std::vector<PairwiseSums> per_row;
+    if (req.any()) per_row = hybrid_pairwise(est, h.q, h.k, h.x, h.y, h.softmax, req, inner_threads, rows);
+    if (h.sampled()) {
+        sampled_values(cols, h.reference, out, req, per_row, h.sample, v);
+    } else {
+        output_values(cols, h.reference, out, v);
+        PairwiseSums total;
+        for (const PairwiseSums& r : per_row) total.add(r);   // in row order
+        if (req.any()) pairwise_values(cols, req, pairwise_result(total, req), v);
+    }
+    if (h.g.size() != 0 && est.ready_map().gradient_refusal().empty())
+        gradient_values(cols, h.grad, estimator_gradients(est, h, causal, inner_threads), v);
     return v;
 }
 
@@ -243,7 +267,7 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     }
     // The gradient metrics: the estimator's backward pass for G (blank for maps without one).
     if (h.g.size() != 0 && est.ready_map().gradient_refusal().empty())
-        gradient_values(cols, h.grad, widen(favor_backward(est, h.q, h.k, h.v, h.g, causal, inner_threads)), v);
+        gradient_values(cols, h.grad, estimator_gradients(est, h, causal, inner_threads), v);
     // The pairwise metrics stream over the pairs, each tile's features made again from the
     // estimator (bitwise favor_attention's): never the (L, F) matrices (docs/design.md 3).
     // Row-sampled: the sampled query rows' features against all keys, each row's own sums.
@@ -328,14 +352,14 @@ void trial_gradient_cells(const Config& cfg, const ApproxCells& grid, const Item
         const std::size_t first = g * it.trials, cell = cells[it.pos(first)];
         const Variant& var = cfg.variants[grid.at(cell).variant];
         const Instance<T>& in = instances[it.instance(grid, cell, first)];
-        if (!var.map->gradient_refusal().empty() || var.hybrid.active()) return;
+        if (!var.map->gradient_refusal().empty()) return;
         const std::size_t m = var.map->uses_m() ? grid.m(cell, in.d) : 1;
         std::vector<TrialGradients> acc(in.heads.size());
         for (std::size_t t = 0; t < it.trials; ++t) {
             const Estimator<T> base = make_estimator<T>(var, m, in.d, cfg.seed, t, dtype_rounding(cfg.dtype));
             for (std::size_t h = 0; h < in.heads.size(); ++h) {
                 const Head<T>& x = in.heads[h];
-                acc[h].add(widen(favor_backward(base.for_inputs(x.q, x.k), x.q, x.k, x.v, x.g, cfg.causal, inner)));
+                acc[h].add(estimator_gradients(base.for_inputs(x.q, x.k), x, cfg.causal, inner));
             }
         }
         std::vector<Values> per(in.heads.size());

@@ -208,6 +208,20 @@ double hybrid_cost(const ItemShape& x, const Variant& v, bool causal, double W, 
     return maps + flops / kScalarRate + pairs / kScalarExpRate;
 }
 
+// hybrid_backward (hybrid_attention.cpp): both feature matrices, their gradients and the maps'
+// vjps of them, dQ, dK, dV's float64 sums and per-row stats beside the gradients in the
+// compute dtype and widened to float64. Its time: a pass over the rows and one over the keys,
+// each pair's weight made again (each about hybrid_cost's), the two vjps about the features'.
+// Sets c.backward; returns the seconds of one head on one thread (a trial metric: twice).
+double hybrid_backward_cost(const ItemShape& x, const Variant& v, bool causal, bool trials, ItemCost& c) {
+    const double F = x.F, L = double(x.L), Lkd = double(x.Lk), d = double(x.d), dv = double(x.dv), sz = double(x.s);
+    const double grads = (L + Lkd) * d + Lkd * dv;
+    c.backward = 2.0 * sz * (L + Lkd) * F + 8.0 * grads + 24.0 * L + (2.0 * sz + 8.0) * grads;
+    ItemCost scratch;
+    const ItemShape all{x.m, x.L, x.Lk, x.d, x.dv, 1, x.s, x.F, x.L};
+    return (trials ? 2.0 : 1.0) * 3.0 * hybrid_cost(all, v, causal, 0.0, 0.0, 1, scratch);
+}
+
 // The streamed pass of the pairwise metrics (docs/design.md section 3), when some metric of
 // `cols` needs it: per thread (`inner` threads share an item's row blocks) the features of a
 // block of Q query rows and of a tile of R keys, K and S (Q x R), row sums; whole: the key
@@ -273,8 +287,11 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
     // (Row-sampled: also the sampled rows of the output, and its jackknife copies, 3.1.)
     const double out = double(x.s) * Lq * double(x.dv) + (x.sampled() ? 2.0 * 8.0 * double(x.rows * x.dv) : 0.0);
-    if (v.hybrid.active()) {   // the output metrics only (2.8)
-        c.seconds = double(x.heads) * hybrid_cost(x, v, cfg.causal, W, out, inner, c);
+    if (v.hybrid.active()) {   // the reference path (2.8); the pairwise sums: one more pass
+        const double pass = hybrid_cost(x, v, cfg.causal, W, out, inner, c);
+        if (any_pairwise(cols)) c.pairwise = double(x.s) * double(x.rows + x.Lk) * x.F + 80.0 * double(x.rows);
+        const double back = any_gradient(cols) ? hybrid_backward_cost(x, v, cfg.causal, any_trial_gradient(cols), c) : 0.0;
+        c.seconds = double(x.heads) * (pass * (any_pairwise(cols) ? 2.0 : 1.0) + back);
         return c;
     }
     if (output_fused(cols, *v.map, dtype_rounding(cfg.dtype), v.shift, cfg.causal)) fused_forward_cost(x, cfg.causal, W, out, c);
@@ -627,6 +644,11 @@ std::pair<double, double> apply_backward(const QkvShapes& sh, const ApplyOptions
         head += double(s) * L * dv + 8.0 * L + exact_backward_bytes(threads, L, Lk, d, dv, s);
         const double pairs = o.causal ? L * Lk / 2 : L * Lk;
         flops = 2.0 * pairs * (4 * d + 3 * dv), exps = 2 * pairs;   // forward (2 products), backward (5)
+    } else if (o.variant->hybrid.active()) {   // hybrid_backward (2.8)
+        ItemCost c;
+        const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, sh.heads, s, double(o.variant->map->num_features(o.m, sh.d)), sh.L};
+        const double seconds = hybrid_backward_cost(x, *o.variant, o.causal, false, c);
+        return {held + head + c.backward, H * seconds / double(threads)};
     } else {
         ItemCost c;
         const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, sh.heads, s, double(o.variant->map->num_features(o.m, sh.d)), sh.L};

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <limits>
 
+#include "favor/error.hpp"
 #include "favor/estimator.hpp"
+#include "favor/feature_grad.hpp"
 #include "favor/features.hpp"
 #include "favor/parallel.hpp"
 
@@ -164,6 +166,149 @@ std::vector<std::size_t> all_rows(std::size_t L) {
     return r;
 }
 
+// --- the gradient (hybrid_backward) ------------------------------------------------------
+// With D_i = sum_j K_ij and the row's shift c_i (K_ij = w_ij exp(c_i), D_i = Dt_i exp(c_i)):
+//   dLoss/dK_ij = (G_i.v_j - G_i.Out_i) / D_i = a_ij exp(-c_i),  a_ij = (G_i.v_j - G_i.Out_i) / Dt_i.
+// On the support K_ij = exp(s_ij): dLoss/ds_ij = a_ij w_ij, then dq_i += that k_j / sqrt(d),
+// dk_j += that q_i / sqrt(d). Off it K_ij = phi~(x_i).phi~(y_j) exp(lq_i + lk_j): with the log
+// scales held fixed (FeatureGrad's contract) dLoss/dphi~(x_i) += a_ij e_ij phi~(y_j) and
+// dLoss/dphi~(y_j) += a_ij e_ij phi~(x_i), e_ij = exp(lq_i + lk_j - c_i) <= 1 (no overflow).
+// dV_j = sum_i A_ij G_i, A_ij = w_ij / Dt_i.
+
+// What the key pass needs of each query row (the row pass makes it): c_i, Dt_i, G_i.Out_i and,
+// for top-k, the row's exact keys (ascending).
+struct RowStats {
+    std::vector<double> c, den, gout;
+    std::vector<std::vector<std::size_t>> top;
+};
+
+template <class T>
+double dot_rows(const T* a, const T* b, std::size_t n) {
+    double t = 0.0;
+    for (std::size_t k = 0; k < n; ++k) t += double(a[k]) * double(b[k]);
+    return t;
+}
+
+// Row i's pass: its weights (row_weights), its stats, dq_i's exact part (dq, double) and
+// dLoss/dphi~(x_i) (dphi, in T), in key order.
+template <class T>
+void backward_row(const Parts<T>& p, const Mat<T>& G, std::size_t i, RowScratch& x, RowStats& st, double* dq, T* dphi) {
+    const std::size_t n = visible(p, i), d = p.Q.shape(1), dv = p.V.shape(1), F = p.fq.phi.shape(1);
+    const double c = row_weights(p, i, i, n, x), inv_sqrt_d = 1.0 / std::sqrt(double(d));
+    std::vector<double> out(dv, 0.0), dphi_d(F, 0.0);
+    double den = 0.0;
+    for (std::size_t j = 0; j < n; ++j) {
+        den += x.w[j];
+        for (std::size_t k = 0; k < dv; ++k) out[k] += x.w[j] * double(p.V.data()[j * dv + k]);
+    }
+    const T* g = G.data() + i * dv;
+    double gout = 0.0;
+    for (std::size_t k = 0; k < dv; ++k) gout += double(g[k]) * (out[k] / den);
+    st.c[i] = c, st.den[i] = den, st.gout[i] = gout;
+    for (std::size_t j = 0; j < n; ++j) {
+        if (!x.exact[j] && !p.remainder) continue;
+        const double a = (dot_rows(g, p.V.data() + j * dv, dv) - gout) / den;
+        if (x.exact[j]) {
+            const double ds = a * x.w[j] * inv_sqrt_d;   // dLoss/ds_ij / sqrt(d)
+            for (std::size_t k = 0; k < d; ++k) dq[k] += ds * double(p.K.data()[j * d + k]);
+        } else {
+            const double t = a * std::exp(x.s[j] - c);   // a_ij e_ij
+            for (std::size_t f = 0; f < F; ++f) dphi_d[f] += t * double(p.fk.phi.data()[j * F + f]);
+        }
+    }
+    if (p.support.topk)
+        for (std::size_t j = 0; j < n; ++j)
+            if (x.exact[j]) st.top[i].push_back(j);
+    for (std::size_t f = 0; f < F; ++f) dphi[f] = T(dphi_d[f]);
+}
+
+template <class T>
+bool exact_pair(const Parts<T>& p, const RowStats& st, std::size_t i, std::size_t j) {
+    if (p.support.in_window_or_sinks(i, j)) return true;
+    return p.support.topk && std::binary_search(st.top[i].begin(), st.top[i].end(), j);
+}
+
+// Key j's pass over the query rows that see it, in row order: dv_j, dk_j's exact part (dk,
+// double) and dLoss/dphi~(y_j) (dphi, in T). Each pair's weight as row_weights makes it.
+template <class T>
+void backward_key(const Parts<T>& p, const Mat<T>& G, const RowStats& st, std::size_t j, double* dk, double* dvj,
+                  T* dphi) {
+    const std::size_t L = p.Q.shape(0), d = p.Q.shape(1), dv = p.V.shape(1), F = p.fq.phi.shape(1);
+    const double inv_sqrt_d = 1.0 / std::sqrt(double(d));
+    std::vector<double> dphi_d(F, 0.0);
+    for (std::size_t i = p.causal ? j : 0; i < L; ++i) {
+        const bool exact = exact_pair(p, st, i, j);
+        if (!exact && !p.remainder) continue;
+        const T* g = G.data() + i * dv;
+        const double a = (dot_rows(g, p.V.data() + j * dv, dv) - st.gout[i]) / st.den[i];
+        double w;
+        if (exact) {
+            w = std::exp(double(score(p, i, j)) - st.c[i]);
+            const double ds = a * w * inv_sqrt_d;
+            for (std::size_t k = 0; k < d; ++k) dk[k] += ds * double(p.Q.data()[i * d + k]);
+        } else {
+            const T* fq = p.fq.phi.data() + i * F;
+            T kt = 0;
+            for (std::size_t f = 0; f < F; ++f) kt += fq[f] * p.fk.phi.data()[j * F + f];
+            const double e = std::exp(p.fq.log_scale[i] + p.fk.log_scale[j] - st.c[i]);
+            w = double(kt) * e;
+            for (std::size_t f = 0; f < F; ++f) dphi_d[f] += a * e * double(fq[f]);
+        }
+        for (std::size_t k = 0; k < dv; ++k) dvj[k] += w / st.den[i] * double(g[k]);
+    }
+    for (std::size_t f = 0; f < F; ++f) dphi[f] = T(dphi_d[f]);
+}
+
+// exact (double) + through (T, the map's vjp), into T.
+template <class T>
+Mat<T> added(const Mat<double>& exact, const Mat<T>* through) {
+    Mat<T> out = Mat<T>::from_shape(exact.shape());
+    for (std::size_t k = 0; k < exact.size(); ++k)
+        out.data()[k] = T(exact.data()[k] + (through ? double(through->data()[k]) : 0.0));
+    return out;
+}
+
+// The map, checked to have a gradient for est (throws Error otherwise), as favor_backward.
+template <class T>
+const FeatureMap& hybrid_gradient_map(const Estimator<T>& est) {
+    const FeatureMap& f = est.ready_map();
+    if (const std::string why = f.gradient_refusal(); !why.empty()) no_gradient(f, why);
+    if (est.rounding != Rounding::none) throw Error("backward: no gradient for the emulated half dtypes");
+    return f;
+}
+
+// --- the pairwise sums (hybrid_pairwise) ---------------------------------------------------
+// Row r's (query i) sums of A_hat_ij = w_ij / Dt_i against A_ij = exp(s_ij - max) / z, s the
+// float64 scores of the scaled rows, as pairwise_pass.cpp's pair_lanes defines each term.
+template <class T>
+PairwiseSums pairwise_row(const Parts<T>& p, std::size_t i, std::size_t r, const Mat<double>& X, const Mat<double>& Y,
+                          const SoftmaxRows& ex, const PairwiseRequest& req, RowScratch& x) {
+    const std::size_t n = visible(p, i), d = X.shape(1);
+    const double c = row_weights(p, i, r, n, x), mx = ex.max[r], z = ex.sum[r], log_z = std::log(z);
+    double den = 0.0;
+    for (std::size_t j = 0; j < n; ++j) den += x.w[j];
+    PairwiseSums s;
+    double tv = 0.0;
+    for (std::size_t j = 0; j < n; ++j) {
+        const double sc = dot_rows(X.data() + r * d, Y.data() + j * d, d);
+        const double a = std::exp(sc - mx) / z, ah = x.w[j] / den, e = a - ah;
+        s.attention += e * e;
+        tv += std::fabs(e);
+        s.negative += !(ah >= 0.0) ? 1.0 : 0.0;   // NaN counts (docs/design.md 3)
+        if (req.attention_kl) {
+            s.kl_undefined = s.kl_undefined || !(ah > 0.0);
+            if (a != 0.0) s.kl += a * ((sc - mx - log_z) - std::log(ah));   // log A from the scores
+        }
+        if (req.kernel_mse) {
+            const double k = x.w[j] == 0.0 ? 0.0 : x.w[j] * std::exp(c), err = std::exp(sc) - k;
+            s.kernel += err * err;
+        }
+    }
+    s.tv = 0.5 * tv, s.pairs = double(n), s.rows = 1.0;
+    if (s.kl_undefined) s.kl = 0.0;
+    return s;
+}
+
 }  // namespace
 
 template <class T>
@@ -193,6 +338,59 @@ std::vector<double> hybrid_kernel_row(const Estimator<T>& est, MatView<T> Q, Mat
     return k;
 }
 
+template <class T>
+Gradients<T> hybrid_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                             const Mat<T>& G, bool causal, int threads) {
+    check_backward_shapes(Q, K, V, G, causal);
+    const FeatureMap& map = hybrid_gradient_map(est);
+    Estimator<T> shifted = est;   // the features with their shifts (the gradient is the same)
+    shifted.shift = true;
+    const Parts<T> p = make_parts(shifted, MatView<T>(Q), MatView<T>(K), MatView<T>(V), causal, threads, nullptr);
+    const std::size_t L = Q.shape(0), Lk = K.shape(0), d = Q.shape(1), dv = V.shape(1), F = p.fq.phi.shape(1);
+    RowStats st{std::vector<double>(L), std::vector<double>(L), std::vector<double>(L),
+                std::vector<std::vector<std::size_t>>(p.support.topk ? L : 0)};
+    Mat<double> dq = xt::zeros<double>({L, d}), dk = xt::zeros<double>({Lk, d}), dvv = xt::zeros<double>({Lk, dv});
+    Mat<T> dphiq = xt::zeros<T>({L, F}), dphik = xt::zeros<T>({Lk, F});
+    const std::size_t qb = (L + kHybridRowBlock - 1) / kHybridRowBlock, kb = (Lk + kHybridRowBlock - 1) / kHybridRowBlock;
+    parallel_for(qb, threads, [&](std::size_t b) {   // rows: dq_i, dphi~(x_i), the stats
+        RowScratch x;
+        for (std::size_t i = b * kHybridRowBlock; i < std::min(L, (b + 1) * kHybridRowBlock); ++i)
+            backward_row(p, G, i, x, st, dq.data() + i * d, dphiq.data() + i * F);
+    });
+    parallel_for(kb, threads, [&](std::size_t b) {   // keys: dk_j, dv_j, dphi~(y_j)
+        for (std::size_t j = b * kHybridRowBlock; j < std::min(Lk, (b + 1) * kHybridRowBlock); ++j)
+            backward_key(p, G, st, j, dk.data() + j * d, dvv.data() + j * dv, dphik.data() + j * F);
+    });
+    Gradients<T> out{{}, {}, cast_mat<T>(dvv)};
+    if (!p.remainder) {
+        out.dQ = added<T>(dq, nullptr), out.dK = added<T>(dk, nullptr);
+        return out;
+    }
+    const double xs = 1.0 / std::pow(double(d), 0.25);
+    const Mat<T> vq = feature_vjp(map, Q, xs, est.W, Side::query, p.fq.phi, dphiq, threads);
+    const Mat<T> vk = feature_vjp(map, K, xs, est.W, Side::key, p.fk.phi, dphik, threads);
+    out.dQ = added<T>(dq, &vq), out.dK = added<T>(dk, &vk);
+    return out;
+}
+
+template <class T>
+std::vector<PairwiseSums> hybrid_pairwise(const Estimator<T>& est, MatView<T> Q, MatView<T> K, const Mat<double>& X,
+                                          const Mat<double>& Y, const SoftmaxRows& exact, const PairwiseRequest& req,
+                                          int threads, const std::vector<std::size_t>* rows) {
+    const std::vector<std::size_t> which = rows ? *rows : all_rows(Q.shape(0));
+    if (X.shape(0) != which.size() || Y.shape(0) != K.shape(0) || exact.max.size() != which.size())
+        throw std::logic_error("hybrid_pairwise: X, Y or the softmax rows are not those of these rows");
+    const Parts<T> p = make_parts(est, Q, K, K, req.causal, threads, rows);
+    std::vector<PairwiseSums> out(which.size());
+    const std::size_t blocks = (which.size() + kHybridRowBlock - 1) / kHybridRowBlock;
+    parallel_for(blocks, threads, [&](std::size_t b) {
+        RowScratch x;
+        const std::size_t end = std::min(which.size(), (b + 1) * kHybridRowBlock);
+        for (std::size_t r = b * kHybridRowBlock; r < end; ++r) out[r] = pairwise_row(p, which[r], r, X, Y, exact, req, x);
+    });
+    return out;
+}
+
 template Mat<float> hybrid_attention<float>(const Estimator<float>&, MatView<float>, MatView<float>, MatView<float>, bool,
                                             int, const std::vector<std::size_t>*);
 template Mat<double> hybrid_attention<double>(const Estimator<double>&, MatView<double>, MatView<double>, MatView<double>,
@@ -201,5 +399,16 @@ template std::vector<double> hybrid_kernel_row<float>(const Estimator<float>&, M
                                                       bool);
 template std::vector<double> hybrid_kernel_row<double>(const Estimator<double>&, MatView<double>, MatView<double>,
                                                        std::size_t, bool);
+
+template Gradients<float> hybrid_backward<float>(const Estimator<float>&, const Mat<float>&, const Mat<float>&,
+                                                 const Mat<float>&, const Mat<float>&, bool, int);
+template Gradients<double> hybrid_backward<double>(const Estimator<double>&, const Mat<double>&, const Mat<double>&,
+                                                   const Mat<double>&, const Mat<double>&, bool, int);
+template std::vector<PairwiseSums> hybrid_pairwise<float>(const Estimator<float>&, MatView<float>, MatView<float>,
+                                                          const Mat<double>&, const Mat<double>&, const SoftmaxRows&,
+                                                          const PairwiseRequest&, int, const std::vector<std::size_t>*);
+template std::vector<PairwiseSums> hybrid_pairwise<double>(const Estimator<double>&, MatView<double>, MatView<double>,
+                                                           const Mat<double>&, const Mat<double>&, const SoftmaxRows&,
+                                                           const PairwiseRequest&, int, const std::vector<std::size_t>*);
 
 }  // namespace favor

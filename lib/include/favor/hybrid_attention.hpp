@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "favor/backward_exact.hpp"
+#include "favor/pairwise_pass.hpp"
 #include "favor/tensor.hpp"
 
 namespace favor {
@@ -29,5 +31,33 @@ Mat<T> hybrid_attention(const Estimator<T>& est, MatView<T> Q, MatView<T> K, Mat
 template <class T>
 std::vector<double> hybrid_kernel_row(const Estimator<T>& est, MatView<T> Q, MatView<T> K, std::size_t i,
                                       bool causal = false);
+
+// The exact gradient of the reference path's output (docs/design.md 2.8) for the upstream
+// gradient G (L, dv): with K_ij the kernel above, D_i = sum_j K_ij and A_ij = K_ij / D_i,
+//   dV_j = sum_i A_ij G_i,  dLoss/dK_ij = (G_i.v_j - G_i.Out_i) / D_i,
+// on the support dLoss/ds_ij = dLoss/dK_ij K_ij (s_ij = q_i.k_j / sqrt(d)), off it through
+// phi(x_i).phi(y_j) and the map's vjp (FeatureMap::vjp; W and fitted parameters held fixed,
+// the support held fixed: top-k's choice is piecewise constant). est must be fitted
+// (for_inputs); the features are made with their shifts whatever est.shift says (the
+// gradient is the same, as favor_backward). Sums in double; each row of dQ is made by one
+// thread in key order, each row of dK and dV by one thread in query order: the numbers do not
+// depend on `threads`. Throws Error for maps with a gradient_refusal(), the half dtypes and
+// shapes that do not fit (check_backward_shapes).
+template <class T>
+Gradients<T> hybrid_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
+                             const Mat<T>& G, bool causal = false, int threads = 1);
+
+// The pairwise sums (pairwise_pass.hpp) of each query row asked (`rows` as hybrid_attention's;
+// null: all rows), in that order, of the hybrid's explicit A_hat_ij = K_ij / D_i against exact
+// softmax A_ij = exp(x_i.y_j - max_i) / z_i over the row's visible keys (causal: j <= i):
+// attention (sum (A - A_hat)^2), tv (1/2 sum |A - A_hat|), kl (sum A log(A / A_hat), from the
+// scores; kl_undefined when some A_hat <= 0 or NaN), negative (A_hat not >= 0), kernel
+// (sum (exp(x.y) - K_ij)^2), pairs, rows = 1; theory stays 0 (kernel_mse_theory is blank for
+// hybrids). X: the asked rows of Q scaled by d^{-1/4} in double (row r for the r-th row asked),
+// Y: K scaled, exact: softmax_rows of those rows (with their positions when sampled).
+template <class T>
+std::vector<PairwiseSums> hybrid_pairwise(const Estimator<T>& est, MatView<T> Q, MatView<T> K, const Mat<double>& X,
+                                          const Mat<double>& Y, const SoftmaxRows& exact, const PairwiseRequest& req,
+                                          int threads = 1, const std::vector<std::size_t>* rows = nullptr);
 
 }  // namespace favor

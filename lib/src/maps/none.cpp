@@ -2,6 +2,9 @@
 // {"features": "none", "window": w} is sliding-window softmax. Not in the registry (alone it
 // is no estimator: a row would have no keys); parse_variant makes it with a window or sinks,
 // and hybrid_attention never asks it for features.
+#include <algorithm>
+
+#include "favor/feature_grad.hpp"
 #include "favor/feature_maps.hpp"
 
 namespace favor {
@@ -23,6 +26,11 @@ public:
     }
     template <class T>
     void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
+    // No features, so nothing flows through them: a window-only hybrid's gradient is its
+    // exact part alone (hybrid_backward); the vjp of the empty Jacobian is 0.
+    std::string gradient_refusal() const override { return ""; }
+    void vjp(const FeatureGrad<float>& g) const override { std::fill(g.dX, g.dX + g.rows * g.d, 0.0f); }
+    void vjp(const FeatureGrad<double>& g) const override { std::fill(g.dX, g.dX + g.rows * g.d, 0.0); }
 };
 }  // namespace
 
