@@ -9,10 +9,13 @@
 #include <cmath>
 #include <string>
 
+#include "favor/config.hpp"
 #include "favor/estimator.hpp"
+#include "favor/experiment.hpp"
 #include "favor/hybrid_attention.hpp"
 #include "favor/hybrid_fast.hpp"
 #include "favor/inputs.hpp"
+#include "favor/timing.hpp"
 #include "favor/variant.hpp"
 #include "helpers.hpp"
 
@@ -137,4 +140,43 @@ TEST_CASE("hybrid fast path: which estimators take it", "[hybrid][hybrid_fast]")
                                                        x.q, x.k);
     const Mat<double> a = hybrid_forward(top, x.q, x.k, x.v, true), b = hybrid_attention(top, x.q, x.k, x.v, true);
     REQUIRE(std::equal(a.begin(), a.end(), b.begin()));
+}
+
+TEST_CASE("hybrid fast path: timing experiments take hybrids, kernel experiments refuse them", "[hybrid][timing]") {
+    const json j = json::parse(R"({
+        "name": "t", "experiment": "timing", "seed": 1, "dtype": "float32",
+        "inputs": {"source": "random", "L": [64, 256], "d": 8},
+        "variants": [{"features": "exact"}, {"features": "positive", "projection": "orthogonal", "window": 16},
+                     {"features": "none", "window": 8, "sinks": 2}],
+        "m": [8], "repeats": 2, "warmup": 1})");
+    RunOptions opt;
+    opt.threads = 2;
+    const Config cfg = parse_config(j, "t.json");
+    const RunResult r = run_experiment(cfg, opt);
+    REQUIRE(r.timing.rows.size() == 3 * 2);
+    const std::size_t var = r.timing.column("variant"), st = r.timing.column("status"), L = r.timing.column("L"),
+                      gf = r.timing.column("gflops"), med = r.timing.column("median_s");
+    for (const auto& row : r.timing.rows) {
+        CAPTURE(row[var], row[L]);
+        REQUIRE(row[st] == "ok");
+        REQUIRE(std::stod(row[med]) > 0);
+        REQUIRE(row[r.timing.column("features_s")].empty());   // no phases for exact and hybrids
+        // counted flops: the remainder's and 2 (d + dv) per support pair
+        const Variant& v = cfg.variants[row[var] == "exact" ? 0 : row[var] == "none+w8+s2" ? 2 : 1];
+        const std::size_t n = std::stoul(row[L]);
+        const std::string m = row[r.timing.column("m")];
+        const double flops = v.exact ? exact_attention_flops(n, n, 8, 8, false)
+                                     : favor_attention_flops(*v.map, n, n, 8, 8, m.empty() ? 0 : std::stoul(m)) +
+                                           support_flops(v.hybrid, n, 8, 8, false);
+        REQUIRE(std::stod(row[gf]) * std::stod(row[med]) * 1e9 == Approx(flops).epsilon(1e-4));
+    }
+    // support_flops: sum_i |E(i)| pairs at 2 (d + dv) each
+    HybridSupport h;
+    h.window = 3, h.sinks = 1;
+    // causal L = 5: |E(i)| = 1, 2, 3, 4, 4 (sink 0 and the window (i - 3, i]); non-causal: sink plus |i - j| < 3
+    REQUIRE(support_flops(h, 5, 2, 2, true) == Approx(2.0 * 14 * 4));
+    REQUIRE(support_flops(h, 5, 2, 2, false) == Approx(2.0 * (3 + 4 + 5 + 5 + 4) * 4));
+    const json k = json::parse(R"({"name": "k", "experiment": "kernel", "d": 4, "m": 4, "norm": [0.5],
+        "angle": [0.0, 1.0], "trials": 2, "variants": [{"features": "positive", "window": 4}]})");
+    REQUIRE_THROWS_WITH(parse_config(k, "k.json"), Catch::Contains("run in approximation and timing experiments only"));
 }

@@ -22,6 +22,7 @@
 #include "favor/experiment.hpp"
 #include "favor/grid.hpp"
 #include "favor/hybrid_attention.hpp"
+#include "favor/hybrid_fast.hpp"
 #include "favor/inputs.hpp"
 #include "favor/metric_table.hpp"
 #include "favor/parallel.hpp"
@@ -193,15 +194,17 @@ void pass_values(const Head<T>& h, const FeatureRows& fq, const FeatureRows& fk,
     if (req.any()) pairwise_values(cols, req, pairwise_metrics(h.x, h.y, h.softmax, fq, fk, req, threads), v);
 }
 
-// A hybrid's metrics (docs/design.md 2.8): the output metrics of the reference path's output
-// (row-sampled: the sampled rows only, each bitwise that row of the whole); the pairwise,
+// A hybrid's metrics (docs/design.md 2.8): the output metrics of hybrid_forward's output (the
+// fast path for window / sinks; row-sampled: the reference path's sampled rows only, each
+// bitwise that row of the reference's whole); the pairwise,
 // forward and gradient metrics are blank (none is implemented for hybrids yet).
 template <class T>
 Values hybrid_values(const Estimator<T>& est, const Head<T>& h, const std::vector<std::string>& cols, bool causal,
                      int inner_threads) {
     Values v;
     const auto t0 = std::chrono::steady_clock::now();
-    const Mat<T> out = hybrid_attention(est, h.q, h.k, h.v, causal, inner_threads, h.sampled() ? &h.sample.rows : nullptr);
+    const Mat<T> out = h.sampled() ? hybrid_attention(est, h.q, h.k, h.v, causal, inner_threads, &h.sample.rows)
+                                   : hybrid_forward(est, h.q, h.k, h.v, causal, inner_threads);
     clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
     if (h.sampled()) sampled_values(cols, h.reference, out, PairwiseRequest{}, {}, h.sample, v);
     else output_values(cols, h.reference, out, v);
