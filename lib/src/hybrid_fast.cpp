@@ -54,6 +54,9 @@ struct KeySums {
 
 template <class T>
 struct Fast {
+    Fast(MatView<T> q, MatView<T> k, MatView<T> v, const HybridSupport& hs, bool c, std::size_t dq, std::size_t dvv,
+         std::size_t f)
+        : Q(q), K(k), V(v), h(hs), causal(c), d(dq), dv(dvv), F(f) {}
     MatView<T> Q, K, V;
     HybridSupport h;
     bool causal = false;
@@ -62,6 +65,10 @@ struct Fast {
     // storage the calling thread keeps (a fresh 4 MB matrix per call costs a page fault per 4 kB).
     const T *phiq = nullptr, *phik = nullptr;
     const double *lq = nullptr, *lk = nullptr;
+    // K^T (d x Lk) and phi~(Y)^T (F x Lk), rows ldt apart (Lk rounded up plus one cache line, so
+    // that the rows a tile kernel reads do not all map to the same L1 set), laid out once.
+    const T *Kt = nullptr, *phiKt = nullptr;
+    std::size_t ldt = 0;
     KeySums<T> sums;
 };
 
@@ -180,29 +187,30 @@ Plan plan(const Fast<T>& p, std::size_t r0, std::size_t r1) {
     return pl;
 }
 
-// Scratch of one thread (O(block x (w + s + B) + F dv)).
+// Scratch of one thread (O(B_q (w + s + B_q + B_k) + F dv)).
 template <class T>
 struct Scratch {
-    std::vector<T> kt, S, Kf, P, num, U, G, z;
+    std::vector<T> S, Kf, P, num, U, G, z;
     std::vector<double> c, den;
 };
 
-// dst (n x rows) = src (rows x n, ld n) transposed.
+// dst[c * ld + j] = src[j * k + c] for the rows j < n of src (n x k): the transposed keys, a
+// block of rows per parallel item.
 template <class T>
-void transpose(const T* src, std::size_t rows, std::size_t n, T* dst) {
-    for (std::size_t j = 0; j < rows; ++j)
-        for (std::size_t k = 0; k < n; ++k) dst[k * rows + j] = src[j * n + k];
+void transpose_into(const T* src, std::size_t n, std::size_t k, T* dst, std::size_t ld, int threads) {
+    const std::size_t blocks = (n + kBlock - 1) / kBlock;
+    parallel_for(blocks, threads_for(double(n * k) * 8.0, threads), [&](std::size_t b) {
+        const std::size_t j1 = std::min(n, (b + 1) * kBlock);
+        for (std::size_t c = 0; c < k; ++c)
+            for (std::size_t j = b * kBlock; j < j1; ++j) dst[c * ld + j] = src[j * k + c];
+    });
 }
 
-// C[:, lo - a, hi - a) (ld ldc) = alpha A B_[lo, hi)^T for A (R x k, ld k) and the rows
-// [lo, hi) of B (ld k), B's rows laid out transposed once into kt.
+// C[:, lo - a, hi - a) (ld ldc) = alpha A Bt[:, lo, hi) for A (R x k, ld k) and Bt (k x Lk, ld ldt).
 template <class T>
-void product(const T* A, std::size_t R, std::size_t k, const T* B, std::size_t lo, std::size_t hi, T alpha, T* C,
-             std::size_t ldc, std::vector<T>& kt) {
-    const std::size_t n = hi - lo;
-    T* t = grown(kt, k * n);
-    transpose(B + lo * k, n, k, t);
-    tiles::times_transposed(A, R, k, t, n, n, alpha, C, ldc);
+void product(const T* A, std::size_t R, std::size_t k, const T* Bt, std::size_t ldt, std::size_t lo, std::size_t hi,
+             T alpha, T* C, std::size_t ldc) {
+    tiles::times_transposed(A, R, k, Bt + lo, ldt, hi - lo, alpha, C, ldc);
 }
 
 // The keys some row of [r0, r1) sees exactly (the sinks, the window hull) and in its
@@ -244,12 +252,12 @@ void products(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl, S
             std::size_t lo = std::max(a, ex[h][0]), hi = std::min(b, ex[h][1]);
             if (lo < hi) {
                 lo = aligned_down<T>(a, lo), hi = aligned_up<T>(a, b, hi);
-                product(p.Q.data() + r0 * p.d, R, p.d, p.K.data(), lo, hi, alpha, S + (off + lo - a), pl.n, x.kt);
+                product(p.Q.data() + r0 * p.d, R, p.d, p.Kt, p.ldt, lo, hi, alpha, S + (off + lo - a), pl.n);
             }
             lo = std::max(a, rm[h][0]), hi = std::min(b, rm[h][1]);
             if (Kf && lo < hi) {
                 lo = aligned_down<T>(a, lo), hi = aligned_up<T>(a, b, hi);
-                product(p.phiq + r0 * p.F, R, p.F, p.phik, lo, hi, T(1), Kf + (off + lo - a), pl.n, x.kt);
+                product(p.phiq + r0 * p.F, R, p.F, p.phiKt, p.ldt, lo, hi, T(1), Kf + (off + lo - a), pl.n);
             }
         }
 }
@@ -383,6 +391,18 @@ void run_block(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
     }
 }
 
+// p.Kt, p.phiKt: the keys and their features transposed, in storage the calling thread keeps.
+template <class T>
+void transposed_keys(Fast<T>& p, int threads) {
+    thread_local std::vector<T> kept;
+    const std::size_t Lk = p.K.shape(0), W = tiles::lanes<T>();
+    p.ldt = (Lk + W - 1) / W * W + 64 / sizeof(T);
+    T* t = grown(kept, (p.d + p.F) * p.ldt);
+    transpose_into(p.K.data(), Lk, p.d, t, p.ldt, threads);
+    if (p.F) transpose_into(p.phik, Lk, p.F, t + p.d * p.ldt, p.ldt, threads);
+    p.Kt = t, p.phiKt = t + p.d * p.ldt;
+}
+
 }  // namespace
 
 template <class T>
@@ -393,8 +413,7 @@ bool hybrid_fast_applies(const Estimator<T>& est) {
 template <class T>
 Mat<T> hybrid_fast(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads) {
     const FeatureMap& map = est.ready_map();
-    Fast<T> p{Q, K, V, est.hybrid, causal, Q.shape(1), V.shape(1), map.num_features(est.W.shape(0), Q.shape(1)),
-              nullptr, nullptr, nullptr, nullptr, {}};
+    Fast<T> p{Q, K, V, est.hybrid, causal, Q.shape(1), V.shape(1), map.num_features(est.W.shape(0), Q.shape(1))};
     if (p.F) {
         const double xs = 1.0 / std::pow(double(p.d), 0.25);   // x = q / d^(1/4), as the reference
         thread_local std::vector<T> phi;
@@ -407,6 +426,7 @@ Mat<T> hybrid_fast(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<
         compute_features_into(map, K, xs, est.W, Side::key, threads, f + L * p.F, l + L, est.rounding, est.shift);
         p.phiq = f, p.lq = l, p.phik = f + L * p.F, p.lk = l + L;
     }
+    transposed_keys(p, threads);
     p.sums = key_sums(p, threads);
     const std::size_t L = Q.shape(0), nb = (L + kRows - 1) / kRows;
     Mat<T> out = Mat<T>::from_shape({L, p.dv});
