@@ -208,6 +208,32 @@ double hybrid_cost(const ItemShape& x, const Variant& v, bool causal, double W, 
     return maps + flops / kScalarRate + pairs / kScalarExpRate;
 }
 
+// hybrid_fast (docs/design.md 2.8; window / sinks, all rows, no half emulation) on `threads`
+// threads: both sides' features and log scales (kept per calling thread), K^T and phi~(Y)^T
+// (rows padded), the key blocks' own sums and their prefix (non-causal: and suffix) sums,
+// (Lk / 64 + 1) F (dv + 1) each, per thread a query block's S, Kf and P (32 rows x its
+// explicit keys: about w + 96 causal, 2w + 160 non-causal, plus the sinks); time: the map's
+// features, the key sums and the far remainder's product (4 (L + Lk) F (dv + 1)), and per row
+// its explicit keys' products (2 (d + F + dv) each) and exps. Seconds of one head, one thread.
+double hybrid_fast_cost(const ItemShape& x, const Variant& v, bool causal, double W, double out, int threads,
+                        ItemCost& c) {
+    const double F = x.F, L = double(x.L), Lk = double(x.Lk), d = double(x.d), dv = double(x.dv), s = double(x.s);
+    const double w = double(v.hybrid.window), sinks = double(v.hybrid.sinks);
+    const double expl = std::min(Lk, (causal ? w + 96.0 : 2.0 * w + 160.0) + sinks);
+    const double sums = F > 0 ? (std::ceil(Lk / 64.0) + 1.0) * F * (dv + 1.0) * s * (causal ? 2.0 : 3.0) : 0.0;
+    const double feats = F > 0 ? s * (L + Lk) * F + 16.0 * (L + Lk) : 0.0;
+    c.features = W + feats + out + s * (d + F) * (Lk + 32.0) + sums + double(threads) * (3.0 * 32.0 * expl * s + 8.0 * F * dv * s);
+    const double maps = F > 0 ? gemm_seconds(v.map->feature_flops(x.L, x.Lk, x.m, x.d) + 4.0 * (L + Lk) * F * (dv + 1.0), x.s) +
+                                    (L + Lk) * F / kVexpRate
+                              : 0.0;
+    return maps + gemm_seconds(2.0 * L * expl * (d + F + dv), x.s) + L * expl / kVexpRate;
+}
+
+// Whether hybrid_forward takes the fast path (hybrid_fast_applies) for a run of all rows.
+bool hybrid_fast_run(const Variant& v, Rounding r, bool sampled) {
+    return v.hybrid.active() && !v.hybrid.topk && r == Rounding::none && !sampled;
+}
+
 // The streamed pass of the pairwise metrics (docs/design.md section 3), when some metric of
 // `cols` needs it: per thread (`inner` threads share an item's row blocks) the features of a
 // block of Q query rows and of a tile of R keys, K and S (Q x R), row sums; whole: the key
@@ -274,7 +300,9 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape
     // (Row-sampled: also the sampled rows of the output, and its jackknife copies, 3.1.)
     const double out = double(x.s) * Lq * double(x.dv) + (x.sampled() ? 2.0 * 8.0 * double(x.rows * x.dv) : 0.0);
     if (v.hybrid.active()) {   // the output metrics only (2.8)
-        c.seconds = double(x.heads) * hybrid_cost(x, v, cfg.causal, W, out, inner, c);
+        c.seconds = double(x.heads) * (hybrid_fast_run(v, dtype_rounding(cfg.dtype), x.sampled())
+                                           ? hybrid_fast_cost(x, v, cfg.causal, W, out, inner, c)
+                                           : hybrid_cost(x, v, cfg.causal, W, out, inner, c));
         return c;
     }
     if (output_fused(cols, *v.map, dtype_rounding(cfg.dtype), v.shift, cfg.causal)) fused_forward_cost(x, cfg.causal, W, out, c);
@@ -661,8 +689,9 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads, boo
         const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, 1, s, F, sh.L};
         ItemCost c;
         double hybrid_seconds = 0;
-        if (v.hybrid.active()) {   // the reference path (2.8)
-            hybrid_seconds = hybrid_cost(x, v, o.causal, W, 0.0, threads, c);
+        if (v.hybrid.active()) {   // hybrid_forward: the fast path or the reference (2.8)
+            hybrid_seconds = hybrid_fast_run(v, dtype_rounding(o.dtype), false) ? hybrid_fast_cost(x, v, o.causal, W, 0.0, threads, c)
+                                                                                 : hybrid_cost(x, v, o.causal, W, 0.0, threads, c);
         } else if (forward_fused(*v.map, dtype_rounding(o.dtype), v.shift, o.causal)) {
             fused_forward_cost(x, o.causal, W, 0.0, c);
             c.features += double(threads - 1) * c.kept[0];
