@@ -64,8 +64,8 @@ const Case kCases[] = {{"none", 1, 0},      {"none", 9, 0},      {"none", 0, 3},
 
 // fast == reference for every case above, inputs (L rows, Lk keys) at `scale`, within tol.
 template <class T>
-void check_cases(std::size_t L, std::size_t Lk, double scale, double tol) {
-    const QKV x = random_inputs(3, L, 16, 16, scale), y = random_inputs(5, Lk, 16, 16, scale);
+void check_cases(std::size_t L, std::size_t Lk, double scale, double tol, std::size_t d = 16, std::size_t dv = 16) {
+    const QKV x = random_inputs(3, L, d, dv, scale), y = random_inputs(5, Lk, d, dv, scale);
     const Mat<T> q = cast_mat<T>(x.q), k = cast_mat<T>(y.k), v = cast_mat<T>(y.v);
     for (const Case& c : kCases)
         for (const bool causal : {false, true}) {
@@ -87,11 +87,13 @@ TEST_CASE("hybrid fast path: equals the reference path in float64", "[hybrid][hy
     check_cases<double>(7, 7, 1.0, 1e-12);       // w >= L for most cases
     check_cases<double>(150, 130, 1.0, 1e-12);   // non-causal, fewer keys than queries
     check_cases<double>(130, 200, 1.0, 1e-12);   // non-causal, more keys than queries
+    check_cases<double>(100, 100, 1.0, 1e-12, 5, 3);   // d, dv not multiples of the vector width
 }
 
 TEST_CASE("hybrid fast path: equals the reference path in float32", "[hybrid][hybrid_fast]") {
     check_cases<float>(150, 150, 1.0, 1e-5);
     check_cases<float>(333, 333, 0.7, 1e-5);
+    check_cases<float>(100, 100, 1.0, 1e-5, 7, 19);
 }
 
 TEST_CASE("hybrid fast path: large scores (one shift per row) stay finite and near the reference",
