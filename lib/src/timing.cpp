@@ -404,6 +404,10 @@ std::string timing_preamble(const Config& cfg, int threads, bool reset_ok, doubl
           << "set of the process during the cell (inputs included)"
           << (reset_ok ? "" : "; the peak could not be reset between cells, so it is the peak since start")
           << ". FAVOR rows time the fused forward (favor_forward; causal: the blocked prefix-sum pass); "
+          << (std::any_of(cfg.variants.begin(), cfg.variants.end(), [](const Variant& v) { return v.hybrid.active(); })
+                  ? "hybrid rows (window, sinks) time hybrid_forward (the fast path; top-k the reference path), their "
+                    "gflops the remainder's plus 2 (d + d_v) per support pair, no phase columns; "
+                  : "")
           << "projection_s is the median of the timed runs, features_s, kv_s and normalise_s come from one "
           << "unfused run after them (favor_attention's steps), to show where the time goes; normalise_s "
           << "includes the product phiQ (phiK^T [V, 1]). gemm_ratio = median_s / (gflops counted at the "
