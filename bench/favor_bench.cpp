@@ -9,7 +9,7 @@
 // --quick     skip the long checks (exact at L = 65536, the attention_mse cell, fig4).
 // --python    interpreter for scripts/numpy_fig4.py (default /usr/bin/python3).
 // --no-numpy  do not run the numpy script (the fig4 ratio is then not printed).
-// --only NAME  run only one section: favor, exact, timing, python (the Python module's
+// --only NAME  run only one section: favor, hybrid, exact, timing, python (the Python module's
 //             overhead over the library call, bench/module_overhead.py; skipped with --no-numpy)
 //             or longctx (the pairwise pass's product rate and the row-sampled metric at
 //             L = 2^20, docs/speed.md "Long contexts").
@@ -38,6 +38,8 @@
 #include "favor/exact_attention.hpp"
 #include "favor/exact_rows.hpp"
 #include "favor/favor_forward.hpp"
+#include "favor/hybrid_attention.hpp"
+#include "favor/hybrid_fast.hpp"
 #include "favor/linear_attention.hpp"
 #include "favor/estimator.hpp"
 #include "favor/blas.hpp"
@@ -175,6 +177,49 @@ void long_context(int threads, int repeats) {
 
 }  // namespace
 
+// The hybrid fast path (hybrid_fast.hpp, docs/design.md 2.8) at L = 16384, d = dv = 64,
+// float32: window 64 + positive-orthogonal m = F = 64 against FAVOR+ (positive-orthogonal)
+// m = F = 128, causal and not, as ratios (the goal: <= 1.4). Flops: the hybrid's remainder as
+// FAVOR's (features, key sums, query product) plus 2 (d + dv) per window pair; FAVOR+'s as above.
+void hybrid_section(int threads, int repeats, double srate) {
+    const std::size_t L = 16384, d = 64, dv = 64, w = 64;
+    const QKV in = random_inputs(0, L, d, dv, 1.0);
+    const Mat<float> Q = cast_mat<float>(in.q), K = cast_mat<float>(in.k), V = cast_mat<float>(in.v);
+    auto estimator = [&](nlohmann::json v, std::size_t m) {
+        return make_estimator<float>(parse_variant(v, Field{"bench", ""}, false, ""), m, d, 0, 0).for_inputs(Q, K);
+    };
+    const Estimator<float> hyb = estimator({{"features", "positive"}, {"projection", "orthogonal"}, {"window", w}}, 64);
+    const Estimator<float> fav = estimator({{"features", "positive"}, {"projection", "orthogonal"}}, 128);
+    std::printf("hybrid fast path (positive-orthogonal m=64 + window %zu) vs FAVOR+ (positive-orthogonal m=128), float32, "
+                "L=%zu d=%zu:\n", w, L, d);
+    for (const bool causal : {false, true}) {
+        const double pairs = double(L) * double(causal ? w : 2 * w - 1);
+        const double gf_h = (2.0 * 2.0 * L * 64 * d + 2.0 * 2.0 * L * 64 * (dv + 1) + 2.0 * pairs * (d + dv)) / 1e9;
+        const double gf_f = (2.0 * 2.0 * L * 128 * d + 2.0 * 2.0 * L * 128 * (dv + 1)) / 1e9;
+        const double t_h = median_time(repeats, [&] { hybrid_forward(hyb, Q, K, V, causal, threads); });
+        const double t_f = median_time(repeats, [&] { favor_forward(fav, Q, K, V, causal, threads); });
+        report(causal ? "hybrid w64 F64, causal (hybrid_forward)" : "hybrid w64 F64 (hybrid_forward)", t_h, gf_h, srate,
+               "sgemm");
+        report(causal ? "FAVOR+ F128, causal (favor_forward)" : "FAVOR+ F128 (favor_forward)", t_f, gf_f, srate, "sgemm");
+        std::printf("  hybrid(w64,F64) / favor(F128)%s: %.2fx\n", causal ? ", causal" : "", t_h / t_f);
+        check(std::string("hybrid(w64,F64) / FAVOR+(F128), float32 L=16384") + (causal ? ", causal" : ""), t_h / t_f, 1.4,
+              "x");
+    }
+    {   // the fast path against the reference path on 64 rows spread over the sequence
+        std::vector<std::size_t> rows;
+        for (std::size_t r = 0; r < 64; ++r) rows.push_back(r * (L / 64) + r);
+        const Mat<float> fast = hybrid_forward(hyb, Q, K, V, true, threads);
+        const Mat<float> ref = hybrid_attention(hyb, Q, K, V, true, threads, &rows);
+        double num = 0, den = 0;
+        for (std::size_t r = 0; r < rows.size(); ++r)
+            for (std::size_t c = 0; c < dv; ++c) {
+                num = std::max(num, std::abs(double(ref(r, c)) - double(fast(rows[r], c))));
+                den = std::max(den, std::abs(double(ref(r, c))));
+            }
+        std::printf("  fast vs reference path (causal, 64 rows): max |difference| / max |out| = %.2e\n\n", num / den);
+    }
+}
+
 int main(int argc, char** argv) {
     int threads = 0, repeats = 7;
     bool quick = false, numpy = true;
@@ -303,6 +348,9 @@ int main(int argc, char** argv) {
         }
         check("causal / non-causal FAVOR forward, L=16384", t_causal / t_fused, 1.5, "x");
     }
+
+    // ---- hybrid fast path (window 64 + positive F = 64) against FAVOR+ F = 128, L = 16384 --
+    if (section("hybrid")) hybrid_section(threads, repeats, srate);
 
     // ---- exact attention, float32, L = 8192, d = 64 --------------------------------------
     if (section("exact")) {

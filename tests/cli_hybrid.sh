@@ -123,8 +123,10 @@ expect_error topk-no-window "apply: --window: must be >= 1" apply "${qkv[@]}" --
 expect_error grad-eps "apply: --grad: 'positive' has no gradient" apply "${qkv[@]}" --features positive --m 8 \
   --epsilon 1e-6 --window 4 --grad "$tmp/g.npy" --out "$tmp/out"
 expect_error nystrom "apply: --window: does not apply to 'nystrom'" apply "${qkv[@]}" --features nystrom --m 8 --window 4 --out "$tmp/out"
-expect_error timing "variants[0].window: hybrids (window, sinks) run in approximation experiments only" \
-  run "$(cfg t '{"name": "t", "experiment": "timing", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "window": 4}], "m": 8}')" --out "$tmp/out"
+expect_error kernel "variants[0].window: hybrids (window, sinks) run in approximation and timing experiments only" \
+  run "$(cfg k '{"name": "k", "experiment": "kernel", "d": 4, "m": 4, "norm": [0.5], "angle": [0.0, 1.0], "trials": 2, "variants": [{"features": "positive", "window": 4}]}')" --out "$tmp/out"
+expect_error timing-backward "variants[0].window: hybrids have no backward pass" \
+  run "$(cfg t '{"name": "t", "experiment": "timing", "backward": true, "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "window": 4}], "m": 8}')" --out "$tmp/out"
 expect_error budget "num_features: 16 columns: 'positive-iid+w16' (variants[0]) spends 16 on its window and sinks" \
   run "$(cfg b '{"name": "b", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "window": 16}], "num_features": [16, 32]}')" --out "$tmp/out"
 [ "$failures" -eq 0 ] || exit 1

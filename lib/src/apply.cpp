@@ -11,6 +11,7 @@
 #include "favor/exact_attention.hpp"
 #include "favor/favor_forward.hpp"
 #include "favor/hybrid_attention.hpp"
+#include "favor/hybrid_fast.hpp"
 #include "favor/linear_attention.hpp"
 #include "favor/error.hpp"
 #include "favor/estimator.hpp"
@@ -167,7 +168,7 @@ Mat<T> apply_head_native(MatView<T> Q, MatView<T> K, MatView<T> V, const ApplyOp
         return exact_attention<T>(Q, K, V, o.causal, threads);
     }
     const Estimator<T> est = make_estimator<T>(*o.variant, o.m, Q.shape(1), o.seed, o.trial, r).for_inputs(Q, K);
-    if (est.hybrid.active()) return hybrid_attention(est, Q, K, V, o.causal, threads);   // window/sinks: 2.8
+    if (est.hybrid.active()) return hybrid_forward(est, Q, K, V, o.causal, threads);   // window/sinks: 2.8, the fast path
     // The fused forward where the map allows it (favor_forward.hpp; otherwise it is
     // favor_attention's output), on favor's threads: the numbers do not depend on their count.
     return favor_forward(est, Q, K, V, o.causal, threads);

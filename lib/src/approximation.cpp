@@ -22,6 +22,7 @@
 #include "favor/experiment.hpp"
 #include "favor/grid.hpp"
 #include "favor/hybrid_attention.hpp"
+#include "favor/hybrid_fast.hpp"
 #include "favor/inputs.hpp"
 #include "favor/metric_table.hpp"
 #include "favor/parallel.hpp"
@@ -201,8 +202,9 @@ Gradients<double> estimator_gradients(const Estimator<T>& est, const Head<T>& h,
     return widen(favor_backward(est, h.q, h.k, h.v, h.g, causal, threads));
 }
 
-// A hybrid's metrics (docs/design.md 2.8): the output metrics of the reference path's output
-// (row-sampled: the sampled rows only, each bitwise that row of the whole); the pairwise
+// A hybrid's metrics (docs/design.md 2.8): the output metrics of hybrid_forward's output (the
+// fast path for window / sinks; row-sampled: the reference path's sampled rows only, each
+// bitwise that row of the reference's whole); the pairwise
 // metrics of its explicit A_hat_ij = K_ij / D_i (hybrid_pairwise; the rows' sums added in row
 // order; kernel_mse_theory blank); the gradient metrics from hybrid_backward (blank for maps
 // without a gradient). The forward metric (overflow_fraction) is blank.
@@ -212,7 +214,8 @@ Values hybrid_values(const Estimator<T>& est, const Head<T>& h, const std::vecto
     Values v;
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<std::size_t>* rows = h.sampled() ? &h.sample.rows : nullptr;
-    const Mat<T> out = hybrid_attention(est, h.q, h.k, h.v, causal, inner_threads, rows);
+    const Mat<T> out = rows ? hybrid_attention(est, h.q, h.k, h.v, causal, inner_threads, rows)
+                            : hybrid_forward(est, h.q, h.k, h.v, causal, inner_threads);
     clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
     PairwiseRequest req = pairwise_request(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     req.theory = {}, req.row_normalised = true;

@@ -153,12 +153,16 @@ void parse_variants(const json& j, const Field& root, Config& c) {
         c.variants.push_back(parse_variant(vs[i], w, c.experiment == ExperimentKind::timing, why_not_exact));
         if (!names.insert(c.variants.back().name).second)
             w.at("name").fail("duplicate variant name \"" + c.variants.back().name + "\"");
-        // Hybrids (docs/design.md 2.8) have the reference path only: approximation experiments.
+        // Hybrids (docs/design.md 2.8): approximation and timing experiments (the forward only:
+        // no backward pass); a kernel experiment compares kernel values, which a support is not.
         const HybridSupport& h = c.variants.back().hybrid;
-        if (h.active() && c.experiment != ExperimentKind::approximation)
+        const bool backward = c.experiment == ExperimentKind::timing && j.contains("backward") && j["backward"] == true;
+        if (h.active() && c.experiment == ExperimentKind::kernel)
             w.at(h.window ? "window" : "sinks")
-                .fail("hybrids (window, sinks) run in approximation experiments only, not in " +
+                .fail("hybrids (window, sinks) run in approximation and timing experiments only, not in " +
                       experiment_name(c.experiment) + " experiments");
+        if (h.active() && backward)
+            w.at(h.window ? "window" : "sinks").fail("hybrids have no backward pass: drop \"backward\" or the hybrid");
     }
 }
 

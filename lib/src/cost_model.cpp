@@ -222,6 +222,32 @@ double hybrid_backward_cost(const ItemShape& x, const Variant& v, bool causal, b
     return (trials ? 2.0 : 1.0) * 3.0 * hybrid_cost(all, v, causal, 0.0, 0.0, 1, scratch);
 }
 
+// hybrid_fast (docs/design.md 2.8; window / sinks, all rows, no half emulation) on `threads`
+// threads: both sides' features and log scales (kept per calling thread), K^T and phi~(Y)^T
+// (rows padded), the key blocks' own sums and their prefix (non-causal: and suffix) sums,
+// (Lk / 64 + 1) F (dv + 1) each, per thread a query block's S, Kf and P (32 rows x its
+// explicit keys: about w + 96 causal, 2w + 160 non-causal, plus the sinks); time: the map's
+// features, the key sums and the far remainder's product (4 (L + Lk) F (dv + 1)), and per row
+// its explicit keys' products (2 (d + F + dv) each) and exps. Seconds of one head, one thread.
+double hybrid_fast_cost(const ItemShape& x, const Variant& v, bool causal, double W, double out, int threads,
+                        ItemCost& c) {
+    const double F = x.F, L = double(x.L), Lk = double(x.Lk), d = double(x.d), dv = double(x.dv), s = double(x.s);
+    const double w = double(v.hybrid.window), sinks = double(v.hybrid.sinks);
+    const double expl = std::min(Lk, (causal ? w + 96.0 : 2.0 * w + 160.0) + sinks);
+    const double sums = F > 0 ? (std::ceil(Lk / 64.0) + 1.0) * F * (dv + 1.0) * s * (causal ? 2.0 : 3.0) : 0.0;
+    const double feats = F > 0 ? s * (L + Lk) * F + 16.0 * (L + Lk) : 0.0;
+    c.features = W + feats + out + s * (d + F) * (Lk + 32.0) + sums + double(threads) * (3.0 * 32.0 * expl * s + 8.0 * F * dv * s);
+    const double maps = F > 0 ? gemm_seconds(v.map->feature_flops(x.L, x.Lk, x.m, x.d) + 4.0 * (L + Lk) * F * (dv + 1.0), x.s) +
+                                    (L + Lk) * F / kVexpRate
+                              : 0.0;
+    return maps + gemm_seconds(2.0 * L * expl * (d + F + dv), x.s) + L * expl / kVexpRate;
+}
+
+// Whether hybrid_forward takes the fast path (hybrid_fast_applies) for a run of all rows.
+bool hybrid_fast_run(const Variant& v, Rounding r, bool sampled) {
+    return v.hybrid.active() && !v.hybrid.topk && r == Rounding::none && !sampled;
+}
+
 // The streamed pass of the pairwise metrics (docs/design.md section 3), when some metric of
 // `cols` needs it: per thread (`inner` threads share an item's row blocks) the features of a
 // block of Q query rows and of a tile of R keys, K and S (Q x R), row sums; whole: the key
@@ -287,11 +313,18 @@ ItemCost approximation_item(const Variant& v, const Config& cfg, const ItemShape
     const std::vector<std::string> cols = metric_columns(cfg.approximation.metrics);
     // (Row-sampled: also the sampled rows of the output, and its jackknife copies, 3.1.)
     const double out = double(x.s) * Lq * double(x.dv) + (x.sampled() ? 2.0 * 8.0 * double(x.rows * x.dv) : 0.0);
-    if (v.hybrid.active()) {   // the reference path (2.8); the pairwise sums: one more pass
-        const double pass = hybrid_cost(x, v, cfg.causal, W, out, inner, c);
-        if (any_pairwise(cols)) c.pairwise = double(x.s) * double(x.rows + x.Lk) * x.F + 80.0 * double(x.rows);
+    if (v.hybrid.active()) {   // the forward (fast or reference path, 2.8); the pairwise sums: a reference pass
+        const bool fast = hybrid_fast_run(v, dtype_rounding(cfg.dtype), x.sampled());
+        const double fwd = fast ? hybrid_fast_cost(x, v, cfg.causal, W, out, inner, c) : hybrid_cost(x, v, cfg.causal, W, out, inner, c);
+        double pass = 0.0;
+        if (any_pairwise(cols)) {
+            ItemCost ref;   // hybrid_pairwise holds the reference path's features
+            pass = fast ? hybrid_cost(x, v, cfg.causal, W, out, inner, ref) : fwd;
+            c.features = std::max(c.features, ref.features);
+            c.pairwise = double(x.s) * double(x.rows + x.Lk) * x.F + 80.0 * double(x.rows);
+        }
         const double back = any_gradient(cols) ? hybrid_backward_cost(x, v, cfg.causal, any_trial_gradient(cols), c) : 0.0;
-        c.seconds = double(x.heads) * (pass * (any_pairwise(cols) ? 2.0 : 1.0) + back);
+        c.seconds = double(x.heads) * (fwd + pass + back);
         return c;
     }
     if (output_fused(cols, *v.map, dtype_rounding(cfg.dtype), v.shift, cfg.causal)) fused_forward_cost(x, cfg.causal, W, out, c);
@@ -683,8 +716,9 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads, boo
         const ItemShape x{o.m, sh.L, sh.Lk, sh.d, sh.dv, 1, s, F, sh.L};
         ItemCost c;
         double hybrid_seconds = 0;
-        if (v.hybrid.active()) {   // the reference path (2.8)
-            hybrid_seconds = hybrid_cost(x, v, o.causal, W, 0.0, threads, c);
+        if (v.hybrid.active()) {   // hybrid_forward: the fast path or the reference (2.8)
+            hybrid_seconds = hybrid_fast_run(v, dtype_rounding(o.dtype), false) ? hybrid_fast_cost(x, v, o.causal, W, 0.0, threads, c)
+                                                                                 : hybrid_cost(x, v, o.causal, W, 0.0, threads, c);
         } else if (forward_fused(*v.map, dtype_rounding(o.dtype), v.shift, o.causal)) {
             fused_forward_cost(x, o.causal, W, 0.0, c);
             c.features += double(threads - 1) * c.kept[0];

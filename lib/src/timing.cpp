@@ -14,6 +14,7 @@
 #include "favor/backward_linear.hpp"
 #include "favor/exact_attention.hpp"
 #include "favor/favor_forward.hpp"
+#include "favor/hybrid_fast.hpp"
 #include "favor/linear_attention.hpp"
 #include "favor/blas.hpp"
 #include "favor/cells.hpp"
@@ -39,6 +40,19 @@ double favor_attention_flops(const FeatureMap& f, std::size_t L, std::size_t Lk,
                              std::size_t dv, std::size_t m) {
     const double F = double(f.num_features(m, d));
     return f.feature_flops(L, Lk, m, d) + 2.0 * double(Lk) * F * double(dv + 1) + 2.0 * double(L) * F * double(dv + 1);
+}
+
+double support_flops(const HybridSupport& h, std::size_t L, std::size_t d, std::size_t dv, bool causal) {
+    if (!h.active()) return 0.0;
+    if (h.topk) return exact_attention_flops(L, L, d, dv, causal);   // the oracle scores every visible pair
+    double pairs = 0;   // sum_i |E(i)|: the visible sinks [0, se) and the window past them [wl, wh)
+    for (std::size_t i = 0; i < L; ++i) {
+        const std::size_t vis = causal ? i + 1 : L, se = std::min(h.sinks, vis);
+        const std::size_t lo = i + 1 > h.window ? i + 1 - h.window : 0, hi = h.window ? (causal ? i + 1 : i + h.window) : 0;
+        const std::size_t wl = std::clamp(lo, se, vis), wh = std::clamp(hi, wl, vis);
+        pairs += double(se + (h.window ? wh - wl : 0));
+    }
+    return 2.0 * pairs * double(d + dv);
 }
 
 std::optional<std::size_t> crossover_L(const std::vector<std::size_t>& Ls,
@@ -140,7 +154,10 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     const Estimator<T> drawn = make_estimator<T>(var, m, in.q.shape(1), cfg.seed, 0);
     p.projection = since(t);
     t = Clock::now();
-    favor_forward_into(drawn.for_inputs(in.q, in.k), in.q, in.k, in.v, out, cfg.causal, threads);
+    if (var.hybrid.active())   // window / sinks: the fast path (hybrid_fast.hpp; top-k: the reference)
+        out = hybrid_forward(drawn.for_inputs(in.q, in.k), in.q, in.k, in.v, cfg.causal, threads);
+    else
+        favor_forward_into(drawn.for_inputs(in.q, in.k), in.q, in.k, in.v, out, cfg.causal, threads);
     p.total = since(t);
     return p;
 }
@@ -274,7 +291,7 @@ void measure(const Config& cfg, const Variant& var, const Inputs<T>& in, std::si
     c.median = median(tot);
     c.min = *std::min_element(tot.begin(), tot.end());
     c.max = *std::max_element(tot.begin(), tot.end());
-    c.phases = var.exact ? Phases{} : breakdown_once(cfg, var, in, m, threads);
+    c.phases = var.exact || var.hybrid.active() ? Phases{} : breakdown_once(cfg, var, in, m, threads);
     c.phases.projection = med(&Phases::projection);
     c.phases.total = c.median;
     if (cfg.timing.backward) c.backward = time_backward(cfg, var, in, m, threads);   // after peak: the forward's
@@ -364,7 +381,8 @@ void measure_cells(const Config& cfg, const RunOptions& opt, int threads, std::v
                 const Variant& var = cfg.variants[s.variant];
                 CellResult c;
                 c.flops = var.exact ? exact_attention_flops(L, L, d, dv, cfg.causal)
-                                    : favor_attention_flops(*var.map, L, L, d, dv, s.m);
+                                    : favor_attention_flops(*var.map, L, L, d, dv, s.m) +
+                                          support_flops(var.hybrid, L, d, dv, cfg.causal);
                 apply_budget(cfg, s, c);
                 if (!c.skipped) measure(cfg, var, in, s.m, threads, c);
                 s.cells.push_back(c);
@@ -386,6 +404,10 @@ std::string timing_preamble(const Config& cfg, int threads, bool reset_ok, doubl
           << "set of the process during the cell (inputs included)"
           << (reset_ok ? "" : "; the peak could not be reset between cells, so it is the peak since start")
           << ". FAVOR rows time the fused forward (favor_forward; causal: the blocked prefix-sum pass); "
+          << (std::any_of(cfg.variants.begin(), cfg.variants.end(), [](const Variant& v) { return v.hybrid.active(); })
+                  ? "hybrid rows (window, sinks) time hybrid_forward (the fast path; top-k the reference path), their "
+                    "gflops the remainder's plus 2 (d + d_v) per support pair, no phase columns; "
+                  : "")
           << "projection_s is the median of the timed runs, features_s, kv_s and normalise_s come from one "
           << "unfused run after them (favor_attention's steps), to show where the time goes; normalise_s "
           << "includes the product phiQ (phiK^T [V, 1]). gemm_ratio = median_s / (gflops counted at the "

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "favor/feature_maps.hpp"
+#include "favor/hybrid_support.hpp"
 
 namespace favor {
 
@@ -22,6 +23,10 @@ double exact_attention_flops(std::size_t L, std::size_t Lk, std::size_t d, std::
 // the same (the nominal work of the estimator, not of the prefix-sum schedule).
 double favor_attention_flops(const FeatureMap& f, std::size_t L, std::size_t Lk, std::size_t d,
                              std::size_t dv, std::size_t m);
+// A hybrid's exact support (docs/design.md 2.8) on top of its remainder's favor_attention_flops:
+// 2 (d + dv) per pair of E(i) (the visible sinks and window keys, L = Lk); the top-k oracle
+// every visible pair (exact_attention_flops); 0 without a support.
+double support_flops(const HybridSupport& h, std::size_t L, std::size_t d, std::size_t dv, bool causal);
 
 // The smallest L from which `fast` stays below `slow` for every larger L where both were
 // measured (nullopt where it never does). Ls ascending; entries without a value are skipped.

@@ -1,0 +1,457 @@
+// Hybrid attention, the fast path (docs/design.md section 2.8): window / sinks supports in
+// O(L (w + s + F) d) time. Query rows in blocks of kRows rows; for block [r0, r1):
+//  - explicit keys: the sink blocks [0, first B) and the band [kp B, kq B) around the window,
+//    every pair there made as the reference makes it: the exact score s_ij = q_i.k_j / sqrt(d)
+//    on E(i), the feature product phi~(x_i).phi~(y_j) with its log scales lq_i + lk_j on the
+//    other visible keys (tile-kernel products of the block against the range);
+//  - the remainder keys in whole key blocks farther away: causal, the prefix sum over the key
+//    blocks [first, kp) of Psi_j [v_j, 1] (Psi_j = exp(lk_j - g) phi~(y_j), g the largest lk_j
+//    summed); non-causal, that prefix plus the suffix sum over [kq, nkb) (summed outside the
+//    band directly, never the total minus the band: every term added is a remainder term,
+//    so no cancellation, and each sum is relative to the largest lk_j it holds, so no key
+//    with a large log scale elsewhere in the sequence underflows what a row sees);
+//  - one shift per row over both parts, c_i = max(max_{j in E(i)} s_ij, lq_i + max_{j not in
+//    E(i)} lk_j) (the reference's: lq_i + g for the block sums, g their largest lk_j), so no
+//    weight overflows and the largest exact one is 1;
+//  - Out_i = (sum_j w_ij v_j + f_i phi~(x_i) G) / (sum_j w_ij + f_i phi~(x_i) z),
+//    f_i = exp(lq_i + g - c_i), [G, z] the block sums.
+#include "favor/hybrid_fast.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "favor/estimator.hpp"
+#include "favor/features.hpp"
+#include "favor/hybrid_attention.hpp"
+#include "favor/memory.hpp"
+#include "favor/parallel.hpp"
+#include "favor/vmath.hpp"
+#include "linear_sums.hpp"
+#include "tile_kernels.hpp"
+
+namespace favor {
+
+namespace {
+
+// Fixed sizes (the numbers depend on them, never on the threads): query rows per block, keys
+// per key block. A query block's explicit keys are about w + B_q + B_k causal, 2w + B_q + B_k
+// non-causal (the band's hull rounded out to key blocks), so B_q = 32 wastes less of them than 64;
+// B_k = 64 keeps the prefix sums at (L / 64) F (dv + 1).
+constexpr std::size_t kRows = 32, kBlock = 64;
+constexpr double kEmpty = -std::numeric_limits<double>::infinity();   // the shift of an empty sum
+
+// Sums of Psi_j [v_j, 1] over key blocks k = keys [k B, min((k + 1) B, Lk)), blocks from
+// `first` (the first wholly past the sinks): pre[k] over blocks [first, k), suf[k] over
+// [max(k, first), nkb), each F x (dv + 1) relative to its shift (kEmpty: the sum is empty).
+template <class T>
+struct KeySums {
+    std::size_t first = 0, nkb = 0, size = 0;
+    T *pre = nullptr, *suf = nullptr;   // (nkb + 1) x size each, in storage the calling thread keeps
+    std::vector<double> pre_shift, suf_shift;
+};
+
+template <class T>
+struct Fast {
+    Fast(MatView<T> q, MatView<T> k, MatView<T> v, const HybridSupport& hs, bool c, std::size_t dq, std::size_t dvv,
+         std::size_t f)
+        : Q(q), K(k), V(v), h(hs), causal(c), d(dq), dv(dvv), F(f) {}
+    MatView<T> Q, K, V;
+    HybridSupport h;
+    bool causal = false;
+    std::size_t d = 0, dv = 0, F = 0;   // F = 0: no remainder ("none")
+    // Both sides' features (L x F, Lk x F) and log scales, as compute_features makes them, in
+    // storage the calling thread keeps (a fresh 4 MB matrix per call costs a page fault per 4 kB).
+    const T *phiq = nullptr, *phik = nullptr;
+    const double *lq = nullptr, *lk = nullptr;
+    // K^T (d x Lk) and phi~(Y)^T (F x Lk), rows ldt apart (Lk rounded up plus one cache line, so
+    // that the rows a tile kernel reads do not all map to the same L1 set), laid out once.
+    const T *Kt = nullptr, *phiKt = nullptr;
+    std::size_t ldt = 0;
+    KeySums<T> sums;
+};
+
+// Running sums of the blocks' own sums `own` (each relative to shift[b]) in block order
+// (backward: from the last), in double: out[k] as KeySums says. The entries are independent:
+// split in fixed column chunks over the threads, each entry summed in block order.
+template <class T>
+T* running(const T* own, const std::vector<double>& shift, const KeySums<T>& s, bool backward, std::vector<T>& kept,
+           std::vector<double>& out_shift, int threads) {
+    const std::size_t size = s.size, n = s.nkb - s.first, chunk = 512;
+    T* out = grown(kept, (s.nkb + 1) * size);   // slots never written have out_shift kEmpty: never read
+    out_shift.assign(s.nkb + 1, kEmpty);
+    std::vector<double> rs(n + 1, kEmpty), rescale(n, 1.0), f(n, 1.0);   // the running shift before step t
+    for (std::size_t t = 0; t < n; ++t) {
+        const std::size_t b = backward ? n - 1 - t : t;
+        const double m = std::max(rs[t], shift[b]);
+        if (rs[t] != kEmpty && rs[t] != m) rescale[t] = std::exp(rs[t] - m);
+        f[t] = std::exp(shift[b] - m);
+        rs[t + 1] = m;
+        out_shift[s.first + b + (backward ? 0 : 1)] = m;
+    }
+    parallel_for((size + chunk - 1) / chunk, threads_for(4.0 * double(n * size), threads), [&](std::size_t c) {
+        const std::size_t k0 = c * chunk, k1 = std::min(size, k0 + chunk);
+        double acc[chunk] = {};
+        for (std::size_t t = 0; t < n; ++t) {
+            const std::size_t b = backward ? n - 1 - t : t, slot = s.first + b + (backward ? 0 : 1);
+            const T* o = own + b * size;
+            T* dst = out + slot * size;
+            for (std::size_t k = k0; k < k1; ++k) {
+                acc[k - k0] = acc[k - k0] * rescale[t] + f[t] * double(o[k]);
+                dst[k] = T(acc[k - k0]);
+            }
+        }
+    });
+    return out;
+}
+
+// The key blocks' own sums (own_kv: Psi relative to the block's largest lk_j), each block on
+// one thread, then their prefix and (non-causal) suffix sums in block order.
+template <class T>
+KeySums<T> key_sums(const Fast<T>& p, int threads) {
+    KeySums<T> s;
+    const std::size_t Lk = p.K.shape(0), F = p.F, dv = p.dv;
+    s.nkb = (Lk + kBlock - 1) / kBlock;
+    s.first = std::min(s.nkb, (p.h.sinks + kBlock - 1) / kBlock);
+    s.size = F * (dv + 1);
+    const std::size_t n = s.nkb - s.first;
+    if (F == 0) return s;   // no remainder: no sums (the block bounds above still plan the blocks)
+    thread_local std::vector<T> own_kept, pre_kept, suf_kept;
+    T* own = grown(own_kept, n * s.size);
+    std::vector<double> shift(n);
+    parallel_for(n, threads_for(2.0 * double(Lk * s.size), threads), [&](std::size_t b) {
+        const std::size_t k0 = (s.first + b) * kBlock, rows = std::min(kBlock, Lk - k0);
+        shift[b] = own_kv(p.phik + k0 * F, p.lk + k0, p.V.data() + k0 * dv, rows, F, dv,
+                          own + b * s.size);
+    });
+    s.pre = running(own, shift, s, false, pre_kept, s.pre_shift, threads);
+    if (!p.causal) s.suf = running(own, shift, s, true, suf_kept, s.suf_shift, threads);
+    return s;
+}
+
+// Row i's visible keys [0, vis) in four intervals: the sinks [0, se), remainder [se, wl),
+// the window [wl, wh) (causal (i - w, i], else (i - w, i + w), past the sinks), remainder [wh, vis).
+struct RowSplit {
+    std::size_t se, wl, wh, vis;
+};
+RowSplit split(const HybridSupport& h, bool causal, std::size_t i, std::size_t Lk) {
+    const std::size_t vis = causal ? std::min(i + 1, Lk) : Lk, w = h.window, se = std::min(h.sinks, vis);
+    std::size_t lo = i + 1 >= w ? i + 1 - w : 0, hi = causal ? i + 1 : i + w;
+    if (w == 0) lo = hi = se;
+    const std::size_t wl = std::clamp(lo, se, vis);
+    return {se, wl, std::clamp(hi, wl, vis), vis};
+}
+
+// f(exact, lo, hi) for row i's four intervals cut to the keys [a, b), the empty ones skipped.
+template <class Fn>
+void intervals(const RowSplit& s, std::size_t a, std::size_t b, Fn&& f) {
+    const std::size_t edge[5] = {0, s.se, s.wl, s.wh, s.vis};
+    for (int k = 0; k < 4; ++k) {
+        const std::size_t lo = std::max(edge[k], a), hi = std::min(edge[k + 1], b);
+        if (lo < hi) f(k % 2 == 0, lo, hi);
+    }
+}
+
+// A query block's explicit key ranges (side by side in its score matrices, range r at
+// column off[r]) and its block sums: prefix blocks [first, kp), suffix blocks [kq, nkb).
+struct Plan {
+    std::size_t kp = 0, kq = 0, n = 0, count = 0;
+    std::size_t a[2] = {0, 0}, b[2] = {0, 0}, off[2] = {0, 0};
+};
+
+// Prefix blocks: every key j < k1 <= r0 - w + 1 has j <= i - w for every row i >= r0;
+// suffix blocks: every key j >= k0 >= r1 - 1 + w has j >= i + w for every row i < r1.
+template <class T>
+Plan plan(const Fast<T>& p, std::size_t r0, std::size_t r1) {
+    const std::size_t Lk = p.K.shape(0), w = p.h.window, nkb = p.sums.nkb, first = p.sums.first;
+    Plan pl;
+    pl.kp = r0 + 1 < w ? 0 : (r0 + 1 - w >= Lk ? nkb : (r0 + 1 - w) / kBlock);
+    pl.kp = std::max(pl.kp, first);
+    pl.kq = p.causal ? nkb : std::max(pl.kp, std::min(nkb, (r1 - 1 + w + kBlock - 1) / kBlock));
+    const std::size_t end = p.causal ? std::min(r1, Lk) : Lk;
+    const std::size_t sink_hi = std::min(first * kBlock, end), lo = std::min(pl.kp * kBlock, end),
+                      hi = std::min(pl.kq * kBlock, end);
+    auto add = [&](std::size_t a, std::size_t b) {
+        if (a >= b) return;
+        if (pl.count && pl.b[pl.count - 1] == a) {   // adjacent to the last: one range
+            pl.b[pl.count - 1] = b;
+            pl.n += b - a;
+            return;
+        }
+        pl.a[pl.count] = a, pl.b[pl.count] = b, pl.off[pl.count] = pl.n;
+        pl.n += b - a, ++pl.count;
+    };
+    add(0, sink_hi);
+    add(lo, hi);
+    return pl;
+}
+
+// Scratch of one thread (O(B_q (w + s + B_q + B_k) + F dv)).
+template <class T>
+struct Scratch {
+    std::vector<T> S, Kf, P, num, U, G, z;
+    std::vector<double> c, den;
+};
+
+// dst[c * ld + j] = src[j * k + c] for the rows j < n of src (n x k): the transposed keys, a
+// block of rows per parallel item.
+template <class T>
+void transpose_into(const T* src, std::size_t n, std::size_t k, T* dst, std::size_t ld, int threads) {
+    const std::size_t blocks = (n + kBlock - 1) / kBlock;
+    parallel_for(blocks, threads_for(double(n * k) * 8.0, threads), [&](std::size_t b) {
+        const std::size_t j0 = b * kBlock, j1 = std::min(n, j0 + kBlock);
+        alignas(64) T tile[kBlock * 16];   // 16 columns of the block's rows, then written out row by row
+        for (std::size_t c0 = 0; c0 < k; c0 += 16) {
+            const std::size_t nc = std::min<std::size_t>(16, k - c0);
+            for (std::size_t j = j0; j < j1; ++j)
+                for (std::size_t c = 0; c < nc; ++c) tile[c * kBlock + (j - j0)] = src[j * k + c0 + c];
+            for (std::size_t c = 0; c < nc; ++c) std::copy(tile + c * kBlock, tile + c * kBlock + (j1 - j0), dst + (c0 + c) * ld + j0);
+        }
+    });
+}
+
+// C[:, lo - a, hi - a) (ld ldc) = alpha A Bt[:, lo, hi) for A (R x k, ld k) and Bt (k x Lk, ld ldt).
+template <class T>
+void product(const T* A, std::size_t R, std::size_t k, const T* Bt, std::size_t ldt, std::size_t lo, std::size_t hi,
+             T alpha, T* C, std::size_t ldc) {
+    tiles::times_transposed(A, R, k, Bt + lo, ldt, hi - lo, alpha, C, ldc);
+}
+
+// The keys some row of [r0, r1) sees exactly (the sinks, the window hull) and in its
+// remainder (causal [s, r1 - w); non-causal also [r0 + w, Lk)): only those columns of S and
+// Kf are made, and a row reads only its own intervals (split), which lie inside them.
+template <class T>
+void key_hulls(const Fast<T>& p, std::size_t r0, std::size_t r1, std::size_t ex[2][2], std::size_t rm[2][2]) {
+    const std::size_t w = p.h.window, s = p.h.sinks, Lk = p.K.shape(0);
+    ex[0][0] = 0, ex[0][1] = s;
+    ex[1][0] = r0 + 1 > w ? r0 + 1 - w : 0, ex[1][1] = w == 0 ? 0 : (p.causal ? r1 : r1 - 1 + w);
+    rm[0][0] = s, rm[0][1] = r1 > w ? r1 - w : 0;
+    rm[1][0] = p.causal ? Lk : std::max(r0 + w, s), rm[1][1] = Lk;
+}
+
+// Column bounds of a hull inside a range [a, b) moved out to whole SIMD vectors from a (the
+// tile kernels make the last n % W columns as scalar chains): extra columns are never read.
+template <class T>
+std::size_t aligned_down(std::size_t a, std::size_t lo) {
+    return a + (lo - a) / tiles::lanes<T>() * tiles::lanes<T>();
+}
+template <class T>
+std::size_t aligned_up(std::size_t a, std::size_t b, std::size_t hi) {
+    const std::size_t W = tiles::lanes<T>();
+    return std::min(b, a + (hi - a + W - 1) / W * W);
+}
+
+// S (R x n, ld pl.n) = Q_b K_r^T / sqrt(d) and Kf = phi~(X_b) phi~(Y_r)^T for every range r,
+// on the columns key_hulls names.
+template <class T>
+void products(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl, Scratch<T>& x) {
+    T* S = grown(x.S, R * pl.n);
+    T* Kf = p.F ? grown(x.Kf, R * pl.n) : nullptr;
+    const T alpha = T(1.0 / std::sqrt(double(p.d)));
+    std::size_t ex[2][2], rm[2][2];
+    key_hulls(p, r0, r0 + R, ex, rm);
+    for (std::size_t r = 0; r < pl.count; ++r)
+        for (int h = 0; h < 2; ++h) {
+            const std::size_t a = pl.a[r], b = pl.b[r], off = pl.off[r];
+            std::size_t lo = std::max(a, ex[h][0]), hi = std::min(b, ex[h][1]);
+            if (lo < hi) {
+                lo = aligned_down<T>(a, lo), hi = aligned_up<T>(a, b, hi);
+                product(p.Q.data() + r0 * p.d, R, p.d, p.Kt, p.ldt, lo, hi, alpha, S + (off + lo - a), pl.n);
+            }
+            lo = std::max(a, rm[h][0]), hi = std::min(b, rm[h][1]);
+            if (Kf && lo < hi) {
+                lo = aligned_down<T>(a, lo), hi = aligned_up<T>(a, b, hi);
+                product(p.phiq + r0 * p.F, R, p.F, p.phiKt, p.ldt, lo, hi, T(1), Kf + (off + lo - a), pl.n);
+            }
+        }
+}
+
+// The block sums a block adds ([G, z] relative to *g; null: none): causal the prefix, else
+// the prefix and the suffix rescaled to the larger shift and added.
+template <class T>
+const T* block_sums(const Fast<T>& p, const Plan& pl, Scratch<T>& x, double* g) {
+    const KeySums<T>& s = p.sums;
+    if (!p.F) return nullptr;
+    const double ps = s.pre_shift[pl.kp], ss = p.causal ? kEmpty : s.suf_shift[pl.kq];
+    *g = std::max(ps, ss);
+    if (*g == kEmpty) return nullptr;
+    const T* pre = s.pre + pl.kp * s.size;
+    if (ss == kEmpty) return pre;
+    const T* suf = s.suf + pl.kq * s.size;
+    if (ps == kEmpty) return suf;
+    T* G = grown(x.G, s.size);
+    const T fp = T(std::exp(ps - *g)), fs = T(std::exp(ss - *g));
+    for (std::size_t k = 0; k < s.size; ++k) G[k] = fp * pre[k] + fs * suf[k];
+    return G;
+}
+
+// q[j] = exp(q[j] - shift) for j < n, whole vectors and the tail as one padded vector (no
+// scalar exp: a row's intervals are rarely whole vectors).
+template <class T>
+void exp_in_place(T* q, std::size_t n, T shift) {
+    using B = xsimd::batch<T>;
+    constexpr std::size_t W = B::size;
+    const B sh(shift);
+    std::size_t j = 0;
+    for (; j + W <= n; j += W) vexp(B::load_unaligned(q + j) - sh).store_unaligned(q + j);
+    if (j == n) return;
+    alignas(64) T t[W] = {};
+    std::copy(q + j, q + n, t);
+    vexp(B::load_aligned(t) - sh).store_aligned(t);
+    std::copy(t, t + (n - j), q + j);
+}
+
+// c_i = max(max_{j in E(i)} s_ij, lq_i + max(g, max of the explicit remainder keys' lk_j))
+// (g = kEmpty: no block sums), as the reference's row shift.
+template <class T>
+double row_shift(const Fast<T>& p, std::size_t i, std::size_t r, const Plan& pl, const Scratch<T>& x, double g) {
+    const RowSplit sp = split(p.h, p.causal, i, p.K.shape(0));
+    const T* S = x.S.data() + r * pl.n;
+    const double* lk = p.F ? p.lk : nullptr;
+    double c = kEmpty, top = g;
+    for (std::size_t k = 0; k < pl.count; ++k)
+        intervals(sp, pl.a[k], pl.b[k], [&](bool exact, std::size_t lo, std::size_t hi) {
+            if (exact) c = std::max(c, double(max_of(S + pl.off[k] + lo - pl.a[k], hi - lo)));
+            else if (lk) top = std::max(top, max_of(lk + lo, hi - lo));
+        });
+    return top == kEmpty ? c : std::max(c, p.lq[i] + top);
+}
+
+// Row r's weights over the explicit keys into P (exp(s_ij - c_i) on E(i), phi~(x_i).phi~(y_j)
+// exp(lq_i + lk_j - c_i) on the other visible keys, 0 elsewhere); returns their sum.
+template <class T>
+double row_weights(const Fast<T>& p, std::size_t i, std::size_t r, const Plan& pl, Scratch<T>& x, double c) {
+    const RowSplit sp = split(p.h, p.causal, i, p.K.shape(0));
+    T* P = x.P.data() + r * pl.n;
+    std::fill(P, P + pl.n, T(0));
+    const T* S = x.S.data() + r * pl.n;
+    const T* Kf = p.F ? x.Kf.data() + r * pl.n : nullptr;
+    const double sh = p.F ? p.lq[i] - c : 0.0;
+    double den = 0.0;
+    for (std::size_t k = 0; k < pl.count; ++k)
+        intervals(sp, pl.a[k], pl.b[k], [&](bool exact, std::size_t lo, std::size_t hi) {
+            const std::size_t at = pl.off[k] + lo - pl.a[k], n = hi - lo;
+            T* q = P + at;
+            if (exact) {
+                std::copy(S + at, S + at + n, q);
+                exp_in_place(q, n, T(c));
+                den += sum_lanes(q, n);
+            } else if (Kf) {
+                const double* lk = p.lk + lo;
+                for (std::size_t j = 0; j < n; ++j) q[j] = T(lk[j] + sh);
+                exp_in_place(q, n, T(0));
+                for (std::size_t j = 0; j < n; ++j) q[j] *= Kf[at + j];
+                den += sum_lanes(q, n);
+            }
+        });
+    return den;
+}
+
+// num (R x dv) = sum over the ranges of P_r V_r; then, with block sums [G, z] relative to g,
+// num_i += f_i phi~(x_i) G and den_i += f_i phi~(x_i).z, f_i = exp(lq_i + g - c_i).
+template <class T>
+void block_values(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl, Scratch<T>& x, const T* G,
+                  double g) {
+    const std::size_t dv = p.dv, F = p.F, e = dv + 1;
+    T* num = grown(x.num, R * dv);
+    if (pl.count == 0) std::fill(num, num + R * dv, T(0));
+    for (std::size_t k = 0; k < pl.count; ++k)
+        tiles::times(x.P.data() + pl.off[k], R, pl.n, 1, pl.b[k] - pl.a[k], p.V.data() + pl.a[k] * dv, dv, dv, num, dv,
+                     k > 0);
+    if (!G) return;
+    const T* phi = p.phiq + r0 * F;
+    T* U = grown(x.U, R * dv);
+    T* z = grown(x.z, F);
+    tiles::times(phi, R, F, 1, F, G, e, dv, U, dv, false);
+    for (std::size_t f = 0; f < F; ++f) z[f] = G[f * e + dv];
+    for (std::size_t r = 0; r < R; ++r) {
+        const double fi = std::exp(p.lq[r0 + r] + g - x.c[r]);
+        if (fi == 0.0) continue;
+        const T t = T(fi);
+        for (std::size_t k = 0; k < dv; ++k) num[r * dv + k] += t * U[r * dv + k];
+        x.den[r] += fi * double(dot_lanes(phi + r * F, z, F));
+    }
+}
+
+// Query rows [blk B_q, min((blk + 1) B_q, L)) of the output.
+template <class T>
+void run_block(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
+    thread_local Scratch<T> x;
+    const std::size_t r0 = blk * kRows, R = std::min(kRows, p.Q.shape(0) - r0), dv = p.dv;
+    const Plan pl = plan(p, r0, r0 + R);
+    products(p, r0, R, pl, x);
+    double g = kEmpty;
+    const T* G = block_sums(p, pl, x, &g);
+    x.c.resize(R), x.den.resize(R);
+    grown(x.P, R * pl.n);
+    for (std::size_t r = 0; r < R; ++r) {
+        x.c[r] = row_shift(p, r0 + r, r, pl, x, G ? g : kEmpty);
+        x.den[r] = row_weights(p, r0 + r, r, pl, x, x.c[r]);
+    }
+    block_values(p, r0, R, pl, x, G, g);
+    for (std::size_t r = 0; r < R; ++r) {
+        const T inv = T(1.0 / x.den[r]);
+        for (std::size_t k = 0; k < dv; ++k) out.data()[(r0 + r) * dv + k] = x.num[r * dv + k] * inv;
+    }
+}
+
+// p.Kt, p.phiKt: the keys and their features transposed, in storage the calling thread keeps.
+template <class T>
+void transposed_keys(Fast<T>& p, int threads) {
+    thread_local std::vector<T> kept;
+    const std::size_t Lk = p.K.shape(0), W = tiles::lanes<T>();
+    p.ldt = (Lk + W - 1) / W * W + 64 / sizeof(T);
+    T* t = grown(kept, (p.d + p.F) * p.ldt);
+    transpose_into(p.K.data(), Lk, p.d, t, p.ldt, threads);
+    if (p.F) transpose_into(p.phik, Lk, p.F, t + p.d * p.ldt, p.ldt, threads);
+    p.Kt = t, p.phiKt = t + p.d * p.ldt;
+}
+
+}  // namespace
+
+template <class T>
+bool hybrid_fast_applies(const Estimator<T>& est) {
+    return est.hybrid.active() && !est.hybrid.topk && est.rounding == Rounding::none;
+}
+
+template <class T>
+Mat<T> hybrid_fast(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads) {
+    const FeatureMap& map = est.ready_map();
+    Fast<T> p{Q, K, V, est.hybrid, causal, Q.shape(1), V.shape(1), map.num_features(est.W.shape(0), Q.shape(1))};
+    if (p.F) {
+        const double xs = 1.0 / std::pow(double(p.d), 0.25);   // x = q / d^(1/4), as the reference
+        thread_local std::vector<T> phi;
+        thread_local std::vector<double> logs;
+        const std::size_t L = Q.shape(0), Lk = K.shape(0);
+        T* f = grown(phi, (L + Lk) * p.F);
+        double* l = grown(logs, L + Lk);
+        std::fill(l, l + L + Lk, 0.0);   // as compute_features starts them
+        compute_features_into(map, Q, xs, est.W, Side::query, threads, f, l, est.rounding, est.shift);
+        compute_features_into(map, K, xs, est.W, Side::key, threads, f + L * p.F, l + L, est.rounding, est.shift);
+        p.phiq = f, p.lq = l, p.phik = f + L * p.F, p.lk = l + L;
+    }
+    transposed_keys(p, threads);
+    p.sums = key_sums(p, threads);
+    const std::size_t L = Q.shape(0), nb = (L + kRows - 1) / kRows;
+    Mat<T> out = Mat<T>::from_shape({L, p.dv});
+    const double work = 2.0 * double(L) * double(2 * p.h.window + p.h.sinks + 2 * kBlock) * double(p.d + p.F + p.dv);
+    parallel_for(nb, threads_for(work, threads), [&](std::size_t b) { run_block(p, b, out); });
+    return out;
+}
+
+template <class T>
+Mat<T> hybrid_forward(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads) {
+    if (hybrid_fast_applies(est)) return hybrid_fast(est, Q, K, V, causal, threads);
+    return hybrid_attention(est, Q, K, V, causal, threads);
+}
+
+#define FAVOR_INSTANTIATE(T)                                                                                       \
+    template bool hybrid_fast_applies<T>(const Estimator<T>&);                                                     \
+    template Mat<T> hybrid_fast<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int);            \
+    template Mat<T> hybrid_forward<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int);
+FAVOR_INSTANTIATE(float)
+FAVOR_INSTANTIATE(double)
+#undef FAVOR_INSTANTIATE
+
+}  // namespace favor
