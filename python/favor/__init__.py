@@ -188,7 +188,7 @@ def attention(q, k, v, features=None, projection=None, m=None, seed=None, trial=
 
 def attention_grad(q, k, v, g, features=None, projection=None, m=None, seed=None, trial=None, causal=False,
                    dtype=None, exact=False, epsilon=None, epsilon_after=None, A=None, threads=None, max_memory=None,
-                   layout=None, **map_params):
+                   layout=None, window=None, sinks=None, support=None, **map_params):
     """Gradients (dq, dk, dv) of attention(q, k, v, ...) for the upstream gradient g = dLoss/dOut:
     ``favor apply --grad``.
 
@@ -196,14 +196,16 @@ def attention_grad(q, k, v, g, features=None, projection=None, m=None, seed=None
     (in the layout's order, like ``apply --grad``). Returns dq: lead + (L, d), dk: lead + (Lk, d),
     dv: lead + (Lk, dv), in the layout's order when one is given; float32 with dtype="float32", else float64 (torch inputs: torch tensors of
     the dtype). The half dtypes and maps that are not row-normalised (nystrom) have none
-    (favor.Error).
+    (favor.Error). window, sinks, support: a hybrid's gradient, as attention's (``apply --grad
+    --window``).
     """
     dtype, to = _torch_rule(dict(q=q, k=k, v=v, g=g), dtype)
     perm = _layout_perm(layout)
     dq, dk, dv, warns = _core.attention_grad(_array(q, "q"), _array(k, "k"), _array(v, "v"),
                                              _from_layout(_array(g, "g"), perm), exact,
                                              causal, _flags(features, projection, m, seed, trial, epsilon,
-                                                            epsilon_after, A, dtype, threads, layout),
+                                                            epsilon_after, A, dtype, threads, layout, window, sinks,
+                                                            support),
                                              _params(map_params), _text(max_memory, "max_memory"))
     _warn(warns)
     return tuple(_as_result(_in_layout(x, perm), to) for x in (dq, dk, dv))

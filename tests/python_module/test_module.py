@@ -123,6 +123,25 @@ def test_gradients_bitwise_cli(qkv, causal):
         assert got.tobytes() == np.load(d / f"grad{causal}" / f"o_{name}.npy").tobytes(), name
 
 
+@pytest.mark.parametrize("hybrid", [dict(features="positive", m=12, window=4, sinks=1), dict(features="none", window=6)],
+                         ids=["positive+w4+s1", "none+w6"])
+def test_hybrid_bitwise_cli(qkv, hybrid):
+    """A hybrid (docs/design.md 2.8) through the module: its output and its gradients are the CLI's."""
+    d, t = qkv
+    g = np.random.default_rng(11).normal(size=(2, 48, 5))
+    np.save(d / "gh.npy", g)
+    name = hybrid["features"]
+    os.makedirs(d / f"hyb_{name}", exist_ok=True)
+    r = cli("apply", "--q", "q", "--k", "k", "--v", "v", "--causal", *flags(hybrid), "--grad", "gh.npy",
+            "--out", f"hyb_{name}/o.npy", cwd=d)
+    assert r.returncode == 0, r.stderr
+    out = favor.attention(t["q"], t["k"], t["v"], causal=True, **hybrid)
+    assert out.tobytes() == np.load(d / f"hyb_{name}" / "o.npy").tobytes()
+    dq, dk, dv = favor.attention_grad(t["q"], t["k"], t["v"], g, causal=True, **hybrid)
+    for n, got in (("dq", dq), ("dk", dk), ("dv", dv)):
+        assert got.tobytes() == np.load(d / f"hyb_{name}" / f"o_{n}.npy").tobytes(), n
+
+
 def test_projection_and_features(tmp_path):
     r = cli("projection", "--projection", "orthogonal", "--m", 12, "--d", 8, "--seed", 4, "--trial", 1,
             "--out", tmp_path / "W.npy")
