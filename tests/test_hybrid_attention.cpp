@@ -23,19 +23,13 @@
 #include "favor/variant.hpp"
 #include "backward_helpers.hpp"
 #include "helpers.hpp"
+#include "hybrid_helpers.hpp"
 
 using namespace favor;
 using namespace favor_test;
 using nlohmann::json;
 
 namespace {
-
-Variant variant_of(json v) { return parse_variant(v, Field{"test", ""}, false, ""); }
-
-template <class T>
-Estimator<T> estimator_of(const json& v, std::size_t m, const Mat<T>& Q, const Mat<T>& K, std::uint64_t trial = 0) {
-    return make_estimator<T>(variant_of(v), m, Q.shape(1), 7, trial).for_inputs(Q, K);
-}
 
 double max_rel(const Mat<double>& ref, const Mat<double>& got) {
     double num = 0, den = 0;

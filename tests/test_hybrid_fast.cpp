@@ -18,19 +18,13 @@
 #include "favor/timing.hpp"
 #include "favor/variant.hpp"
 #include "helpers.hpp"
+#include "hybrid_helpers.hpp"
 
 using namespace favor;
 using namespace favor_test;
 using nlohmann::json;
 
 namespace {
-
-Variant variant_of(json v) { return parse_variant(v, Field{"test", ""}, false, ""); }
-
-template <class T>
-Estimator<T> estimator_of(const json& v, std::size_t m, const Mat<T>& Q, const Mat<T>& K) {
-    return make_estimator<T>(variant_of(v), m, Q.shape(1), 7, 0).for_inputs(Q, K);
-}
 
 template <class T>
 double max_rel(const Mat<T>& ref, const Mat<T>& got) {
