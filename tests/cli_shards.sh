@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A 4-way sharded run merged equals the unsharded run byte for byte (errors.csv and
-# summary.csv); merge refuses inconsistent inputs; a kernel experiment merges too.
+# summary.csv; hybrids among the variants, docs/design.md 2.8); merge refuses inconsistent inputs; a kernel experiment merges too.
 set -euo pipefail
 favor=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -8,7 +8,8 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 cat > "$tmp/c.json" <<'JSON'
 {"name": "shards", "seed": 5, "inputs": {"source": "random", "L": [64, 96], "d": 8, "scale": [0.5, 1.0]},
  "variants": [{"features": "positive", "projection": "orthogonal"}, {"features": "trig", "projection": "iid"},
-              {"features": "hyperbolic", "projection": "iid"}],
+              {"features": "hyperbolic", "projection": "iid"},
+              {"features": "positive", "projection": "orthogonal", "window": 4, "sinks": 1}, {"features": "none", "window": 8}],
  "m": [8, 16, 32], "trials": 3, "metrics": ["output_mse", "attention_mse", "kernel_mse"]}
 JSON
 "$favor" run "$tmp/c.json" --out "$tmp/full" --quiet
