@@ -136,6 +136,13 @@ expect_error pinv "apply: --param pinv: must be \"iterative\"" \
   apply "${qkv[@]}" --features nystrom --m 8 --param pinv=svd --out "$tmp/x.npy"
 printf '%s' '{"name": "n", "inputs": {"source": "npy", "q": "q.npy", "k": "k.npy", "v": "v.npy"}, "variants": [{"features": "nystrom"}], "m": 256}' > "$tmp/run/big.json"
 expect_error npy-big-m "big.json: m: 'nystrom' takes m landmarks" run "$tmp/run/big.json" --out "$tmp/xout"
+# Cross-attention files (k shorter than q): inputs.L cuts q, the run keeps every key (key_rows),
+# and validate checks m against those keys as the run does (it took Lk = inputs.L before).
+"$py" -c "import numpy as np; r = np.random.default_rng(1)
+for n, rows, c in (('q', 40, 8), ('k', 20, 8), ('v', 20, 4)): np.save('$tmp/run/x' + n + '.npy', r.normal(size=(rows, c)))"
+printf '%s' '{"name": "x", "inputs": {"source": "npy", "q": "xq.npy", "k": "xk.npy", "v": "xv.npy", "L": [32]}, "variants": [{"features": "nystrom"}], "m": 30}' > "$tmp/run/cross.json"
+expect_error npy-cross-m "cross.json: m: 'nystrom' takes m landmarks, means of m segments of the rows, so m <= L; got m = 30 with Lk = 20" \
+  validate "$tmp/run/cross.json"
 expect_error causal-config "c.json: causal: 'nystrom' (variants[3]) has no causal form" \
   run "$tmp/c.json" --set causal=true --out "$tmp/xout"
 expect_error projection-config "c.json: variants[1].projection: does not apply to 'elu'" \

@@ -19,6 +19,7 @@
 #include "favor/result_dir.hpp"
 #include "favor/run_inputs.hpp"
 #include "favor/stop_signals.hpp"
+#include "favor/tensor_io.hpp"
 
 namespace favor {
 
@@ -65,7 +66,8 @@ ConfigOverrides overrides(const std::string& cmd, const std::vector<std::string>
 void check_npy_sizes(const Config& cfg, const std::optional<QkvShapes>& s) {
     if (!s) return;
     const bool all = cfg.inputs.L.empty();
-    check_map_sizes(cfg, s->d, all ? s->L : cfg.inputs.L.front(), all ? s->Lk : cfg.inputs.L.front());
+    const std::size_t L = all ? s->L : cfg.inputs.L.front();   // the keys as the run keeps them (key_rows)
+    check_map_sizes(cfg, s->d, L, all ? s->Lk : key_rows(s->file_L, s->file_Lk, L));
 }
 
 // Refuses a run whose estimate passes `limit` seconds (0: none), before anything is written.
