@@ -129,5 +129,17 @@ expect_error timing-backward "variants[0].window: hybrids have no backward pass"
   run "$(cfg t '{"name": "t", "experiment": "timing", "backward": true, "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "window": 4}], "m": 8}')" --out "$tmp/out"
 expect_error budget "num_features: 16 columns: 'positive-iid+w16' (variants[0]) spends 16 on its window and sinks" \
   run "$(cfg b '{"name": "b", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "window": 16}], "num_features": [16, 32]}')" --out "$tmp/out"
+# Window-only, non-causal, fewer keys than queries, no sinks: rows past Lk + w - 1 would see no
+# key (0/0); refused up front by apply, validate and run, naming the rows (docs/design.md 2.8).
+"$py" -c "import numpy as np; r = np.random.default_rng(2)
+for n, rows, c in (('q', 40, 8), ('k', 20, 8), ('v', 20, 4)): np.save('$tmp/e' + n + '.npy', r.normal(size=(rows, c)))"
+short=(--q "$tmp/eq.npy" --k "$tmp/ek.npy" --v "$tmp/ev.npy")
+expect_error empty-rows "apply: --window: features none, window 8 and no sinks: query rows 27 to 39 have no key within the window (Lk = 20)" \
+  apply "${short[@]}" --features none --window 8 --out "$tmp/out"
+"$favor" apply "${short[@]}" --features none --window 21 --out "$tmp/e21.npy" || fail "window 21 covers every row, refused"
+"$favor" apply "${short[@]}" --features none --window 8 --sinks 1 --out "$tmp/es.npy" || fail "a sink gives every row a key, refused"
+ecfg=$(cfg e '{"name": "e", "inputs": {"source": "npy", "q": "eq.npy", "k": "ek.npy", "v": "ev.npy", "L": [24, 40]}, "variants": [{"features": "none", "window": 8}], "m": 4}')
+expect_error empty-rows-validate "e.json: variants[0].window: features none, window 8 and no sinks: query rows 27 to 39" validate "$ecfg"
+expect_error empty-rows-run "e.json: variants[0].window: features none, window 8 and no sinks: query rows 27 to 39" run "$ecfg" --out "$tmp/out"
 [ "$failures" -eq 0 ] || exit 1
 echo "cli_hybrid: ok"

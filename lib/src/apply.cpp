@@ -201,10 +201,13 @@ double max_norm2(const Mat<double>& a) {
 }  // namespace
 
 void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, std::size_t Lk) {
-    if (opt.variant)
-        if (const auto p = opt.variant->map->check_sizes(opt.m, d, L, Lk))
-            throw Error("apply: --" + (p->key.empty() ? std::string("features") : p->key == "m" ? "m" : "param " + p->key) +
-                        ": " + p->message);
+    if (!opt.variant) return;
+    if (const auto p = opt.variant->map->check_sizes(opt.m, d, L, Lk))
+        throw Error("apply: --" + (p->key.empty() ? std::string("features") : p->key == "m" ? "m" : "param " + p->key) +
+                    ": " + p->message);
+    const Variant& v = *opt.variant;
+    if (const std::string why = v.hybrid.empty_rows_problem(v.map->num_features(1, d) != 0, opt.causal, L, Lk); !why.empty())
+        throw Error("apply: --window: " + why);
 }
 
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {

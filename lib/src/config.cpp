@@ -414,6 +414,8 @@ void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t 
                 root.at(c.num_features.empty() ? "m" : "num_features").fail(p->message + " (variants[" + std::to_string(i) + "])");
             (p->key.empty() ? w : w.at(p->key)).fail(p->message);
         }
+        if (const std::string why = v.hybrid.empty_rows_problem(v.map->num_features(1, d) != 0, c.causal, L, Lk); !why.empty())
+            w.at("window").fail(why);   // (docs/design.md 2.8)
     }
 }
 

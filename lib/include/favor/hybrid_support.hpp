@@ -3,6 +3,7 @@
 // keys and the first `sinks` keys get the exact kernel exp(x.y), the other visible keys the
 // feature map's estimate, under one normaliser (Based, LoLCATs; StreamingLLM's sinks).
 #include <cstddef>
+#include <string>
 
 namespace favor {
 
@@ -21,6 +22,17 @@ struct HybridSupport {
         if (j < sinks) return true;
         if (topk) return false;
         return (i > j ? i - j : j - i) < window;
+    }
+    // Without a remainder (features "none") a row sees only its support. Non-causal with fewer
+    // keys than queries, no sinks: rows i >= Lk + w - 1 have no key within the window, and
+    // their output would be 0/0. The problem in words, or "" (causal rows always see j = i;
+    // top-k always picks some key).
+    std::string empty_rows_problem(bool remainder, bool causal, std::size_t L, std::size_t Lk) const {
+        if (remainder || causal || sinks != 0 || topk || window == 0 || L + 1 <= Lk + window) return "";
+        return "features none, window " + std::to_string(window) + " and no sinks: query rows " +
+               std::to_string(Lk + window - 1) + " to " + std::to_string(L - 1) + " have no key within the window (Lk = " +
+               std::to_string(Lk) + "), so their output would be 0/0; give sinks, a window of at least " +
+               std::to_string(L - Lk + 1) + ", or a remainder map";
     }
 };
 
