@@ -190,21 +190,13 @@ Gradients<T> unfused_backward(const FeatureMap& f, const Estimator<T>& est, cons
             feature_vjp(f, K, xs, est.W, Side::key, k.phi, fg.dphiK, threads), std::move(fg.dV)};
 }
 
-// The map, checked to have a gradient for est (throws Error otherwise).
-template <class T>
-const FeatureMap& gradient_map(const Estimator<T>& est) {
-    const FeatureMap& f = est.ready_map();
-    if (const std::string why = f.gradient_refusal(); !why.empty()) no_gradient(f, why);
-    if (est.rounding != Rounding::none) throw Error("backward: no gradient for the emulated half dtypes");
-    return f;
-}
 }  // namespace
 
 template <class T>
 Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                             const Mat<T>& G, bool causal, int threads) {
     check_backward_shapes(Q, K, V, G, causal);
-    const FeatureMap& f = gradient_map(est);
+    const FeatureMap& f = gradient_map(est.ready_map(), est.rounding);
     if (!backward_saves(f, est.rounding, causal, K.shape(0)))
         return unfused_backward(f, est, Q, K, V, G, causal, threads);
     return fused_backward(est, Q, K, V, G, favor_forward_saved(est, Q, K, V, causal, threads), threads);
@@ -214,7 +206,7 @@ template <class T>
 Gradients<T> favor_backward_saved(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                                   const Mat<T>& G, const ForwardState<T>& state, bool causal, int threads) {
     check_backward_shapes(Q, K, V, G, causal);
-    const FeatureMap& f = gradient_map(est);
+    const FeatureMap& f = gradient_map(est.ready_map(), est.rounding);
     if (!state.saved()) return unfused_backward(f, est, Q, K, V, G, causal, threads);
     const std::size_t L = Q.shape(0), F = f.num_features(est.W.shape(0), Q.shape(1)), e = V.shape(1) + 1;
     if (causal || state.out.shape(0) != L || state.out.shape(1) != V.shape(1) || state.den.size() != L ||

@@ -12,6 +12,12 @@ namespace favor {
     throw Error("backward: features '" + f.name() + "' have no gradient (" + why + ")");
 }
 
+const FeatureMap& gradient_map(const FeatureMap& f, Rounding rounding) {
+    if (const std::string why = f.gradient_refusal(); !why.empty()) no_gradient(f, why);
+    if (rounding != Rounding::none) throw Error("backward: no gradient for the emulated half dtypes");
+    return f;
+}
+
 void FeatureMap::vjp(const FeatureGrad<float>&) const { no_gradient(*this, gradient_refusal()); }
 void FeatureMap::vjp(const FeatureGrad<double>&) const { no_gradient(*this, gradient_refusal()); }
 

@@ -268,15 +268,6 @@ Mat<T> added(const Mat<double>& exact, const Mat<T>* through) {
     return out;
 }
 
-// The map, checked to have a gradient for est (throws Error otherwise), as favor_backward.
-template <class T>
-const FeatureMap& hybrid_gradient_map(const Estimator<T>& est) {
-    const FeatureMap& f = est.ready_map();
-    if (const std::string why = f.gradient_refusal(); !why.empty()) no_gradient(f, why);
-    if (est.rounding != Rounding::none) throw Error("backward: no gradient for the emulated half dtypes");
-    return f;
-}
-
 // --- the pairwise sums (hybrid_pairwise) ---------------------------------------------------
 // Row r's (query i) sums of A_hat_ij = w_ij / Dt_i against A_ij = exp(s_ij - max) / z, s the
 // float64 scores of the scaled rows, as pairwise_pass.cpp's pair_lanes defines each term.
@@ -342,7 +333,7 @@ template <class T>
 Gradients<T> hybrid_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                              const Mat<T>& G, bool causal, int threads) {
     check_backward_shapes(Q, K, V, G, causal);
-    const FeatureMap& map = hybrid_gradient_map(est);
+    const FeatureMap& map = gradient_map(est.ready_map(), est.rounding);
     Estimator<T> shifted = est;   // the features with their shifts (the gradient is the same)
     shifted.shift = true;
     const Parts<T> p = make_parts(shifted, MatView<T>(Q), MatView<T>(K), MatView<T>(V), causal, threads, nullptr);

@@ -7,6 +7,7 @@
 
 #include "favor/blas.hpp"
 #include "favor/feature_maps.hpp"
+#include "favor/half.hpp"
 #include "favor/tensor.hpp"
 
 namespace favor {
@@ -68,5 +69,10 @@ void projection_vjp(const FeatureGrad<T>& g, Rule rule) {
 
 // Throws Error "backward: features 'NAME' have no gradient (WHY)".
 [[noreturn]] void no_gradient(const FeatureMap& f, const std::string& why);
+
+// An estimator's ready map (Estimator::ready_map) checked to have a gradient at this rounding:
+// throws Error for a map's gradient_refusal() and for the emulated half dtypes (favor_backward's
+// and hybrid_backward's gate).
+const FeatureMap& gradient_map(const FeatureMap& ready, Rounding rounding);
 
 }  // namespace favor
