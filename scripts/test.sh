@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: set up (install + build, tests included), then run ctest.
-# FAVOR_SANITIZE=1 also builds and runs the whole suite under ASan + UBSan (build-asan/).
+# FAVOR_SANITIZE=1 also builds and runs the whole suite under ASan + UBSan (build-asan/:
+# scripts/test_sanitize.sh).
 # Usage: scripts/test.sh   (no arguments; CI runs exactly this)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +13,4 @@ case $# in
 esac
 scripts/setup.sh
 (cd build && ctest --output-on-failure -j "$(nproc)")
-if [ "${FAVOR_SANITIZE:-0}" = "1" ]; then
-  BUILD_DIR=build-asan BUILD_TYPE=RelWithDebInfo scripts/setup.sh -DFAVOR_SANITIZE=ON
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     ctest --output-on-failure -j "$(nproc)")
-fi
+if [ "${FAVOR_SANITIZE:-0}" = "1" ]; then scripts/test_sanitize.sh; fi
