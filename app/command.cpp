@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "favor/names.hpp"
-#include "favor/run_session.hpp"
+#include "favor/core/names.hpp"
+#include "favor/runs/run_session.hpp"
 
 namespace favor::cli {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "favor/byte_sizes.hpp"
-#include "favor/cost_model.hpp"
-#include "favor/resources.hpp"
+#include "favor/core/byte_sizes.hpp"
+#include "favor/core/resources.hpp"
+#include "favor/runs/cost_model.hpp"
 
 namespace favor::cli {
 

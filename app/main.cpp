@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "command.hpp"
-#include "favor/error.hpp"
-#include "favor/experiment.hpp"
-#include "favor/byte_sizes.hpp"
-#include "favor/cost_model.hpp"
-#include "favor/resources.hpp"
-#include "favor/names.hpp"
-#include "favor/process.hpp"
+#include "favor/core/byte_sizes.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
+#include "favor/core/process.hpp"
+#include "favor/core/resources.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/runs/cost_model.hpp"
 
 namespace favor::cli {
 
@@ -88,7 +88,7 @@ int check_command_word(int argc, char** argv) {
 }
 
 // "run: unknown flag '--tirals', did you mean '--trials'?" for the first "--name" argument the
-// chosen command has no flag for (the suggestion from lib/src/names.cpp, as for config keys
+// chosen command has no flag for (the suggestion from lib/src/core/names.cpp, as for config keys
 // and commands); "" when every one is known. After "--" arguments are operands.
 std::string unknown_flag(int argc, char** argv, const std::string& cmd, const CLI::App& sub) {
     std::vector<std::string> flags;

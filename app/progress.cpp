@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "favor/stop_signals.hpp"
+#include "favor/core/stop_signals.hpp"
 
 namespace favor::cli {
 namespace {

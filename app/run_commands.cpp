@@ -6,15 +6,15 @@
 #include <limits>
 
 #include "command.hpp"
-#include "favor/cells.hpp"
-#include "favor/compare.hpp"
-#include "favor/error.hpp"
-#include "favor/experiment.hpp"
-#include "favor/files.hpp"
-#include "favor/report.hpp"
-#include "favor/result_dir.hpp"
-#include "favor/run_plan.hpp"
-#include "favor/run_session.hpp"
+#include "favor/core/error.hpp"
+#include "favor/experiments/cells.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/result_dir.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/report.hpp"
+#include "favor/results/compare.hpp"
+#include "favor/runs/run_plan.hpp"
+#include "favor/runs/run_session.hpp"
 #include "progress.hpp"
 
 namespace favor::cli {

@@ -4,18 +4,18 @@
 #include <limits>
 
 #include "command.hpp"
-#include "favor/apply.hpp"
-#include "favor/apply_files.hpp"
-#include "favor/config.hpp"
-#include "favor/error.hpp"
-#include "favor/files.hpp"
-#include "favor/inputs.hpp"
-#include "favor/npy.hpp"
-#include "favor/projections.hpp"
-#include "favor/result_dir.hpp"
-#include "favor/tensor_io.hpp"
-#include "favor/tensor_layout.hpp"
-#include "favor/tensor_requests.hpp"
+#include "favor/core/error.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/experiments/result_dir.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/npy.hpp"
+#include "favor/io/tensor_io.hpp"
+#include "favor/io/tensor_layout.hpp"
+#include "favor/runs/apply.hpp"
+#include "favor/runs/apply_files.hpp"
+#include "favor/runs/tensor_requests.hpp"
 
 namespace favor::cli {
 namespace {

@@ -1,6 +1,6 @@
 // projplus_measure: the measurements behind the simplex-plus and qmc numbers of
 // docs/estimators.md (not a test: it prints, it asserts nothing; the asserting checks are in
-// tests/test_qmc_simplex_plus.cpp). The positive estimator's kernel MSE with simplex-plus, simplex and
+// tests/estimators/test_qmc_simplex_plus.cpp). The positive estimator's kernel MSE with simplex-plus, simplex and
 // orthogonal W at the d = 4 small-norm points (N = 100000 trials, paired differences), and
 // the slope of log MSE in log m for qmc against iid at d = 16, |x| = |y| = 0.5.
 //

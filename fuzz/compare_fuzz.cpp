@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "favor/compare.hpp"
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
+#include "favor/results/compare.hpp"
 #include "sections.hpp"
-#include "favor/ranking.hpp"
+#include "favor/results/ranking.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "favor/error.hpp"
-#include "favor/journal.hpp"
+#include "favor/core/error.hpp"
+#include "favor/experiments/journal.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     static const nlohmann::json identity = {{"config", {{"m", {4, 8}}, {"trials", 2}}}, {"shard", {{"index", 0}, {"count", 1}}}};

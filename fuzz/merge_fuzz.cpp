@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
 #include "sections.hpp"
-#include "favor/merge.hpp"
+#include "favor/results/merge.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);

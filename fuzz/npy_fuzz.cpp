@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "favor/error.hpp"
-#include "favor/npy.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/npy.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     try {

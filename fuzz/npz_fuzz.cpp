@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "favor/error.hpp"
-#include "favor/tensor_file.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/tensor_file.hpp"
 
 namespace {
 void check_message(const favor::Error& e) {

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "favor/config.hpp"
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
+#include "favor/experiments/config.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     static const nlohmann::json base = nlohmann::json::parse(

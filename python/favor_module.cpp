@@ -13,17 +13,17 @@
 #include <memory>
 #include <type_traits>
 
-#include "favor/apply.hpp"
-#include "favor/apply_grad.hpp"
-#include "favor/array_view.hpp"
-#include "favor/blas.hpp"
-#include "favor/error.hpp"
-#include "favor/experiment.hpp"
-#include "favor/names.hpp"
-#include "favor/parallel.hpp"
-#include "favor/run_session.hpp"
-#include "favor/tensor_layout.hpp"
-#include "favor/tensor_requests.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/io/tensor_layout.hpp"
+#include "favor/runs/apply.hpp"
+#include "favor/runs/apply_grad.hpp"
+#include "favor/runs/array_view.hpp"
+#include "favor/runs/run_session.hpp"
+#include "favor/runs/tensor_requests.hpp"
 
 namespace py = pybind11;
 using Text = std::optional<std::string>;

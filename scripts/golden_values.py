@@ -1,28 +1,28 @@
 #!/usr/bin/python3
 """Writes tests/data/golden.json: pinned values of favor's random streams, inputs and W.
 
-tests/test_golden.cpp checks the library against this file, so any change to the numbers
+tests/experiments/test_golden.cpp checks the library against this file, so any change to the numbers
 the same config gives (the promise of README "Seeding") fails the test suite, on every
 compiler and platform it is built on.
 
 Where the values come from:
   * mix64, tag, stream_key, uniform_at, normal_at, chi_at and random_inputs: an independent
-    pure-Python implementation written from the specification in lib/include/favor/rng.hpp,
-    lib/src/rng.cpp, lib/include/favor/inputs.hpp and lib/src/inputs.cpp (Python ints for the
+    pure-Python implementation written from the specification in lib/include/favor/core/rng.hpp,
+    lib/src/core/rng.cpp, lib/include/favor/experiments/inputs.hpp and lib/src/experiments/inputs.cpp (Python ints for the
     64-bit arithmetic, math.log/cos/sin/sqrt for Box-Muller). The inputs are also compared
     with `favor gen`.
   * W: written by the built `favor projection` for every projection (the QR-based ones
     depend on LAPACK and are pinned rather than reimplemented). Before writing, each W is
     compared with a Python implementation: to 1e-15 (the compiler may fuse a*b + c) for iid, hadamard,
-    hadamard-fixed and givens, which are written here from lib/src/projections.cpp and
-    lib/src/structured.cpp; to 1e-12 for orthogonal*, simplex, simplex-plus (numpy's QR); to
-    4e-15 for qmc (lib/src/qmc.cpp: Sobol points from Joe & Kuo's direction numbers, read from
-    SciPy's copy when SciPy is installed, else from lib/src/sobol_directions.cpp; the inverse
+    hadamard-fixed and givens, which are written here from lib/src/estimators/projections.cpp and
+    lib/src/estimators/structured.cpp; to 1e-12 for orthogonal*, simplex, simplex-plus (numpy's QR); to
+    4e-15 for qmc (lib/src/estimators/qmc.cpp: Sobol points from Joe & Kuo's direction numbers, read from
+    SciPy's copy when SciPy is installed, else from lib/src/estimators/sobol_directions.cpp; the inverse
     normal CDF is Python's statistics.NormalDist.inv_cdf, the same AS241, which differs from
     the C++ build by FMA contraction only); to 1e-14 for fastfood (S H G Pi H B with the
     fwht above) and 4e-15 for lattice (the Korobov search and radical inverse written here
-    from lib/src/projections/lattice.cpp, Phi^-1 as for qmc); orthogonal-pnc to 1e-12 (numpy's
-    QR; the chi quantile written here from lib/src/projections/orthogonal_pnc.cpp).
+    from lib/src/estimators/projections/lattice.cpp, Phi^-1 as for qmc); orthogonal-pnc to 1e-12 (numpy's
+    QR; the chi quantile written here from lib/src/estimators/projections/orthogonal_pnc.cpp).
 
 The script never overwrites a golden file that differs from what it computes unless given
 --update: a difference beyond the test's tolerances means the streams changed, which breaks
@@ -227,7 +227,7 @@ def simplex_plus_directions(S, w, sweeps=SIMPLEX_PLUS_SWEEPS):
 
 def sobol_table(dims):
     """(poly, [m_1 .. m_s]) for dimensions 2 .. dims: SciPy's copy of Joe & Kuo's table
-    (independent of the C++ one) when SciPy is installed, else lib/src/sobol_directions.cpp."""
+    (independent of the C++ one) when SciPy is installed, else lib/src/estimators/sobol_directions.cpp."""
     spec = importlib.util.find_spec("scipy")
     if spec is not None and spec.submodule_search_locations:
         z = np.load(os.path.join(list(spec.submodule_search_locations)[0], "stats", "_sobol_direction_numbers.npz"))
@@ -294,7 +294,7 @@ def qmc_gaussian(m, d, key):
 
 
 def fastfood_rows(key, P, d):
-    """lib/src/projections/fastfood.cpp: unit rows of H G Pi H B (P x d)."""
+    """lib/src/estimators/projections/fastfood.cpp: unit rows of H G Pi H B (P x d)."""
     B = [-1.0 if uniform_at(key, i) < 0.5 else 1.0 for i in range(P)]
     perm = list(range(P))
     k = 0
@@ -320,7 +320,7 @@ def fastfood_rows(key, P, d):
 
 
 def gamma_p(a, x):
-    """lib/src/projections/orthogonal_pnc.cpp: the regularised lower incomplete gamma."""
+    """lib/src/estimators/projections/orthogonal_pnc.cpp: the regularised lower incomplete gamma."""
     if x <= 0.0:
         return 0.0
     log_front = a * math.log(x) - x - math.lgamma(a)
@@ -377,7 +377,7 @@ LATTICE_N = 1024
 
 
 def korobov_vector(d):
-    """lib/src/projections/lattice.cpp: the Korobov a minimising weighted P_2 (n = 1024)."""
+    """lib/src/estimators/projections/lattice.cpp: the Korobov a minimising weighted P_2 (n = 1024)."""
     n = LATTICE_N
     b2 = []
     for k in range(n):
@@ -566,7 +566,7 @@ def run(favor, *args):
 def compute(favor):
     g = {
         "about": "Pinned values of favor's random streams, inputs and W; checked by "
-                 "tests/test_golden.cpp, written by scripts/golden_values.py (see there and "
+                 "tests/experiments/test_golden.cpp, written by scripts/golden_values.py (see there and "
                  "README 'Seeding'). u64 values are hex strings.",
         "mix64": [{"in": hexu64(x), "out": hexu64(mix64(x))} for x in MIX64_INPUTS],
         "tag": [{"in": s, "out": hexu64(tag(s))} for s in TAG_INPUTS],
@@ -624,7 +624,7 @@ def dumps(obj, indent=0):
     return json.dumps(obj)
 
 
-# The test's tolerances (tests/test_golden.cpp): exact for integers and uniforms, relative
+# The test's tolerances (tests/experiments/test_golden.cpp): exact for integers and uniforms, relative
 # 1e-15 for normals, chi and inputs (libm, FMA), 1e-12 for W (LAPACK).
 FLOAT_TOL = {"streams": 1e-15, "inputs": 1e-15, "projections": 1e-12}
 

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes tests/data/half_rounding.txt: float32 -> float16 -> float32 and float32 -> bfloat16
--> float32 round trips, as float32 bit patterns, for tests/test_half.cpp.
+-> float32 round trips, as float32 bit patterns, for tests/core/test_half.cpp.
 
 Where the values come from:
   * float16: numpy's own conversion (np.float32 array .astype(np.float16).astype(np.float32)),

@@ -66,7 +66,7 @@ Default output: beside the result set, not in it (favor run replaces RESULT_DIR 
 _vs_num_features, _vs_<kind> (_timing for a timing table beside a summary) when a
 non-default option is asked for; the path is printed. --data JSON also writes every series
 drawn (kind, panel, label, variant, x, y, band edges lo/hi, band label) with the figure's
-title, layout and y label, for tests/plot_check.py. Exit 2 with one line on stderr on bad
+title, layout and y label, for tests/cli/plot_check.py. Exit 2 with one line on stderr on bad
 input. Needs numpy and matplotlib (Debian python3-matplotlib): run it with /usr/bin/python3.
 """
 import argparse
@@ -549,7 +549,7 @@ def draw_baseline(ax, rows, xkey, logy):
 
 
 # The metrics whose higher values are better (the metric table's higher_is_better, which
-# `favor list` marks "(higher is better)"; tests/plot_check.py checks the two agree): every
+# `favor list` marks "(higher is better)"; tests/cli/plot_check.py checks the two agree): every
 # other metric is an error, lower is better.
 HIGHER_IS_BETTER = {"grad_cosine"}
 

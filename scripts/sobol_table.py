@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes lib/src/sobol_directions.cpp: Sobol direction numbers for the first 1024 dimensions.
+"""Writes lib/src/estimators/sobol_directions.cpp: Sobol direction numbers for the first 1024 dimensions.
 
 The numbers are Joe & Kuo's "new-joe-kuo-6.21201" set (S. Joe and F. Y. Kuo, "Constructing
 Sobol sequences with better two-dimensional projections", SIAM J. Sci. Comput. 30 (2008)

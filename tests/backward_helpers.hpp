@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <random>
 
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor_test {
 

@@ -9,13 +9,13 @@
 #include <string>
 #include <utility>
 
-#include "favor/error.hpp"
-#include "favor/estimator.hpp"
-#include "favor/experiment.hpp"
-#include "favor/merge.hpp"
-#include "favor/projections.hpp"
-#include "favor/tensor.hpp"
-#include "favor/variant.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/variant.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/results/merge.hpp"
 
 namespace favor_test {
 

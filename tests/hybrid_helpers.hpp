@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "favor/estimator.hpp"
-#include "favor/fields.hpp"
-#include "favor/variant.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/estimators/fields.hpp"
+#include "favor/estimators/variant.hpp"
 
 namespace favor_test {
 

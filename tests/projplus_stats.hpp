@@ -1,14 +1,14 @@
 #pragma once
-// The positive estimator's statistics under the projections of tests/test_qmc_simplex_plus.cpp, shared
+// The positive estimator's statistics under the projections of tests/estimators/test_qmc_simplex_plus.cpp, shared
 // with the measurement behind docs/estimators.md's numbers (bench/projplus_measure.cpp).
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "helpers.hpp"
-#include "favor/projections.hpp"
-#include "favor/rng.hpp"
-#include "favor/structured.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/structured.hpp"
 
 namespace favor_test {
 

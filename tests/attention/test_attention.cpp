@@ -7,18 +7,18 @@
 #include <tuple>
 #include <type_traits>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/estimator.hpp"
-#include "favor/half.hpp"
-#include "favor/inputs.hpp"
-#include "favor/output_metrics.hpp"
-#include "favor/pairwise_pass.hpp"
-#include "favor/parallel.hpp"
-#include "favor/projections.hpp"
-#include "favor/theory.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/attention/pairwise_pass.hpp"
+#include "favor/core/half.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/theory.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/metrics/output_metrics.hpp"
 
 #include "helpers.hpp"
 

@@ -1,4 +1,4 @@
-// The backward passes (favor/backward_exact.hpp, backward_linear.hpp) against central finite differences of their own
+// The backward passes (favor/attention/backward_exact.hpp, backward_linear.hpp) against central finite differences of their own
 // forwards (exact_attention, favor_attention) in float64, for every map with a gradient,
 // causal and not; float32 against float64; 1 thread against 2 bitwise; the refusals.
 #include <catch2/catch.hpp>
@@ -6,13 +6,13 @@
 #include <random>
 #include <string>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/backward_linear.hpp"
-#include "favor/error.hpp"
-#include "favor/estimator.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/backward_linear.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/error.hpp"
+#include "favor/estimators/estimator.hpp"
 
 #include "backward_helpers.hpp"
 #include "helpers.hpp"

@@ -1,4 +1,4 @@
-// The exact backward from saved statistics (favor/backward_exact.hpp, docs/design.md section
+// The exact backward from saved statistics (favor/attention/backward_exact.hpp, docs/design.md section
 // 2.7) at sizes that cross its tiles and chunks: against a dense float64 reference of the same
 // formulas (the L x L matrices, test-only) and central differences of exact_attention; the
 // saved forward's output bitwise equal to exact_attention's and its lse against a direct sum;
@@ -7,10 +7,10 @@
 #include <cmath>
 #include <random>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/backward_exact.hpp"
-#include "favor/error.hpp"
-#include "favor/exact_attention.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/backward_exact.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/core/error.hpp"
 
 #include "backward_helpers.hpp"
 

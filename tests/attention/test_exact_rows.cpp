@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "favor/exact_attention.hpp"
-#include "favor/exact_rows.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/inputs.hpp"
-#include "favor/rng.hpp"
-#include "favor/row_sample.hpp"
-#include "favor/row_sampled_metrics.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/exact_rows.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/metrics/row_sample.hpp"
+#include "favor/metrics/row_sampled_metrics.hpp"
 #include "helpers.hpp"
 
 using namespace favor;

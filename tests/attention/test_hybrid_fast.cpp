@@ -1,4 +1,4 @@
-// The fast path of window / sinks hybrids (lib/src/hybrid_fast.cpp, docs/design.md 2.8)
+// The fast path of window / sinks hybrids (lib/src/attention/hybrid_fast.cpp, docs/design.md 2.8)
 // against the reference path (hybrid_attention): equal up to the rounding of the compute dtype
 // (float64 1e-12, float32 1e-5 of the largest output), causal and not, features "none", sinks
 // only, window and sinks, w = 1, w >= L, windows and sinks past one block, L not a multiple of
@@ -9,14 +9,14 @@
 #include <cmath>
 #include <string>
 
-#include "favor/config.hpp"
-#include "favor/estimator.hpp"
-#include "favor/experiment.hpp"
-#include "favor/hybrid_attention.hpp"
-#include "favor/hybrid_fast.hpp"
-#include "favor/inputs.hpp"
-#include "favor/timing.hpp"
-#include "favor/variant.hpp"
+#include "favor/attention/hybrid_attention.hpp"
+#include "favor/attention/hybrid_fast.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/estimators/variant.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/experiments/timing.hpp"
 #include "helpers.hpp"
 #include "hybrid_helpers.hpp"
 

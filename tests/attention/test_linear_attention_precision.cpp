@@ -3,14 +3,14 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/inputs.hpp"
-#include "favor/output_metrics.hpp"
-#include "favor/pairwise_pass.hpp"
-#include "favor/projections.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/attention/pairwise_pass.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/metrics/output_metrics.hpp"
 
 #include "helpers.hpp"
 

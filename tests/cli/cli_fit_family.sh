@@ -3,7 +3,7 @@
 # knob but clusters, RoPE interleaved; then one with clustered keys), scripts/fit_family.py
 # recovers each parameter within 4 of its own bootstrap standard errors and writes a config that `favor validate` accepts and
 # whose twin is drawn by gen again; gen's --family errors are one line, exit 2, nothing written.
-# Usage: tests/cli_fit_family.sh FAVOR_BINARY SOURCE_DIR   (python: $FAVOR_PYTHON, default /usr/bin/python3)
+# Usage: tests/cli/cli_fit_family.sh FAVOR_BINARY SOURCE_DIR   (python: $FAVOR_PYTHON, default /usr/bin/python3)
 set -euo pipefail
 favor=$1; src=$2
 py=${FAVOR_PYTHON:-/usr/bin/python3}

@@ -2,7 +2,7 @@
 # `favor apply --grad`: OUT_dq.npy, OUT_dk.npy, OUT_dv.npy beside --out OUT.npy with the shapes of q, k, v (heads
 # kept, float32 files with --dtype float32); what has no gradient is refused with one line,
 # exit 2, before any output is written. The values are checked in tests/python
-# (test_backward_torch.py) and tests/test_backward.cpp.
+# (test_backward_torch.py) and tests/attention/test_backward.cpp.
 set -euo pipefail
 favor=$1; src=$2
 py=/usr/bin/python3

@@ -38,10 +38,10 @@ for n in "qkv":
 e16, e64 = np.load(f"{t}/e16.npy"), np.load(f"{t}/e64.npy")
 assert np.array_equal(e16, e16.astype(np.float16).astype(np.float32)), "output not float16 values"
 rel = np.linalg.norm(e16 - e64) / np.linalg.norm(e64)
-assert 0 < rel < 1e-2, rel      # half rounding: ~1e-3 (tests/test_half_attention.cpp derives the bound)
+assert 0 < rel < 1e-2, rel      # half rounding: ~1e-3 (tests/attention/test_half_attention.cpp derives the bound)
 PY
 
-# Keys along W's first row (the fixture of tests/test_half_attention.cpp, through files).
+# Keys along W's first row (the fixture of tests/attention/test_half_attention.cpp, through files).
 "$favor" projection --projection orthogonal --m 64 --d 16 --seed 7 --out "$tmp/W.npy"
 "$favor" gen --L 1024 --d 16 --scale 0.5 --seed 5 --out "$tmp/a"
 "$py" - "$tmp" <<'PY'

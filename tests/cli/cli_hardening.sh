@@ -29,7 +29,7 @@ expect 2 projection-link-to-dev "to-null: is a symbolic link (to /dev/null)" pro
 ln -s loop "$tmp/loop"; ln -s "$tmp/loop" "$tmp/loop2"; rm "$tmp/loop"; ln -s "$tmp/loop2" "$tmp/loop"
 expect 2 apply-link-loop "loop: is a symbolic link" "${apply[@]}" --out "$tmp/loop"
 expect 2 run-out-link-loop "loop: is a symbolic link" run "$tmp/c.json" --out "$tmp/loop" --quiet
-# A link is never written through (issue 36; tests/cli_outputs.sh has the dangling ones).
+# A link is never written through (issue 36; tests/cli/cli_outputs.sh has the dangling ones).
 echo old > "$tmp/target.npy"; ln -s target.npy "$tmp/link.npy"
 expect 2 apply-link-to-file "link.npy: is a symbolic link (to target.npy)" "${apply[@]}" --out "$tmp/link.npy"
 [ -L "$tmp/link.npy" ] && [ "$(cat "$tmp/target.npy")" = old ] || fail "link.npy: written through"
@@ -42,7 +42,7 @@ expect 2 journal-link "journal.jsonl: is a symbolic link" run "$tmp/c.json" --ou
 expect 2 journal-link-resume "journal.jsonl: is a symbolic link" run "$tmp/c.json" --out "$tmp/rs" --quiet --resume
 [ "$(cat "$tmp/victim")" = precious ] || fail "the link's target was written: [$(cat "$tmp/victim")]"
 [ -L "$tmp/rs/journal.jsonl" ] || fail "journal link replaced"
-# Device nodes made with mknod (root only): tests/cli_devices.sh.
+# Device nodes made with mknod (root only): tests/cli/cli_devices.sh.
 # A run's own .npy inputs inside OUT would be deleted by the swap: refused before any work.
 mkdir "$tmp/own"; cp "$tmp/in"/*.npy "$tmp/own/"; echo '{}' > "$tmp/own/run.json"
 printf '%s' '{"name": "o", "inputs": {"source": "npy", "q": "own/q.npy", "k": "own/k.npy", "v": "own/v.npy"}, "variants": [{"features": "positive"}], "m": 4, "trials": 1}' > "$tmp/own.json"

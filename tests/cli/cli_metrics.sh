@@ -2,9 +2,9 @@
 # The metric columns against numpy: output_mse, output_rel_error, attention_mse, attention_tv,
 # attention_kl (blank where some A_hat <= 0), negative_fraction, nonfinite, their summary
 # statistics (mean, std, sem, median, p10, p90) and the uniform-attention baseline_<metric>
-# columns, recomputed from the definitions by tests/metrics_numpy_check.py for positive,
+# columns, recomputed from the definitions by tests/cli/metrics_numpy_check.py for positive,
 # hyperbolic, trig and oprf (fixed A) with orthogonal W: one head and several heads, causal
-# and not, per_head rows and head averages; by tests/metrics_numpy_lk_check.py with keys
+# and not, per_head rows and head averages; by tests/cli/metrics_numpy_lk_check.py with keys
 # longer than the queries (Lk != L), inputs.L, and row-sampled runs (the _row_sem columns),
 # with and without pairwise metrics. Then causal attention with Lk != L, which run refuses as
 # apply does (one line, exit 2, nothing written), with and without inputs.L.
@@ -16,7 +16,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 checks=(metrics_numpy_check metrics_numpy_lk_check)
 
 "$favor" gen --L 48 --d 8 --dv 5 --scale 1 --seed 3 --out "$tmp/single"
-trials=$(for c in "${checks[@]}"; do "$py" "$src/tests/$c.py" prepare "$tmp" || echo fail; done | sort -u)
+trials=$(for c in "${checks[@]}"; do "$py" "$src/tests/cli/$c.py" prepare "$tmp" || echo fail; done | sort -u)
 grep -q fail <<<"$trials" && fail "prepare"
 for t in $trials; do
   "$favor" projection --projection orthogonal --m 12 --d 8 --seed 3 --trial "$t" --out "$tmp/W$t.npy"
@@ -29,7 +29,7 @@ for cfg in "$tmp"/cases/*.json; do
 done
 [ "$n" -ge 14 ] || fail "only $n cases"
 for c in "${checks[@]}"; do
-  "$py" "$src/tests/$c.py" check "$tmp" || fail "metrics differ from numpy ($c.py)"
+  "$py" "$src/tests/cli/$c.py" check "$tmp" || fail "metrics differ from numpy ($c.py)"
 done
 
 # Causal with Lk != L (q 24 rows, k and v 40): refused by run, whatever inputs.L, and apply alike.

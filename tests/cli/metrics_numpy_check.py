@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""numpy side of tests/cli_metrics.sh: recompute favor's attention metrics from their definitions.
+"""numpy side of tests/cli/cli_metrics.sh: recompute favor's attention metrics from their definitions.
 
   metrics_numpy_check.py prepare DIR   writes DIR/heads/{q,k,v}.npy (a (2, 3, L, d) float64 multi-head
                                        set) and one config per case, DIR/cases/<case>.json; prints

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""numpy side of tests/cli_metrics.sh, beside metrics_numpy_check.py: favor run's metrics with keys longer than the queries
+"""numpy side of tests/cli/cli_metrics.sh, beside metrics_numpy_check.py: favor run's metrics with keys longer than the queries
 (Lk != L: cross-attention, a cache), with inputs.L, and row-sampled (query_rows), recomputed from
 their definitions (docs/design.md sections 3, 3.1 and 5).
 
@@ -26,7 +26,7 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [HERE, os.path.join(os.path.dirname(HERE), "scripts")]
+sys.path[:0] = [HERE, os.path.join(os.path.dirname(os.path.dirname(HERE)), "scripts")]
 import metrics_numpy_check as base  # noqa: E402  (the definitions and the cell comparison)
 from golden_values import stream_key, tag, uniform_at  # noqa: E402  (rng.hpp's streams)
 
@@ -56,7 +56,7 @@ STATS = ("_mean", "_std", "_sem", "_median", "_p10", "_p90")
 
 
 # ---------------------------------------------------------------------------------------------
-# favor's row draw (lib/src/row_sample.cpp) from its specification (design.md 3.1, 7), on the
+# favor's row draw (lib/src/metrics/row_sample.cpp) from its specification (design.md 3.1, 7), on the
 # stream functions scripts/golden_values.py re-derives independently (rng.hpp).
 
 def query_rows(L, N, causal):

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """cli_plot: scripts/plot.py drawn in this one process, its plotted series checked.
 
-Usage: plot_check.py FAVOR_BINARY SOURCE_DIR (tests/cli_plot.sh runs it).
+Usage: plot_check.py FAVOR_BINARY SOURCE_DIR (tests/cli/cli_plot.sh runs it).
 
 Result sets in a temporary directory: favor makes approx (m sweep, two scales, trig/positive x
 iid/orthogonal), sweepL (L sweep), heads (npy per_head: a head column) and kernel (kernel

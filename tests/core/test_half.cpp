@@ -1,4 +1,4 @@
-// The half-precision rounding helpers (lib/include/favor/half.hpp) bit for bit against
+// The half-precision rounding helpers (lib/include/favor/core/half.hpp) bit for bit against
 // tests/data/half_rounding.txt: numpy's float16 round trip and an independent bfloat16
 // rule, for ties, subnormals, the smallest normal, the largest finite value, the overflow
 // tie, Inf, NaN (payloads included), -0 and a random sample of all float32 bit patterns
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "favor/half.hpp"
+#include "favor/core/half.hpp"
 
 using namespace favor;
 

@@ -4,7 +4,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "favor/stop_signals.hpp"
+#include "favor/core/stop_signals.hpp"
 
 namespace {
 extern "C" void embedder_handler(int) {}

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "favor/vmath.hpp"
+#include "favor/core/vmath.hpp"
 
 using namespace favor;
 

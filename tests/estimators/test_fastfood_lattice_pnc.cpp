@@ -1,4 +1,4 @@
-// The fastfood, lattice and orthogonal-pnc projections (lib/src/projections/fastfood.cpp,
+// The fastfood, lattice and orthogonal-pnc projections (lib/src/estimators/projections/fastfood.cpp,
 // lattice.cpp, orthogonal_pnc.cpp):
 // their constructions and distributional properties beyond the registry contract
 // (test_projection_contract.cpp), and the positive estimator with them. Fixed seeds;
@@ -10,11 +10,11 @@
 
 #include "helpers.hpp"
 #include "projplus_stats.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/projections.hpp"
-#include "favor/qmc.hpp"
-#include "favor/rng.hpp"
-#include "favor/structured.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/qmc.hpp"
+#include "favor/estimators/structured.hpp"
 
 using namespace favor;
 using favor_test::describe;

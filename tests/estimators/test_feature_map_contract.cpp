@@ -20,14 +20,14 @@
 #include <string>
 
 #include "helpers.hpp"
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/estimator.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/inputs.hpp"
-#include "favor/variant.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/variant.hpp"
+#include "favor/experiments/inputs.hpp"
 
 using namespace favor;
 using favor_test::Pair;

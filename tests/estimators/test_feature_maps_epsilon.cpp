@@ -3,13 +3,13 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/error.hpp"
-#include "favor/inputs.hpp"
-#include "favor/projections.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/error.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/experiments/inputs.hpp"
 
 #include "helpers.hpp"
 

@@ -5,17 +5,17 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/config.hpp"
-#include "favor/error.hpp"
-#include "favor/inputs.hpp"
-#include "favor/metric_table.hpp"
-#include "favor/output_metrics.hpp"
-#include "favor/nystrom.hpp"
-#include "favor/timing.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/error.hpp"
+#include "favor/estimators/nystrom.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/experiments/timing.hpp"
+#include "favor/metrics/metric_table.hpp"
+#include "favor/metrics/output_metrics.hpp"
 
 #include "helpers.hpp"
 

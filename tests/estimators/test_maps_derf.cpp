@@ -9,17 +9,17 @@
 #include <xtensor-blas/xlinalg.hpp>
 
 #include "helpers.hpp"
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/config.hpp"
-#include "favor/experiment.hpp"
-#include "favor/inputs.hpp"
-#include "favor/output_metrics.hpp"
-#include "favor/projections.hpp"
-#include "favor/rng.hpp"
-#include "favor/theory.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/theory.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/metrics/output_metrics.hpp"
 
 using namespace favor;
 using favor_test::Pair;

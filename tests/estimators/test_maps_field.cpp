@@ -7,13 +7,13 @@
 #include <cmath>
 
 #include "helpers.hpp"
-#include "favor/config.hpp"
-#include "favor/cost_model.hpp"
-#include "favor/feature_grad.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/inputs.hpp"
-#include "favor/projections.hpp"
-#include "favor/theory.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/theory.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/runs/cost_model.hpp"
 
 using namespace favor;
 using favor_test::map_named;

@@ -1,14 +1,14 @@
 // OPRF / FAVOR++ (Likhosherstov et al., "Chefs' Random Tables", arXiv 2205.15317):
 // unbiasedness over A < 1/8, the closed-form variance, orthogonal coupling, and what A*
-// actually minimises. Complements tests/test_theory.cpp (iid, A = -0.2 and 0.05).
+// actually minimises. Complements tests/estimators/test_theory.cpp (iid, A = -0.2 and 0.05).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 
 #include "helpers.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/projections.hpp"
-#include "favor/theory.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/theory.hpp"
 
 using namespace favor;
 using favor_test::Pair;

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "favor/error.hpp"
-#include "favor/projections.hpp"
+#include "favor/core/error.hpp"
+#include "favor/estimators/projections.hpp"
 #include "helpers.hpp"
 
 using namespace favor;

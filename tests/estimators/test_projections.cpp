@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "helpers.hpp"
-#include "favor/projections.hpp"
-#include "favor/structured.hpp"
-#include "favor/rng.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/structured.hpp"
 
 using namespace favor;
 using favor_test::dot_rows;

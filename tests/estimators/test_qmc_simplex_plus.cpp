@@ -12,13 +12,13 @@
 
 #include "helpers.hpp"
 #include "projplus_stats.hpp"
-#include "favor/config.hpp"
-#include "favor/error.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/projections.hpp"
-#include "favor/qmc.hpp"
-#include "favor/rng.hpp"
-#include "favor/structured.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/qmc.hpp"
+#include "favor/estimators/structured.hpp"
+#include "favor/experiments/config.hpp"
 
 using namespace favor;
 using favor_test::dot_rows;

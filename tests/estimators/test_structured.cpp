@@ -7,10 +7,10 @@
 #include <xtensor/xview.hpp>
 
 #include "helpers.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/projections.hpp"
-#include "favor/rng.hpp"
-#include "favor/structured.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/structured.hpp"
 
 using namespace favor;
 using favor_test::dot_rows;

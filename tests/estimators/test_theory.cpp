@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "helpers.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/projections.hpp"
-#include "favor/theory.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/theory.hpp"
 
 using namespace favor;
 using favor_test::Pair;

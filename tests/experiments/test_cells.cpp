@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <set>
 
-#include "favor/cells.hpp"
-#include "favor/config.hpp"
+#include "favor/experiments/cells.hpp"
+#include "favor/experiments/config.hpp"
 
 using namespace favor;
 using nlohmann::json;

@@ -6,14 +6,14 @@
 #include <cstdio>
 #include <map>
 
-#include "favor/config.hpp"
+#include "favor/experiments/config.hpp"
 #include "helpers.hpp"
-#include "favor/error.hpp"
-#include "favor/experiment.hpp"
-#include "favor/inputs.hpp"
-#include "favor/cost_model.hpp"
-#include "favor/merge.hpp"
-#include "favor/rng.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/results/merge.hpp"
+#include "favor/runs/cost_model.hpp"
 
 using namespace favor;
 using favor_test::as_input;

@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "helpers.hpp"
-#include "favor/config.hpp"
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
+#include "favor/experiments/config.hpp"
 
 using namespace favor;
 using nlohmann::json;

@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <set>
 
-#include "favor/config.hpp"
-#include "favor/error.hpp"
-#include "favor/experiment.hpp"
-#include "favor/npy.hpp"
+#include "favor/core/error.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/io/npy.hpp"
 
 using namespace favor;
 using nlohmann::json;

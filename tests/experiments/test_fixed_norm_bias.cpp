@@ -6,11 +6,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "favor/config.hpp"
-#include "favor/experiment.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/projections.hpp"
-#include "favor/theory.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/theory.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/experiment.hpp"
 #include "helpers.hpp"
 
 using namespace favor;

@@ -34,9 +34,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "favor/inputs.hpp"
-#include "favor/projections.hpp"
-#include "favor/rng.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/experiments/inputs.hpp"
 
 using namespace favor;
 using nlohmann::json;

@@ -1,7 +1,7 @@
 // Hardening round three (issue 26), the parts testable in-process: metrics whose squared
 // norms or scores over- or underflow (class 5), the journal's cell checks (class 2), UTF-8
 // and JSON nesting (class 4), output targets that are devices (class 1). The CLI side is
-// tests/cli_hardening.sh.
+// tests/cli/cli_hardening.sh.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -9,14 +9,14 @@
 #include <cmath>
 #include <string>
 
-#include "favor/config.hpp"
-#include "favor/error.hpp"
-#include "favor/files.hpp"
-#include "favor/inputs.hpp"
-#include "favor/journal.hpp"
-#include "favor/metric_table.hpp"
-#include "favor/output_metrics.hpp"
-#include "favor/names.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/experiments/journal.hpp"
+#include "favor/io/files.hpp"
+#include "favor/metrics/metric_table.hpp"
+#include "favor/metrics/output_metrics.hpp"
 
 using namespace favor;
 

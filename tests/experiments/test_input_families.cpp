@@ -8,12 +8,12 @@
 #include <set>
 
 #include "helpers.hpp"
-#include "favor/config.hpp"
-#include "favor/error.hpp"
-#include "favor/experiment.hpp"
-#include "favor/inputs.hpp"
-#include "favor/rng.hpp"
-#include "favor/structured.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/structured.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/inputs.hpp"
 
 using namespace favor;
 using nlohmann::json;

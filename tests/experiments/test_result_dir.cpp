@@ -10,14 +10,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "favor/config.hpp"
+#include "favor/experiments/config.hpp"
 #include "helpers.hpp"
-#include "favor/error.hpp"
-#include "favor/experiment.hpp"
-#include "favor/journal.hpp"
-#include "favor/json_diff.hpp"
-#include "favor/merge.hpp"
-#include "favor/result_dir.hpp"
+#include "favor/core/error.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/journal.hpp"
+#include "favor/experiments/result_dir.hpp"
+#include "favor/io/json_diff.hpp"
+#include "favor/results/merge.hpp"
 
 using namespace favor;
 using favor_test::as_input;

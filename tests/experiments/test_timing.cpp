@@ -5,11 +5,11 @@
 #include <limits>
 #include <vector>
 
-#include "favor/config.hpp"
-#include "favor/experiment.hpp"
-#include "favor/memory.hpp"
-#include "favor/timing.hpp"
-#include "favor/vmath.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/core/vmath.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/timing.hpp"
 
 #include "helpers.hpp"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""numpy side of the .npy interop test (tests/test_npy.cpp runs it; needs numpy).
+"""numpy side of the .npy interop test (tests/io/test_npy.cpp runs it; needs numpy).
 
   npy_numpy_check.py write DIR   numpy writes DIR/<case>.npy in many layouts, DIR/<case>.expected
                                  (the values as raw little-endian float64, C order) and

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "helpers.hpp"
-#include "favor/json_text.hpp"
+#include "favor/io/json_text.hpp"
 
 using namespace favor;
 using favor_test::error_of;

@@ -23,8 +23,8 @@
 
 #include "corpus.hpp"
 #include "helpers.hpp"
-#include "favor/error.hpp"
-#include "favor/npy.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/npy.hpp"
 
 using namespace favor;
 namespace fs = std::filesystem;
@@ -278,7 +278,7 @@ TEST_CASE("every truncation and extension of a valid file is rejected", "[npy]")
 // numpy writes every layout it can; read_npy must get the same bits. Then numpy loads what
 // write_npy wrote. Requires /usr/bin/python3 with numpy (or $FAVOR_PYTHON).
 TEST_CASE("numpy interop", "[npy][numpy]") {
-    const std::string script = std::string(FAVOR_SOURCE_DIR) + "/tests/npy_numpy_check.py";
+    const std::string script = std::string(FAVOR_SOURCE_DIR) + "/tests/io/npy_numpy_check.py";
     const std::string py = "'" + python() + "' '" + script + "' ";
 
     SECTION("numpy writes, read_npy reads") {

@@ -9,12 +9,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "favor/apply_files.hpp"
-#include "favor/config.hpp"
-#include "favor/files.hpp"
-#include "favor/output_paths.hpp"
-#include "favor/tensor_io.hpp"
-#include "favor/tensor_layout.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/output_paths.hpp"
+#include "favor/io/tensor_io.hpp"
+#include "favor/io/tensor_layout.hpp"
+#include "favor/runs/apply_files.hpp"
 #include "helpers.hpp"
 
 namespace fs = std::filesystem;

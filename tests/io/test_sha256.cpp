@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "helpers.hpp"
-#include "favor/sha256.hpp"
+#include "favor/io/sha256.hpp"
 
 using namespace favor;
 

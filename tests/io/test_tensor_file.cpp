@@ -17,12 +17,12 @@
 
 #include "corpus.hpp"
 #include "helpers.hpp"
-#include "favor/config.hpp"
-#include "favor/error.hpp"
-#include "favor/npy.hpp"
-#include "favor/tensor_file.hpp"
-#include "favor/tensor_io.hpp"
-#include "favor/tensor_layout.hpp"
+#include "favor/core/error.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/io/npy.hpp"
+#include "favor/io/tensor_file.hpp"
+#include "favor/io/tensor_io.hpp"
+#include "favor/io/tensor_layout.hpp"
 
 using namespace favor;
 using favor_test::error_of;

@@ -8,13 +8,13 @@
 #include <string>
 #include <unistd.h>
 
-#include "favor/backward_linear.hpp"
-#include "favor/config.hpp"
-#include "favor/experiment.hpp"
-#include "favor/gradient_metrics.hpp"
-#include "favor/inputs.hpp"
-#include "favor/npy.hpp"
-#include "favor/output_metrics.hpp"
+#include "favor/attention/backward_linear.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/io/npy.hpp"
+#include "favor/metrics/gradient_metrics.hpp"
+#include "favor/metrics/output_metrics.hpp"
 
 using namespace favor;
 

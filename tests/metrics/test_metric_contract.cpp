@@ -13,16 +13,16 @@
 #include <string>
 #include <unistd.h>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/backward_linear.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/config.hpp"
-#include "favor/experiment.hpp"
-#include "favor/inputs.hpp"
-#include "favor/metric_table.hpp"
-#include "favor/npy.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/backward_linear.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/io/npy.hpp"
+#include "favor/metrics/metric_table.hpp"
 
 #include "helpers.hpp"
 

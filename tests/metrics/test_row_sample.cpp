@@ -5,17 +5,17 @@
 #include <cmath>
 #include <set>
 
-#include "favor/config.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/experiment.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/inputs.hpp"
-#include "favor/output_metrics.hpp"
-#include "favor/pairwise_pass.hpp"
-#include "favor/report.hpp"
-#include "favor/rng.hpp"
-#include "favor/row_sample.hpp"
-#include "favor/row_sampled_metrics.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/pairwise_pass.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/io/report.hpp"
+#include "favor/metrics/output_metrics.hpp"
+#include "favor/metrics/row_sample.hpp"
+#include "favor/metrics/row_sampled_metrics.hpp"
 #include "helpers.hpp"
 
 using namespace favor;

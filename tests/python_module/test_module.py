@@ -1,6 +1,6 @@
 """import favor against the CLI: the same numbers bit for bit, the same one-line messages,
-and a Ctrl-C during favor.run that leaves nothing half-written (as tests/cli_resume.sh and
-tests/cli_integrity.sh check for the CLI)."""
+and a Ctrl-C during favor.run that leaves nothing half-written (as tests/cli/cli_resume.sh and
+tests/cli/cli_integrity.sh check for the CLI)."""
 import json
 import os
 import signal

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "favor/compare.hpp"
-#include "favor/error.hpp"
-#include "favor/ranking.hpp"
-#include "favor/report.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/report.hpp"
+#include "favor/results/compare.hpp"
+#include "favor/results/ranking.hpp"
 
 namespace {
 

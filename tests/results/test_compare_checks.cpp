@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "favor/compare.hpp"
-#include "favor/config.hpp"
-#include "favor/error.hpp"
-#include "favor/report.hpp"
+#include "favor/core/error.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/io/report.hpp"
+#include "favor/results/compare.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // Flag parsing, strict JSON, one-line errors, output probes, thread planning and the cost
-// estimate (the CLI side of the same cases is tests/cli_limits.sh).
+// estimate (the CLI side of the same cases is tests/cli/cli_limits.sh).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -11,18 +11,18 @@
 #include <limits>
 
 #include "helpers.hpp"
-#include "favor/run_session.hpp"
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/config.hpp"
-#include "favor/error.hpp"
-#include "favor/files.hpp"
-#include "favor/byte_sizes.hpp"
-#include "favor/cost_model.hpp"
-#include "favor/resources.hpp"
-#include "favor/parallel.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/byte_sizes.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/resources.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/io/files.hpp"
+#include "favor/runs/cost_model.hpp"
+#include "favor/runs/run_session.hpp"
 
 using namespace favor;
 using nlohmann::json;

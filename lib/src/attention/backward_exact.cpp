@@ -11,13 +11,13 @@
 #include <cmath>
 #include <limits>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/backward_exact.hpp"
-#include "favor/error.hpp"
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
-#include "tile_kernels.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/backward_exact.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
+#include "core/tile_kernels.hpp"
 
 namespace favor {
 

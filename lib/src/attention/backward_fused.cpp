@@ -13,19 +13,19 @@
 // fixed (the gradient is exact: backward_linear.cpp). Blocks of fused_backward_rows rows,
 // each on one thread; dKV1's partials are added in block order: the numbers do not depend on
 // `threads`.
-#include "backward_fused.hpp"
+#include "attention/backward_fused.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/feature_grad.hpp"
-#include "favor/memory.hpp"
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
-#include "fused_features.hpp"
-#include "tile_kernels.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "attention/fused_features.hpp"
+#include "core/tile_kernels.hpp"
 
 namespace favor {
 

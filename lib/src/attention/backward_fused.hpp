@@ -1,9 +1,9 @@
 #pragma once
 // The fused non-causal backward of the FAVOR estimator (backward_fused.cpp), from the state
-// its forward kept (favor/favor_forward.hpp ForwardState); favor_backward_saved calls it.
-#include "favor/backward_exact.hpp"
-#include "favor/estimator.hpp"
-#include "favor/favor_forward.hpp"
+// its forward kept (favor/attention/favor_forward.hpp ForwardState); favor_backward_saved calls it.
+#include "favor/attention/backward_exact.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/estimators/estimator.hpp"
 
 namespace favor {
 

@@ -21,15 +21,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/backward_linear.hpp"
-#include "favor/blas.hpp"
-#include "favor/error.hpp"
-#include "favor/parallel.hpp"
-#include "backward_fused.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/backward_linear.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/parallel.hpp"
+#include "attention/backward_fused.hpp"
 
 namespace favor {
 

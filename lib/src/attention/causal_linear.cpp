@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "favor/memory.hpp"
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
-#include "linear_sums.hpp"
-#include "tile_kernels.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
+#include "attention/linear_sums.hpp"
+#include "core/tile_kernels.hpp"
 
 namespace favor {
 

@@ -1,16 +1,16 @@
 // Exact softmax attention in working precision (docs/design.md section 2.1): query rows in
 // blocks of exact_query_rows(L) over key tiles of exact_tile_keys with a running row max (online
 // softmax), both products in the register-blocked tile kernels (tile_kernels.hpp).
-#include "favor/exact_attention.hpp"
+#include "favor/attention/exact_attention.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
-#include "tile_kernels.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
+#include "core/tile_kernels.hpp"
 
 namespace favor {
 

@@ -25,17 +25,17 @@
 //     output by at most Lk 2^-126 max|v|: nothing beside the terms above.
 // Typical: d = 64, |q|, |k| ~ 16 (entries of scale 2), A ~ 32: about 4600 u = 2.7e-4 mu; d =
 // 16, scale 1, A ~ 5: about 400 u = 2.4e-5 mu. Worst cases (rounding errors all of one sign);
-// tests/test_exact_rows.cpp measures 1e-3 to 1e-2 of them.
-#include "favor/exact_rows.hpp"
+// tests/attention/test_exact_rows.cpp measures 1e-3 to 1e-2 of them.
+#include "favor/attention/exact_rows.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
-#include "tile_kernels.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
+#include "core/tile_kernels.hpp"
 
 namespace favor {
 

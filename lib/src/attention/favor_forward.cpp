@@ -2,7 +2,7 @@
 // both (L, F) feature matrices and runs linear attention on them; favor_forward makes the
 // features block by block inside the linear-attention passes (keys and queries in blocks of
 // fused_rows rows, causal chunks of kLinearBlockRows rows), where the map allows it.
-#include "favor/favor_forward.hpp"
+#include "favor/attention/favor_forward.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,15 +10,15 @@
 #include <utility>
 #include <vector>
 
-#include "favor/error.hpp"
-#include "favor/estimator.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/memory.hpp"
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
-#include "fused_features.hpp"
-#include "linear_sums.hpp"
-#include "tile_kernels.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "attention/fused_features.hpp"
+#include "attention/linear_sums.hpp"
+#include "core/tile_kernels.hpp"
 
 namespace favor {
 

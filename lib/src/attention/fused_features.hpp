@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "favor/feature_map.hpp"
-#include "favor/features.hpp"
-#include "favor/memory.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/estimators/feature_map.hpp"
+#include "favor/estimators/features.hpp"
 
 namespace favor {
 

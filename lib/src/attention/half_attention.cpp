@@ -5,14 +5,14 @@
 #include <cmath>
 #include <vector>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/blas.hpp"
-#include "favor/half.hpp"
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/core/half.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
 
 namespace favor {
 

@@ -1,17 +1,17 @@
 // Hybrid attention, the reference path (docs/design.md section 2.8): for each query row its
 // exact support E(i) (window and sinks, or the oracle top-k), the exact kernel there and the
 // feature map's kernel estimate on the other visible keys, one shift and one normaliser.
-#include "favor/hybrid_attention.hpp"
+#include "favor/attention/hybrid_attention.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "favor/error.hpp"
-#include "favor/estimator.hpp"
-#include "favor/feature_grad.hpp"
-#include "favor/features.hpp"
-#include "favor/parallel.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "favor/estimators/features.hpp"
 
 namespace favor {
 

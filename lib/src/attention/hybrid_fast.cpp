@@ -15,21 +15,21 @@
 //    weight overflows and the largest exact one is 1;
 //  - Out_i = (sum_j w_ij v_j + f_i phi~(x_i) G) / (sum_j w_ij + f_i phi~(x_i) z),
 //    f_i = exp(lq_i + g - c_i), [G, z] the block sums.
-#include "favor/hybrid_fast.hpp"
+#include "favor/attention/hybrid_fast.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "favor/estimator.hpp"
-#include "favor/features.hpp"
-#include "favor/hybrid_attention.hpp"
-#include "favor/memory.hpp"
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
-#include "linear_sums.hpp"
-#include "tile_kernels.hpp"
+#include "favor/attention/hybrid_attention.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/estimators/features.hpp"
+#include "attention/linear_sums.hpp"
+#include "core/tile_kernels.hpp"
 
 namespace favor {
 

@@ -2,7 +2,7 @@
 // phiK^T [V, 1] per block of kLinearBlockRows rows, each relative to its largest key log
 // scale and added in block order, the query products per block of kLinearQueryRows rows, and
 // the entry that hands causal runs to the prefix sums (causal_linear.cpp).
-#include "favor/linear_attention.hpp"
+#include "favor/attention/linear_attention.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
-#include "favor/blas.hpp"
-#include "favor/memory.hpp"
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
-#include "linear_sums.hpp"
-#include "tile_kernels.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
+#include "attention/linear_sums.hpp"
+#include "core/tile_kernels.hpp"
 
 namespace favor {
 

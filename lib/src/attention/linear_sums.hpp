@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "favor/attention_blocks.hpp"
+#include "favor/attention/attention_blocks.hpp"
 
 namespace favor {
 

@@ -2,7 +2,7 @@
 // exact attention A against the estimator's A_hat (attention_mse, attention_tv, attention_kl,
 // negative_fraction) and of SM against phi(x).phi(y) (kernel_mse, kernel_mse_theory), made
 // over query blocks and key tiles whose features are made when needed.
-#include "favor/pairwise_pass.hpp"
+#include "favor/attention/pairwise_pass.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,14 +13,14 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/blas.hpp"
-#include "favor/memory.hpp"
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
 
 namespace favor {
 

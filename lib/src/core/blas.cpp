@@ -1,4 +1,4 @@
-#include "favor/blas.hpp"
+#include "favor/core/blas.hpp"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "favor/parallel.hpp"
+#include "favor/core/parallel.hpp"
 
 #if defined(FAVOR_USE_BLIS)
 #include <blis.h>

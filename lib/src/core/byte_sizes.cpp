@@ -1,5 +1,5 @@
 // Byte counts as text: formatting for messages, parsing for size flags.
-#include "favor/byte_sizes.hpp"
+#include "favor/core/byte_sizes.hpp"
 
 #include <cctype>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
 
 namespace favor {
 

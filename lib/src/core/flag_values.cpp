@@ -1,13 +1,13 @@
 // Flag values parsed whole (flag_values.hpp): unsigned integers, comma lists of them, and
 // finite decimal numbers, each error naming the flag.
-#include "favor/flag_values.hpp"
+#include "favor/core/flag_values.hpp"
 
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
 
 namespace favor {
 

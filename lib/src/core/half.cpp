@@ -1,4 +1,4 @@
-#include "favor/half.hpp"
+#include "favor/core/half.hpp"
 
 #include <cmath>
 #include <limits>

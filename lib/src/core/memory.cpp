@@ -1,4 +1,4 @@
-#include "favor/memory.hpp"
+#include "favor/core/memory.hpp"
 
 #include <sys/mman.h>
 

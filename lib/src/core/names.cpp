@@ -1,4 +1,4 @@
-#include "favor/names.hpp"
+#include "favor/core/names.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "favor/process.hpp"
+#include "favor/core/process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,9 +10,9 @@
 #include <cstring>
 #include <iostream>
 
-#include "favor/blas.hpp"
-#include "favor/error.hpp"
-#include "favor/names.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
 
 namespace favor {
 

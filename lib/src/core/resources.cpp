@@ -1,7 +1,7 @@
 // Resource probing (docs/limits.md): the memory and address space the OS leaves this process,
 // and the threads that fit in it, each thread taking OpenBLAS's buffer, a malloc arena and
 // its stack in address space (the constants below).
-#include "favor/resources.hpp"
+#include "favor/core/resources.hpp"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -16,9 +16,9 @@
 #include <limits>
 #include <thread>
 
-#include "favor/byte_sizes.hpp"
-#include "favor/error.hpp"
-#include "favor/parallel.hpp"
+#include "favor/core/byte_sizes.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/parallel.hpp"
 
 namespace favor {
 

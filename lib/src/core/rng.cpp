@@ -1,4 +1,4 @@
-#include "favor/rng.hpp"
+#include "favor/core/rng.hpp"
 
 #include <cmath>
 

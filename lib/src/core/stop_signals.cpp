@@ -1,6 +1,6 @@
 // The stop flag of a run and the handlers that set it (stop_signals.hpp). The handler only
 // stores: a lock-free atomic and a sig_atomic_t, both safe in a signal handler.
-#include "favor/stop_signals.hpp"
+#include "favor/core/stop_signals.hpp"
 
 #include <signal.h>
 

@@ -1,8 +1,8 @@
-#include "favor/estimator.hpp"
+#include "favor/estimators/estimator.hpp"
 
 #include <stdexcept>
 
-#include "favor/projections.hpp"
+#include "favor/estimators/projections.hpp"
 
 namespace favor {
 

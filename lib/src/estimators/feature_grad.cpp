@@ -1,10 +1,10 @@
-// FeatureMap::vjp's default (no gradient) and the whole-matrix vjp (favor/feature_grad.hpp).
-#include "favor/feature_grad.hpp"
+// FeatureMap::vjp's default (no gradient) and the whole-matrix vjp (favor/estimators/feature_grad.hpp).
+#include "favor/estimators/feature_grad.hpp"
 
 #include <algorithm>
 
-#include "favor/error.hpp"
-#include "favor/parallel.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/parallel.hpp"
 
 namespace favor {
 

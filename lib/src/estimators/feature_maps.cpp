@@ -1,14 +1,14 @@
-#include "favor/feature_maps.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 #include <algorithm>
 #include <cassert>
 #include <cmath>
 
-#include "favor/blas.hpp"
-#include "favor/memory.hpp"
-#include "favor/parallel.hpp"
-#include "favor/vmath.hpp"
-#include "tile_kernels.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/vmath.hpp"
+#include "core/tile_kernels.hpp"
 
 namespace favor {
 

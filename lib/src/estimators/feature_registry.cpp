@@ -1,13 +1,13 @@
-// The registry of feature maps (favor/feature_registry.hpp): one line per map, its factory
-// in its own file under lib/src/maps/. `favor list`, config validation and the contract tests
-// (tests/test_feature_map_contract.cpp) walk it.
-#include "favor/feature_registry.hpp"
+// The registry of feature maps (favor/estimators/feature_registry.hpp): one line per map, its factory
+// in its own file under lib/src/estimators/maps/. `favor list`, config validation and the contract tests
+// (tests/estimators/test_feature_map_contract.cpp) walk it.
+#include "favor/estimators/feature_registry.hpp"
 
-#include "favor/names.hpp"
+#include "favor/core/names.hpp"
 
 namespace favor {
 
-// Each map's factory, defined in its own file under lib/src/maps/.
+// Each map's factory, defined in its own file under lib/src/estimators/maps/.
 FeatureMapPtr make_trig(const FieldObject&, double epsilon);
 FeatureMapPtr make_positive(const FieldObject&, double epsilon);
 FeatureMapPtr make_hyperbolic(const FieldObject&, double epsilon);

@@ -1,10 +1,10 @@
-#include "favor/fields.hpp"
+#include "favor/estimators/fields.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "favor/error.hpp"
-#include "favor/names.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
 
 namespace favor {
 

@@ -1,15 +1,15 @@
 // The projection registry and draw_projection (projections.hpp); the handle's out-of-line
 // members (projection_handle.hpp).
-#include "favor/projections.hpp"
+#include "favor/estimators/projections.hpp"
 
-#include "favor/error.hpp"
-#include "favor/names.hpp"
-#include "favor/qmc.hpp"
-#include "favor/structured.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
+#include "favor/estimators/qmc.hpp"
+#include "favor/estimators/structured.hpp"
 
 namespace favor {
 
-// Each projection's draw function, defined in its own file under lib/src/projections/.
+// Each projection's draw function, defined in its own file under lib/src/estimators/projections/.
 Mat<double> draw_iid(std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial);
 Mat<double> draw_orthogonal(std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial);
 Mat<double> draw_orthogonal_fixed(std::size_t m, std::size_t d, std::uint64_t seed, std::uint64_t trial);

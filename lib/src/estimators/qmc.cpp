@@ -1,13 +1,13 @@
-#include "favor/qmc.hpp"
+#include "favor/estimators/qmc.hpp"
 
 #include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "favor/error.hpp"
-#include "favor/rng.hpp"
-#include "sobol_directions.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/rng.hpp"
+#include "estimators/sobol_directions.hpp"
 
 namespace favor {
 

@@ -5,7 +5,7 @@
 // new-joe-kuo-6.21201 (https://web.maths.unsw.edu.au/~fkuo/sobol/), as shipped by SciPy.
 // Each entry: the primitive polynomial x^s + a_1 x^(s-1) + ... + a_(s-1) x + 1 as the bits
 // of an integer (bit s and bit 0 set, a_t = bit s - t), then m_1 .. m_s.
-#include "sobol_directions.hpp"
+#include "estimators/sobol_directions.hpp"
 
 namespace favor::detail {
 

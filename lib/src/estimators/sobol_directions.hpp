@@ -1,5 +1,5 @@
 #pragma once
-// The embedded Sobol direction-number table (lib/src/sobol_directions.cpp, written by
+// The embedded Sobol direction-number table (lib/src/estimators/sobol_directions.cpp, written by
 // scripts/sobol_table.py from Joe & Kuo's new-joe-kuo-6.21201). Private to qmc.cpp.
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "favor/structured.hpp"
+#include "favor/estimators/structured.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -6,7 +6,7 @@
 #include <xtensor/xbuilder.hpp>
 #include <xtensor-blas/xlinalg.hpp>
 
-#include "favor/rng.hpp"
+#include "favor/core/rng.hpp"
 
 namespace favor {
 

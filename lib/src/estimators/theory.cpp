@@ -1,4 +1,4 @@
-#include "favor/theory.hpp"
+#include "favor/estimators/theory.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
-#include "favor/variant.hpp"
+#include "favor/estimators/variant.hpp"
 
-#include "favor/error.hpp"
-#include "favor/names.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
 
 namespace favor {
 
@@ -82,6 +82,30 @@ Variant parse_none_variant(const json& v, const Field& w) {
     check_variant_name(out.name, w.at("name"));
     return out;
 }
+
+Variant parse_exact_variant(const json& v, const Field& w) {
+    check_keys(v, {"features", "name"}, w);
+    Variant out;
+    out.exact = true;
+    out.name = v.contains("name") ? read_string(v["name"], w.at("name")) : "exact";
+    check_variant_name(out.name, w.at("name"));
+    return out;
+}
+
+// The keys a variant of map `entry` may hold; a key of other maps says which ones it belongs to.
+void check_map_keys(const json& v, const Field& w, const FeatureMapEntry& entry) {
+    std::vector<std::string> keys = {"features", "projection", "name", "epsilon", "window", "sinks", "support"};
+    for (const auto& k : entry.keys) keys.push_back(k);
+    for (const auto& [key, value] : v.items())
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+            std::string owners;
+            for (const auto& e : feature_map_registry())
+                if (std::find(e.keys.begin(), e.keys.end(), key) != e.keys.end())
+                    owners += (owners.empty() ? "'" : ", '") + std::string(e.name) + "'";
+            if (!owners.empty()) w.at(key).fail("applies only to features " + owners);
+            w.at(key).fail("unknown key" + suggestion(key, keys));
+        }
+}
 }  // namespace
 
 Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const std::string& exact_context) {
@@ -91,11 +115,7 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
     const std::string features = read_string(v["features"], w.at("features"));
     if (features == "exact") {
         if (!exact_allowed) w.at("features").fail(exact_context);
-        check_keys(v, {"features", "name"}, w);
-        out.exact = true;
-        out.name = v.contains("name") ? read_string(v["name"], w.at("name")) : "exact";
-        check_variant_name(out.name, w.at("name"));
-        return out;
+        return parse_exact_variant(v, w);
     }
     if (features == "none") return parse_none_variant(v, w);
     const FeatureMapEntry* entry = find_feature_map(features);
@@ -105,18 +125,7 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
         all.push_back("none");
         w.at("features").fail("unknown feature map '" + features + "'" + suggestion(features, all));
     }
-    std::vector<std::string> keys = {"features", "projection", "name", "epsilon", "window", "sinks", "support"};
-    for (const auto& k : entry->keys) keys.push_back(k);
-    for (const auto& [key, value] : v.items())
-        if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-            // A key of other maps: say which ones it belongs to.
-            std::string owners;
-            for (const auto& e : feature_map_registry())
-                if (std::find(e.keys.begin(), e.keys.end(), key) != e.keys.end())
-                    owners += (owners.empty() ? "'" : ", '") + std::string(e.name) + "'";
-            if (!owners.empty()) w.at(key).fail("applies only to features " + owners);
-            w.at(key).fail("unknown key" + suggestion(key, keys));
-        }
+    check_map_keys(v, w, *entry);
     const FieldObject fields{v, w};
     const double epsilon = fields.number("epsilon", 0.0);
     if (epsilon < 0) w.at("epsilon").fail("must be >= 0, got " + v["epsilon"].dump());

@@ -9,27 +9,27 @@
 #include <optional>
 #include <type_traits>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/backward_linear.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/exact_rows.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/cells.hpp"
-#include "favor/error.hpp"
-#include "favor/estimator.hpp"
-#include "experiment_parts.hpp"
-#include "favor/experiment.hpp"
-#include "favor/grid.hpp"
-#include "favor/hybrid_attention.hpp"
-#include "favor/hybrid_fast.hpp"
-#include "favor/inputs.hpp"
-#include "favor/metric_table.hpp"
-#include "favor/parallel.hpp"
-#include "favor/report.hpp"
-#include "favor/row_sample.hpp"
-#include "favor/row_sampled_metrics.hpp"
-#include "favor/tensor_io.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/backward_linear.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/exact_rows.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/error.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/experiments/cells.hpp"
+#include "experiments/experiment_parts.hpp"
+#include "favor/attention/hybrid_attention.hpp"
+#include "favor/attention/hybrid_fast.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/grid.hpp"
+#include "favor/experiments/inputs.hpp"
+#include "favor/io/report.hpp"
+#include "favor/io/tensor_io.hpp"
+#include "favor/metrics/metric_table.hpp"
+#include "favor/metrics/row_sample.hpp"
+#include "favor/metrics/row_sampled_metrics.hpp"
 
 namespace favor {
 
@@ -512,6 +512,22 @@ void make_tables(const Config& cfg, const ApproxCells& grid, const Items& it, co
     if (cfg.input_seeds_set() && !values.empty()) r.baselines = per_seed;
 }
 
+// One item's rows: the variant's estimator for this trial on every head of the instance.
+template <class T>
+JournalRows measure_item(const Config& cfg, const ApproxCells& grid, std::size_t cell, std::size_t trial,
+                         const Instance<T>& in, const std::vector<std::string>& cols, bool per_head, int threads) {
+    const Variant& var = cfg.variants[grid.at(cell).variant];
+    // elu and dpfp never read W: a (1, d) placeholder, whatever the m label of their cell.
+    const std::size_t m = var.map->uses_m() ? grid.m(cell, in.d) : 1;
+    const Estimator<T> base = make_estimator<T>(var, m, in.d, cfg.seed, trial, dtype_rounding(cfg.dtype));
+    std::vector<Values> per;   // one per head
+    for (const Head<T>& h : in.heads) {
+        per.push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, threads));
+        if (cfg.has_row_sem() && !h.sampled()) all_rows_sems(cols, per.back());
+    }
+    return item_rows(per, cols, per_head);
+}
+
 template <class T>
 RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::json info) {
     const int threads = resolve_threads(opt.threads);
@@ -543,17 +559,8 @@ RunResult run_approximation(const Config& cfg, const RunOptions& opt, nlohmann::
         const std::size_t item = unique[u];
         if (finished[item] || (opt.stop && opt.stop->load())) return;
         const std::size_t cell = cells[it.pos(item)];
-        const Variant& var = cfg.variants[grid.at(cell).variant];
         const Instance<T>& in = instances[it.instance(grid, cell, item)];
-        // elu and dpfp never read W: a (1, d) placeholder, whatever the m label of their cell.
-        const std::size_t m = var.map->uses_m() ? grid.m(cell, in.d) : 1;
-        const Estimator<T> base = make_estimator<T>(var, m, in.d, cfg.seed, it.trial(item), dtype_rounding(cfg.dtype));
-        std::vector<Values> per;   // one per head
-        for (const Head<T>& h : in.heads) {
-            per.push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, inner_threads));
-            if (cfg.has_row_sem() && !h.sampled()) all_rows_sems(cols, per.back());
-        }
-        items[item] = item_rows(per, cols, per_head);
+        items[item] = measure_item(cfg, grid, cell, it.trial(item), in, cols, per_head, inner_threads);
         if (opt.journal) opt.journal->record(cell, it.trial(item), items[item], in.input_seed);
         finished[item] = 1;
         const std::size_t now = done.fetch_add(1) + 1;

@@ -1,4 +1,4 @@
-#include "favor/cells.hpp"
+#include "favor/experiments/cells.hpp"
 
 #include <algorithm>
 

@@ -1,7 +1,7 @@
 // The config schema (config.hpp): the typed reads of every key with the checks that name the
 // file and the field, the resolved form for run.json, and the loading of a file with its
 // command-line overrides. JSON text and --set parsing: json_text.cpp; flag values: flag_values.cpp.
-#include "favor/config.hpp"
+#include "favor/experiments/config.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,14 +9,14 @@
 #include <limits>
 #include <set>
 
-#include "favor/error.hpp"
-#include "favor/files.hpp"
-#include "favor/metric_table.hpp"
-#include "favor/names.hpp"
-#include "favor/projections.hpp"
-#include "favor/tensor_file.hpp"
-#include "favor/tensor_io.hpp"
-#include "favor/tensor_layout.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/tensor_file.hpp"
+#include "favor/io/tensor_io.hpp"
+#include "favor/io/tensor_layout.hpp"
+#include "favor/metrics/metric_table.hpp"
 
 namespace favor {
 

@@ -1,4 +1,4 @@
-#include "favor/experiment.hpp"
+#include "favor/experiments/experiment.hpp"
 
 #include <unistd.h>
 
@@ -7,12 +7,12 @@
 #include <fstream>
 #include <thread>
 
-#include "favor/blas.hpp"
+#include "favor/core/blas.hpp"
 #include "favor_git_commit.h"
-#include "experiment_parts.hpp"
-#include "favor/parallel.hpp"
-#include "favor/run_inputs.hpp"
-#include "favor/sha256.hpp"
+#include "experiments/experiment_parts.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/experiments/run_inputs.hpp"
+#include "favor/io/sha256.hpp"
 
 namespace favor {
 

@@ -3,8 +3,8 @@
 // run_experiment (experiment.cpp) calls these.
 #include <nlohmann/json.hpp>
 
-#include "favor/config.hpp"
-#include "favor/run_result.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/run_result.hpp"
 
 namespace favor {
 

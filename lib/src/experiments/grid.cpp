@@ -1,8 +1,8 @@
-#include "favor/grid.hpp"
+#include "favor/experiments/grid.hpp"
 
 #include <stdexcept>
 
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
 
 namespace favor {
 

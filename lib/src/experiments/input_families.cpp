@@ -1,11 +1,11 @@
-#include "favor/input_families.hpp"
+#include "favor/experiments/input_families.hpp"
 
 #include <cmath>
 
-#include "favor/json_text.hpp"
-#include "favor/error.hpp"
-#include "favor/rng.hpp"
-#include "favor/structured.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/structured.hpp"
+#include "favor/io/json_text.hpp"
 
 namespace favor {
 

@@ -1,10 +1,10 @@
-#include "favor/inputs.hpp"
+#include "favor/experiments/inputs.hpp"
 
 #include <cmath>
 
-#include "favor/error.hpp"
-#include "favor/report.hpp"
-#include "favor/rng.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/io/report.hpp"
 
 namespace favor {
 

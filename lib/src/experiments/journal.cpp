@@ -1,4 +1,4 @@
-#include "favor/journal.hpp"
+#include "favor/experiments/journal.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,13 +9,13 @@
 #include <cstring>
 #include <limits>
 
-#include "favor/config.hpp"
-#include "favor/error.hpp"
-#include "favor/files.hpp"
-#include "favor/json_diff.hpp"
-#include "favor/metric_table.hpp"
-#include "favor/report.hpp"
-#include "favor/rng.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/json_diff.hpp"
+#include "favor/io/report.hpp"
+#include "favor/metrics/metric_table.hpp"
 
 namespace favor {
 

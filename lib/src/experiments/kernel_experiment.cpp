@@ -10,18 +10,18 @@
 #include <optional>
 #include <xtensor/xview.hpp>
 
-#include "favor/error.hpp"
-#include "favor/estimator.hpp"
-#include "experiment_parts.hpp"
-#include "favor/experiment.hpp"
-#include "favor/cells.hpp"
-#include "favor/npy.hpp"
-#include "favor/parallel.hpp"
-#include "favor/projections.hpp"
-#include "favor/report.hpp"
-#include "favor/structured.hpp"
-#include "favor/rng.hpp"
-#include "favor/theory.hpp"
+#include "favor/core/error.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "experiments/experiment_parts.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/structured.hpp"
+#include "favor/estimators/theory.hpp"
+#include "favor/experiments/cells.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/io/npy.hpp"
+#include "favor/io/report.hpp"
 
 namespace favor {
 

@@ -1,4 +1,4 @@
-#include "favor/result_dir.hpp"
+#include "favor/experiments/result_dir.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,8 +15,8 @@
 #include <random>
 #include <thread>
 
-#include "favor/error.hpp"
-#include "favor/files.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/files.hpp"
 
 namespace favor {
 
@@ -26,7 +26,7 @@ namespace {
 
 std::string why() { return std::strerror(errno); }
 
-// Test hooks (tests/cli_integrity.sh; docs/design.md section 6): FAVOR_TEST_WRITE_PAUSE_MS
+// Test hooks (tests/cli/cli_integrity.sh; docs/design.md section 6): FAVOR_TEST_WRITE_PAUSE_MS
 // sleeps after every step of replace(), so a test can kill -9 the process at any of them;
 // FAVOR_TEST_NO_EXCHANGE=1 takes the two-rename path; FAVOR_TEST_FAIL_WRITE=N makes the
 // N-th file of the set fail as a full disk would (for machines that cannot mount a tmpfs).

@@ -1,7 +1,7 @@
 // The files a run reads (run_inputs.hpp).
-#include "favor/run_inputs.hpp"
+#include "favor/experiments/run_inputs.hpp"
 
-#include "favor/tensor_file.hpp"
+#include "favor/io/tensor_file.hpp"
 
 namespace favor {
 

@@ -1,5 +1,5 @@
-// A run's result as its set of files (favor/run_result.hpp, docs/design.md section 6).
-#include "favor/run_result.hpp"
+// A run's result as its set of files (favor/experiments/run_result.hpp, docs/design.md section 6).
+#include "favor/experiments/run_result.hpp"
 
 namespace favor {
 

@@ -1,7 +1,7 @@
 // The "timing" experiment (docs/design.md section 5): per variant (exact, or a feature map with a
 // projection) and each L, d and m: warm-up runs, then repeated timed runs of the one
 // operation on all threads (row blocks split over threads; numbers never depend on them).
-#include "favor/timing.hpp"
+#include "favor/experiments/timing.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,21 +9,21 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/backward_exact.hpp"
-#include "favor/backward_linear.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/hybrid_fast.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/blas.hpp"
-#include "favor/cells.hpp"
-#include "favor/estimator.hpp"
-#include "experiment_parts.hpp"
-#include "favor/experiment.hpp"
-#include "favor/inputs.hpp"
-#include "favor/memory.hpp"
-#include "favor/parallel.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/backward_exact.hpp"
+#include "favor/attention/backward_linear.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/hybrid_fast.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/experiments/cells.hpp"
+#include "experiments/experiment_parts.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/inputs.hpp"
 
 namespace favor {
 

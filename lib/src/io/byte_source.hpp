@@ -9,8 +9,8 @@
 
 #include <unistd.h>
 
-#include "favor/files.hpp"
-#include "npy_header.hpp"
+#include "favor/io/files.hpp"
+#include "io/npy_header.hpp"
 
 namespace favor::npy {
 

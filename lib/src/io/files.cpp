@@ -1,4 +1,4 @@
-#include "favor/files.hpp"
+#include "favor/io/files.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "favor/error.hpp"
-#include "favor/names.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
 
 namespace favor {
 

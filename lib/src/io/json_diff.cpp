@@ -1,4 +1,4 @@
-#include "favor/json_diff.hpp"
+#include "favor/io/json_diff.hpp"
 
 #include <set>
 

@@ -1,12 +1,12 @@
 // JSON text as favor reads it (json_text.hpp): NUL bytes, repeated keys and nesting beyond
 // kMaxJsonDepth refused with a message naming the place; and the `--set PATH=VALUE` parser.
-#include "favor/json_text.hpp"
+#include "favor/io/json_text.hpp"
 
 #include <utility>
 #include <vector>
 #include <stdexcept>
 
-#include "favor/names.hpp"
+#include "favor/core/names.hpp"
 
 namespace favor {
 

@@ -1,7 +1,7 @@
 // The .npy header parser (npy_header.hpp): the fixed prefix and the header dict, read by a
 // small Python-literal parser instead of xt::load_npy, which trusts the header: every length,
 // count and offset is checked against the input before it is used.
-#include "npy_header.hpp"
+#include "io/npy_header.hpp"
 
 #include <algorithm>
 #include <cassert>
@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <limits>
 
-#include "favor/error.hpp"
-#include "favor/npy.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/npy.hpp"
 
 namespace favor::npy {
 namespace {

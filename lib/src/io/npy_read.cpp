@@ -12,10 +12,10 @@
 
 #include <unistd.h>
 
-#include "favor/error.hpp"
-#include "favor/files.hpp"
-#include "favor/npy.hpp"
-#include "npy_header.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/npy.hpp"
+#include "io/npy_header.hpp"
 
 namespace favor {
 namespace {

@@ -5,9 +5,9 @@
 #include <cstring>
 #include <limits>
 
-#include "favor/files.hpp"
-#include "favor/npy.hpp"
-#include "npy_header.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/npy.hpp"
+#include "io/npy_header.hpp"
 
 namespace favor {
 

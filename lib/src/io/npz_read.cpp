@@ -12,10 +12,10 @@
 
 #include <zlib.h>
 
-#include "byte_source.hpp"
-#include "favor/error.hpp"
-#include "favor/tensor_file.hpp"
-#include "npy_header.hpp"
+#include "io/byte_source.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/tensor_file.hpp"
+#include "io/npy_header.hpp"
 
 namespace favor {
 namespace {

@@ -1,11 +1,11 @@
 // Inputs and outputs of one command are different files (output_paths.hpp).
-#include "favor/output_paths.hpp"
+#include "favor/io/output_paths.hpp"
 
 #include <sys/stat.h>
 
 #include <filesystem>
 
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
 
 namespace favor {
 

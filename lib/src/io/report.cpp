@@ -1,4 +1,4 @@
-#include "favor/report.hpp"
+#include "favor/io/report.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +9,7 @@
 #include <map>
 #include <sstream>
 
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
 
 namespace favor {
 

@@ -9,11 +9,11 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "byte_source.hpp"
-#include "favor/error.hpp"
-#include "favor/json_text.hpp"
-#include "favor/tensor_file.hpp"
-#include "npy_header.hpp"
+#include "io/byte_source.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/json_text.hpp"
+#include "favor/io/tensor_file.hpp"
+#include "io/npy_header.hpp"
 
 namespace favor {
 namespace {

@@ -1,6 +1,6 @@
 // SHA-256 as FIPS 180-4 defines it (section 6.2: the message schedule and 64 rounds; section
 // 5.1.1: padding; section 5.3.3: the initial hash value; section 4.2.2: the constants).
-#include "favor/sha256.hpp"
+#include "favor/io/sha256.hpp"
 
 #include <unistd.h>
 
@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "favor/error.hpp"
-#include "favor/files.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/files.hpp"
 
 namespace favor {
 

@@ -1,8 +1,8 @@
 // Tensor files (tensor_file.hpp): the format by extension, "PATH:MEMBER" references, and the
 // dispatch to the .npy, .npz and .safetensors readers.
-#include "favor/tensor_file.hpp"
+#include "favor/io/tensor_file.hpp"
 
-#include "npy_header.hpp"
+#include "io/npy_header.hpp"
 
 namespace favor {
 

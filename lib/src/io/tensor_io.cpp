@@ -1,13 +1,13 @@
-#include "favor/tensor_io.hpp"
+#include "favor/io/tensor_io.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-#include "favor/error.hpp"
-#include "favor/files.hpp"
-#include "favor/npy.hpp"
-#include "favor/tensor_file.hpp"
-#include "favor/tensor_layout.hpp"
+#include "favor/core/error.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/npy.hpp"
+#include "favor/io/tensor_file.hpp"
+#include "favor/io/tensor_layout.hpp"
 
 namespace favor {
 

@@ -1,10 +1,10 @@
 // The axes of tensor files (tensor_layout.hpp): a layout's check and the permutation into
 // favor's (B, H, L, D) order.
-#include "favor/tensor_layout.hpp"
+#include "favor/io/tensor_layout.hpp"
 
 #include <algorithm>
 
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
 
 namespace favor {
 

@@ -1,5 +1,5 @@
 // The gradient metrics (docs/design.md section 3).
-#include "favor/gradient_metrics.hpp"
+#include "favor/metrics/gradient_metrics.hpp"
 
 #include <cmath>
 #include <limits>

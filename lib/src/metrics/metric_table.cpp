@@ -1,17 +1,17 @@
 // The metric table (docs/design.md section 3) and what its consumers ask of it: which
 // columns a run has, how each is computed, combined over heads, written and checked.
-#include "favor/metric_table.hpp"
+#include "favor/metrics/metric_table.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/output_metrics.hpp"
-#include "favor/report.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/io/report.hpp"
+#include "favor/metrics/output_metrics.hpp"
 
 namespace favor {
 

@@ -1,6 +1,6 @@
 // The per-row output metrics (docs/design.md section 3): Out_hat (L, dv) of an estimator
 // against the exact output Out (L, dv, float64), entry by entry.
-#include "favor/output_metrics.hpp"
+#include "favor/metrics/output_metrics.hpp"
 
 #include <algorithm>
 #include <cmath>

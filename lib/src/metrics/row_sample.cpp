@@ -1,6 +1,6 @@
 // The query rows of row-sampled metrics and the standard error of the sampling
 // (docs/design.md section 3.1).
-#include "favor/row_sample.hpp"
+#include "favor/metrics/row_sample.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <numeric>
 #include <utility>
 
-#include "favor/rng.hpp"
+#include "favor/core/rng.hpp"
 
 namespace favor {
 

@@ -1,5 +1,5 @@
 // Row-sampled metrics and their delete-a-group jackknife standard errors (docs/design.md 3.1).
-#include "favor/row_sampled_metrics.hpp"
+#include "favor/metrics/row_sampled_metrics.hpp"
 
 #include <algorithm>
 #include <cmath>

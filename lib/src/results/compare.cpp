@@ -1,4 +1,4 @@
-#include "favor/compare.hpp"
+#include "favor/results/compare.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -11,10 +11,10 @@
 #include <optional>
 #include <sstream>
 
-#include "favor/metric_table.hpp"
-#include "favor/error.hpp"
-#include "favor/names.hpp"
-#include "favor/rng.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/metrics/metric_table.hpp"
 
 namespace favor {
 

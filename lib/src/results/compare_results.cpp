@@ -15,15 +15,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "favor/compare.hpp"
-#include "favor/error.hpp"
-#include "favor/files.hpp"
-#include "favor/metric_table.hpp"
-#include "favor/names.hpp"
-#include "favor/projections.hpp"
-#include "favor/ranking.hpp"
-#include "favor/rng.hpp"
-#include "favor/variant.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/names.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/estimators/variant.hpp"
+#include "favor/io/files.hpp"
+#include "favor/metrics/metric_table.hpp"
+#include "favor/results/compare.hpp"
+#include "favor/results/ranking.hpp"
 
 namespace favor {
 

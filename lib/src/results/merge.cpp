@@ -1,4 +1,4 @@
-#include "favor/merge.hpp"
+#include "favor/results/merge.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,13 +13,13 @@
 #include <map>
 #include <set>
 
-#include "favor/cells.hpp"
-#include "favor/error.hpp"
-#include "favor/files.hpp"
-#include "favor/json_diff.hpp"
-#include "favor/metric_table.hpp"
-#include "favor/report.hpp"
-#include "favor/result_dir.hpp"
+#include "favor/core/error.hpp"
+#include "favor/experiments/cells.hpp"
+#include "favor/experiments/result_dir.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/json_diff.hpp"
+#include "favor/io/report.hpp"
+#include "favor/metrics/metric_table.hpp"
 
 namespace favor {
 

@@ -1,6 +1,6 @@
 // Rankings per cell for `favor compare`: order by mean, the group tied with the best, and a
 // compact letter display of all pairwise verdicts.
-#include "favor/ranking.hpp"
+#include "favor/results/ranking.hpp"
 
 #include <algorithm>
 #include <cmath>

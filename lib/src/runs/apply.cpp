@@ -1,4 +1,4 @@
-#include "favor/apply.hpp"
+#include "favor/runs/apply.hpp"
 
 #include <array>
 #include <cctype>
@@ -7,15 +7,15 @@
 #include <limits>
 #include <type_traits>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/hybrid_attention.hpp"
-#include "favor/hybrid_fast.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/error.hpp"
-#include "favor/estimator.hpp"
-#include "favor/parallel.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/hybrid_attention.hpp"
+#include "favor/attention/hybrid_fast.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/estimators/estimator.hpp"
 
 namespace favor {
 

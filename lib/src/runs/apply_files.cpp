@@ -1,11 +1,11 @@
 // `favor apply` from files to files (apply_files.hpp).
-#include "favor/apply_files.hpp"
+#include "favor/runs/apply_files.hpp"
 
 #include <tuple>
 
-#include "favor/files.hpp"
-#include "favor/output_paths.hpp"
-#include "favor/tensor_file.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/output_paths.hpp"
+#include "favor/io/tensor_file.hpp"
 
 namespace favor {
 

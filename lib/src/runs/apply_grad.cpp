@@ -1,13 +1,13 @@
 // `favor apply --grad`: gradients of exact or approximate attention of given tensors.
-#include "favor/apply_grad.hpp"
+#include "favor/runs/apply_grad.hpp"
 
 #include <cmath>
 
-#include "favor/backward_linear.hpp"
-#include "favor/error.hpp"
-#include "favor/hybrid_attention.hpp"
-#include "favor/npy.hpp"
-#include "favor/parallel.hpp"
+#include "favor/attention/backward_linear.hpp"
+#include "favor/attention/hybrid_attention.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/io/npy.hpp"
 
 namespace favor {
 

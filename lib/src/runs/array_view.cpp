@@ -1,6 +1,6 @@
 // Tensors from strided memory (array_view.hpp): the checks and messages of tensor_io.cpp's
 // file readers, with the array's name where those name the file.
-#include "favor/array_view.hpp"
+#include "favor/runs/array_view.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,10 +9,10 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "favor/apply_grad.hpp"
-#include "favor/error.hpp"
-#include "favor/parallel.hpp"
-#include "favor/tensor_layout.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/parallel.hpp"
+#include "favor/io/tensor_layout.hpp"
+#include "favor/runs/apply_grad.hpp"
 
 namespace favor {
 

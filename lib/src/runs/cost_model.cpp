@@ -3,7 +3,7 @@
 // RSS, OpenBLAS's working set per thread, the rates of the rough time) were measured on the
 // configs in configs/ with /usr/bin/time -v (docs/limits.md has the table). A run's cells
 // come from its kind's grid (cells.hpp), as the runner takes them.
-#include "favor/cost_model.hpp"
+#include "favor/runs/cost_model.hpp"
 
 #include <algorithm>
 #include <array>
@@ -12,17 +12,17 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/exact_attention.hpp"
-#include "favor/exact_rows.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/linear_attention.hpp"
-#include "favor/attention_blocks.hpp"
-#include "favor/byte_sizes.hpp"
-#include "favor/cells.hpp"
-#include "favor/error.hpp"
-#include "favor/metric_table.hpp"
-#include "favor/projections.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/attention/exact_attention.hpp"
+#include "favor/attention/exact_rows.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/attention/linear_attention.hpp"
+#include "favor/core/byte_sizes.hpp"
+#include "favor/core/error.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/experiments/cells.hpp"
+#include "favor/metrics/metric_table.hpp"
 
 namespace favor {
 

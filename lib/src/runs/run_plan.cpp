@@ -1,5 +1,5 @@
 // The plan of a run (run_plan.hpp): npy shapes, then threads lowered step by step.
-#include "favor/run_plan.hpp"
+#include "favor/runs/run_plan.hpp"
 
 namespace favor {
 

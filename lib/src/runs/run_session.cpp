@@ -1,5 +1,5 @@
 // `favor run`, `favor validate` and `favor compare` as a whole (run_session.hpp).
-#include "favor/run_session.hpp"
+#include "favor/runs/run_session.hpp"
 
 #include <signal.h>
 
@@ -9,17 +9,17 @@
 #include <memory>
 #include <sstream>
 
-#include "favor/byte_sizes.hpp"
-#include "favor/cells.hpp"
-#include "favor/error.hpp"
-#include "favor/experiment.hpp"
-#include "favor/files.hpp"
-#include "favor/flag_values.hpp"
-#include "favor/journal.hpp"
-#include "favor/result_dir.hpp"
-#include "favor/run_inputs.hpp"
-#include "favor/stop_signals.hpp"
-#include "favor/tensor_io.hpp"
+#include "favor/core/byte_sizes.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/flag_values.hpp"
+#include "favor/core/stop_signals.hpp"
+#include "favor/experiments/cells.hpp"
+#include "favor/experiments/experiment.hpp"
+#include "favor/experiments/journal.hpp"
+#include "favor/experiments/result_dir.hpp"
+#include "favor/experiments/run_inputs.hpp"
+#include "favor/io/files.hpp"
+#include "favor/io/tensor_io.hpp"
 
 namespace favor {
 

@@ -1,15 +1,15 @@
 // The checks of the tensor commands before any work, and one side's features
 // (tensor_requests.hpp).
-#include "favor/tensor_requests.hpp"
+#include "favor/runs/tensor_requests.hpp"
 
 #include <cmath>
 #include <limits>
 
-#include "favor/error.hpp"
-#include "favor/estimator.hpp"
-#include "favor/features.hpp"
-#include "favor/flag_values.hpp"
-#include "favor/grid.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/flag_values.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/estimators/features.hpp"
+#include "favor/experiments/grid.hpp"
 
 namespace favor {
 

@@ -6,7 +6,7 @@
 // on `threads`.
 #include <vector>
 
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

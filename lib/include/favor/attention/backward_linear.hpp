@@ -4,11 +4,11 @@
 // (docs/design.md section 2.7), deterministic as backward_exact.hpp's.
 #include <vector>
 
-#include "favor/backward_exact.hpp"
-#include "favor/estimator.hpp"
-#include "favor/favor_forward.hpp"
-#include "favor/feature_grad.hpp"
-#include "favor/tensor.hpp"
+#include "favor/attention/backward_exact.hpp"
+#include "favor/attention/favor_forward.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/estimators/feature_grad.hpp"
 
 namespace favor {
 

@@ -3,9 +3,9 @@
 // (docs/design.md sections 2.1 and 2.6). Block sizes: attention_blocks.hpp.
 #include <vector>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/half.hpp"
-#include "favor/tensor.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/core/half.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 
@@ -17,7 +17,7 @@ namespace favor {
 // outputs combined in float64 in key order (an online softmax over tiles). Each row's numbers
 // depend only on its position and the inputs, never on the thread count or its row block.
 // Error against the float64 rows of the unrounded inputs: exact_rows.cpp (the bound, tested in
-// tests/test_exact_rows.cpp). Memory: the output and exact_rows_thread_bytes per thread.
+// tests/attention/test_exact_rows.cpp). Memory: the output and exact_rows_thread_bytes per thread.
 Mat<double> exact_attention_rows_f32(const Mat<float>& Q, const std::vector<std::size_t>& rows, const Mat<float>& K,
                                      const Mat<float>& V, bool causal = false, int threads = 1);
 

@@ -3,9 +3,9 @@
 // linear attention (docs/design.md section 2.2); favor_attention materialises both feature
 // matrices, favor_forward fuses the features into the linear-attention passes.
 // Block sizes: attention_blocks.hpp.
-#include "favor/attention_blocks.hpp"
-#include "favor/features.hpp"
-#include "favor/tensor.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/estimators/features.hpp"
 
 namespace favor {
 

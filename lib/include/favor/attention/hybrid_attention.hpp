@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <vector>
 
-#include "favor/backward_exact.hpp"
-#include "favor/pairwise_pass.hpp"
-#include "favor/tensor.hpp"
+#include "favor/attention/backward_exact.hpp"
+#include "favor/attention/pairwise_pass.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

@@ -1,12 +1,12 @@
 #pragma once
-// The fast path of window / sinks hybrids (docs/design.md section 2.8, lib/src/hybrid_fast.cpp):
+// The fast path of window / sinks hybrids (docs/design.md section 2.8, lib/src/attention/hybrid_fast.cpp):
 // the same estimate as hybrid_attention (the reference path) up to the rounding of the compute
 // dtype, in O(L (w + s + F) d) time instead of O(L Lk (d + F)):
 //   Out_i = sum_j K_ij v_j / sum_j K_ij,  K_ij = exp(x_i.y_j) on E(i), phi(x_i).phi(y_j) elsewhere,
 // the exact keys and the remainder keys next to the band made per block of query rows, the
 // remainder keys farther away through prefix (causal) or prefix and suffix (non-causal) sums
 // of phi(y_j) [v_j, 1] over whole key blocks.
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

@@ -4,8 +4,8 @@
 // Choromanski et al. 2021). Block sizes: attention_blocks.hpp.
 #include <vector>
 
-#include "favor/attention_blocks.hpp"
-#include "favor/tensor.hpp"
+#include "favor/attention/attention_blocks.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

@@ -9,9 +9,9 @@
 #include <limits>
 #include <vector>
 
-#include "favor/estimator.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/estimators/estimator.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 namespace favor {
 

@@ -19,7 +19,7 @@ void gemm(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t 
 // cell's numbers never depend on the thread count.
 void set_blas_single_threaded();
 // At the start of main: re-executes the program with OPENBLAS_NUM_THREADS=1 unless it is
-// set, so OpenBLAS never starts its thread pool (favor/process.hpp, prepare_process).
+// set, so OpenBLAS never starts its thread pool (favor/core/process.hpp, prepare_process).
 void start_blas_single_threaded(char** argv);
 // The BLAS's own thread count (for the gemm_rate reference only).
 void set_blas_threads(int n);

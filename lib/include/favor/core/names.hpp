@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
 
 namespace favor {
 

@@ -1,7 +1,7 @@
 #pragma once
 // Vectorised elementwise kernels (xsimd, width chosen by the -march of the build).
 // xsimd's exp is accurate to a few ulp over the whole range (tested against std::exp in
-// tests/test_vmath.cpp); xsimd's sincos to a few ulp for |x| up to ~1e4 (tested too);
+// tests/core/test_vmath.cpp); xsimd's sincos to a few ulp for |x| up to ~1e4 (tested too);
 // scalar tails use std::exp / std::sin / std::cos.
 // Reductions use one accumulator per SIMD lane, combined in lane order: a fixed order that
 // depends only on n, never on threads.
@@ -20,7 +20,7 @@ struct ExpConstants;
 // float: Cody-Waite reduction x = k ln2 + r, |r| <= ln2/2, then the Cephes expf polynomial
 // (degree 7 in r: 1 + r + r^2 P(r)); double: the same with the Taylor polynomial of degree
 // 13 (truncation error < r^14/14! < 1e-19 relative). Both within 2 ulp of exp, tested
-// against long double exp in tests/test_vmath.cpp and tests/test_timing.cpp.
+// against long double exp in tests/core/test_vmath.cpp and tests/experiments/test_timing.cpp.
 template <>
 struct ExpConstants<float> {
     using I = std::int32_t;

@@ -4,10 +4,10 @@
 // to the inputs. Used by every runner, `favor apply` and the benchmark.
 #include <cstdint>
 
-#include "favor/half.hpp"
-#include "favor/hybrid_support.hpp"
-#include "favor/tensor.hpp"
-#include "favor/variant.hpp"
+#include "favor/core/half.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/estimators/hybrid_support.hpp"
+#include "favor/estimators/variant.hpp"
 
 namespace favor {
 

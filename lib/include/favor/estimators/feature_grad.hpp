@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "favor/blas.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/half.hpp"
-#include "favor/tensor.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/core/half.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 namespace favor {
 

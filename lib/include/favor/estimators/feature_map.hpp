@@ -3,7 +3,7 @@
 // are not estimators of SM (relu and the linear-attention baselines elu, dpfp, nystrom).
 // docs/estimators.md has each one's formula, source and variance.
 //
-// One class per map, each in lib/src/maps/<name>.cpp, listed by one line in the registry
+// One class per map, each in lib/src/estimators/maps/<name>.cpp, listed by one line in the registry
 // (feature_registry.hpp). A map owns its config keys and their validation, its number of
 // feature columns, its block kernels, its closed-form MSE, its data-dependent parameters and
 // whether the fused forward may shift its keys per block.
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "favor/half.hpp"
-#include "favor/tensor.hpp"
+#include "favor/core/half.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 
@@ -53,7 +53,7 @@ struct FeatureBlock {
     bool finish_rows() const { return side == Side::query || per_row; }
 };
 
-// One block of rows for FeatureMap::vjp (favor/feature_grad.hpp).
+// One block of rows for FeatureMap::vjp (favor/estimators/feature_grad.hpp).
 template <class T>
 struct FeatureGrad;
 
@@ -140,7 +140,7 @@ public:
     virtual void finish_key_block(double* out, std::size_t F, std::size_t rows, const double* row_log, double shift) const = 0;
 
     // The vector-Jacobian product of the features for one block (contract at FeatureGrad,
-    // favor/feature_grad.hpp); fitted parameters are held fixed. Throws Error ("no gradient",
+    // favor/estimators/feature_grad.hpp); fitted parameters are held fixed. Throws Error ("no gradient",
     // with gradient_refusal()) where the map as configured has none: the default.
     virtual void vjp(const FeatureGrad<float>& g) const;
     virtual void vjp(const FeatureGrad<double>& g) const;

@@ -1,12 +1,12 @@
 #pragma once
 // The registry of feature maps: one entry per map (name, summary, config keys, factory), listed
-// in lib/src/feature_maps.cpp; `favor list`, the config validation and the contract tests
+// in lib/src/estimators/feature_maps.cpp; `favor list`, the config validation and the contract tests
 // walk it.
 #include <string>
 #include <vector>
 
-#include "favor/feature_map.hpp"
-#include "favor/fields.hpp"
+#include "favor/estimators/feature_map.hpp"
+#include "favor/estimators/fields.hpp"
 
 namespace favor {
 
@@ -22,7 +22,7 @@ const std::vector<std::string>& feature_names();
 // The entry named `name`, or nullptr.
 const FeatureMapEntry* find_feature_map(const std::string& name);
 // "none", the map without features: a hybrid's missing remainder (docs/design.md section 2.8;
-// lib/src/maps/none.cpp). Not in the registry.
+// lib/src/estimators/maps/none.cpp). Not in the registry.
 FeatureMapPtr make_none_map();
 
 }  // namespace favor

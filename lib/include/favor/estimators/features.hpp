@@ -6,9 +6,9 @@
 #include <optional>
 #include <vector>
 
-#include "favor/feature_map.hpp"
-#include "favor/half.hpp"
-#include "favor/tensor.hpp"
+#include "favor/core/half.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/estimators/feature_map.hpp"
 
 namespace favor {
 

@@ -1,10 +1,10 @@
 #pragma once
 // The pieces of the Nystromformer baseline (Xiong et al. 2021, arXiv 2102.03902), the feature
-// map "nystrom" (lib/src/maps/nystrom.cpp): landmarks, row softmax and the pseudo-inverses.
+// map "nystrom" (lib/src/estimators/maps/nystrom.cpp): landmarks, row softmax and the pseudo-inverses.
 // docs/estimators.md has the formulas.
 #include <cstddef>
 
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

@@ -2,9 +2,9 @@
 // Random projections W (m x d, rows w_i), shared by queries and keys (docs/design.md section 2.2;
 // docs/estimators.md section 2 has each one's construction, source and bias).
 //
-// One draw function per projection, each in lib/src/projections/<family>.cpp (variants that
+// One draw function per projection, each in lib/src/estimators/projections/<family>.cpp (variants that
 // share one construction, as orthogonal / orthogonal-fixed / orthogonal-nosignfix, share a
-// file), listed by one line in the registry (lib/src/projections.cpp). The rest of the code
+// file), listed by one line in the registry (lib/src/estimators/projections.cpp). The rest of the code
 // holds a projection as a Projection handle (projection_handle.hpp); include this header only
 // to draw W or to read an entry's limits and properties.
 #include <cstdint>
@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "favor/projection_handle.hpp"
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/estimators/projection_handle.hpp"
 
 namespace favor {
 
 // Property flags of a registry entry (ProjectionEntry::flags): what other code relies on and
-// what tests/test_projection_contract.cpp checks for every entry that claims them.
+// what tests/estimators/test_projection_contract.cpp checks for every entry that claims them.
 enum ProjectionFlag : unsigned {
     // Every row is marginally N(0, I_d) (so E[w w^T] = I_d): the exp-family and trig
     // estimators of SM are unbiased, whatever the coupling between rows (Choromanski et al.

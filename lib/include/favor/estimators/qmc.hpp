@@ -6,14 +6,14 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 
 // Dimensions with embedded direction numbers (Joe & Kuo's new-joe-kuo-6.21201, the first
-// 1024; lib/src/sobol_directions.cpp): `qmc` needs d <= kSobolMaxDim.
+// 1024; lib/src/estimators/sobol_directions.cpp): `qmc` needs d <= kSobolMaxDim.
 constexpr std::size_t kSobolMaxDim = 1024;
-// The `lattice` projection's largest d (lib/src/projections/lattice.cpp): its Korobov vector
+// The `lattice` projection's largest d (lib/src/estimators/projections/lattice.cpp): its Korobov vector
 // is searched once per d at a cost O(n^2 d) with n = 1024 lattice points.
 constexpr std::size_t kLatticeMaxD = 256;
 

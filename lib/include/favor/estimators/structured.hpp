@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

@@ -4,10 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "favor/feature_maps.hpp"
-#include "favor/fields.hpp"
-#include "favor/hybrid_support.hpp"
-#include "favor/projection_handle.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/fields.hpp"
+#include "favor/estimators/hybrid_support.hpp"
+#include "favor/estimators/projection_handle.hpp"
 
 namespace favor {
 

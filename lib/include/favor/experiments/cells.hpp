@@ -16,8 +16,8 @@
 #include <optional>
 #include <vector>
 
-#include "favor/config.hpp"
-#include "favor/grid.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/grid.hpp"
 
 namespace favor {
 

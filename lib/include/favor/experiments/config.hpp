@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "favor/error.hpp"
-#include "favor/flag_values.hpp"
-#include "favor/half.hpp"
-#include "favor/input_families.hpp"
-#include "favor/json_text.hpp"
-#include "favor/variant.hpp"
+#include "favor/core/error.hpp"
+#include "favor/core/flag_values.hpp"
+#include "favor/core/half.hpp"
+#include "favor/estimators/variant.hpp"
+#include "favor/experiments/input_families.hpp"
+#include "favor/io/json_text.hpp"
 
 namespace favor {
 

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "favor/config.hpp"
-#include "favor/grid.hpp"
-#include "favor/run_result.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/grid.hpp"
+#include "favor/experiments/run_result.hpp"
 
 namespace favor {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "favor/fields.hpp"
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/estimators/fields.hpp"
 
 namespace favor {
 

@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <string>
 
-#include "favor/input_families.hpp"
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/experiments/input_families.hpp"
 
 namespace favor {
 

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "favor/config.hpp"
+#include "favor/experiments/config.hpp"
 
 namespace favor {
 

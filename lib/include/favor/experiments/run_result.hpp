@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "favor/grid.hpp"
-#include "favor/journal.hpp"
-#include "favor/report.hpp"
-#include "favor/result_dir.hpp"
+#include "favor/experiments/grid.hpp"
+#include "favor/experiments/journal.hpp"
+#include "favor/experiments/result_dir.hpp"
+#include "favor/io/report.hpp"
 
 namespace favor {
 

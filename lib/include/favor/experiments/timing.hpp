@@ -1,14 +1,14 @@
 #pragma once
 // The "timing" experiment's pieces that tests check directly: counted flops and the
 // crossover of two timing curves. The experiment itself is run_timing_experiment
-// (lib/src/experiment_parts.hpp), reached through run_experiment.
+// (lib/src/experiments/experiment_parts.hpp), reached through run_experiment.
 #include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "favor/feature_maps.hpp"
-#include "favor/hybrid_support.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/hybrid_support.hpp"
 
 namespace favor {
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "favor/error.hpp"
+#include "favor/core/error.hpp"
 
 namespace favor {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "favor/npy.hpp"
+#include "favor/io/npy.hpp"
 
 namespace favor {
 

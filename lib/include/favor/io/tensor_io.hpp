@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

@@ -5,8 +5,8 @@
 // floor of that mean. The metric table (metric_table.hpp) points at these.
 #include <cstddef>
 
-#include "favor/backward_exact.hpp"
-#include "favor/tensor.hpp"
+#include "favor/attention/backward_exact.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

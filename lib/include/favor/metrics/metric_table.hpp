@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "favor/half.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/gradient_metrics.hpp"
-#include "favor/pairwise_pass.hpp"
-#include "favor/tensor.hpp"
+#include "favor/attention/pairwise_pass.hpp"
+#include "favor/core/half.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/metrics/gradient_metrics.hpp"
 
 namespace favor {
 

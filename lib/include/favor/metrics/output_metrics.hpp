@@ -4,7 +4,7 @@
 // (metric_table.hpp) points at these.
 #include <cstddef>
 
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "favor/metric_table.hpp"
-#include "favor/pairwise_pass.hpp"
-#include "favor/row_sample.hpp"
-#include "favor/tensor.hpp"
+#include "favor/attention/pairwise_pass.hpp"
+#include "favor/core/tensor.hpp"
+#include "favor/metrics/metric_table.hpp"
+#include "favor/metrics/row_sample.hpp"
 
 namespace favor {
 

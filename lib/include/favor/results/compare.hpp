@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "favor/report.hpp"
+#include "favor/io/report.hpp"
 
 namespace favor {
 

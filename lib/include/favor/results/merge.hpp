@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "favor/experiment.hpp"
+#include "favor/experiments/experiment.hpp"
 
 namespace favor {
 

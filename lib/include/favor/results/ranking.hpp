@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "favor/report.hpp"
+#include "favor/io/report.hpp"
 
 namespace favor {
 

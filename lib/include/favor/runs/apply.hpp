@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "favor/config.hpp"
-#include "favor/tensor_io.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/io/tensor_io.hpp"
 
 namespace favor {
 

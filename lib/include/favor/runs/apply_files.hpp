@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "favor/apply_grad.hpp"
+#include "favor/runs/apply_grad.hpp"
 
 namespace favor {
 

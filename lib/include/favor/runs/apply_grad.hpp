@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "favor/apply.hpp"
+#include "favor/runs/apply.hpp"
 
 namespace favor {
 

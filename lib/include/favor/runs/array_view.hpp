@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "favor/tensor_io.hpp"
+#include "favor/io/tensor_io.hpp"
 
 namespace favor {
 

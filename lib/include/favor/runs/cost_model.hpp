@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "favor/apply.hpp"
-#include "favor/config.hpp"
-#include "favor/grid.hpp"
-#include "favor/resources.hpp"
-#include "favor/tensor_io.hpp"
+#include "favor/core/resources.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/grid.hpp"
+#include "favor/io/tensor_io.hpp"
+#include "favor/runs/apply.hpp"
 
 namespace favor {
 

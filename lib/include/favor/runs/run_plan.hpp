@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "favor/config.hpp"
-#include "favor/grid.hpp"
-#include "favor/byte_sizes.hpp"
-#include "favor/cost_model.hpp"
-#include "favor/resources.hpp"
-#include "favor/tensor_io.hpp"
+#include "favor/core/byte_sizes.hpp"
+#include "favor/core/resources.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/grid.hpp"
+#include "favor/io/tensor_io.hpp"
+#include "favor/runs/cost_model.hpp"
 
 namespace favor {
 

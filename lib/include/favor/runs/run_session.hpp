@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "favor/compare.hpp"
-#include "favor/config.hpp"
-#include "favor/run_plan.hpp"
-#include "favor/run_result.hpp"
+#include "favor/experiments/config.hpp"
+#include "favor/experiments/run_result.hpp"
+#include "favor/results/compare.hpp"
+#include "favor/runs/run_plan.hpp"
 
 namespace favor {
 

@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "favor/apply.hpp"
-#include "favor/cost_model.hpp"
-#include "favor/feature_map.hpp"
-#include "favor/projections.hpp"
-#include "favor/resources.hpp"
+#include "favor/core/resources.hpp"
+#include "favor/estimators/feature_map.hpp"
+#include "favor/estimators/projections.hpp"
+#include "favor/runs/apply.hpp"
+#include "favor/runs/cost_model.hpp"
 
 namespace favor {
 

@@ -15,8 +15,8 @@
 #include <cmath>
 
 #include "exp_family.hpp"
-#include "favor/blas.hpp"
-#include "favor/theory.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/estimators/theory.hpp"
 
 namespace favor {
 

@@ -18,8 +18,8 @@
 #include <cmath>
 
 #include "exp_family.hpp"
-#include "favor/feature_grad.hpp"
-#include "favor/feature_maps.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 namespace favor {
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "favor/feature_grad.hpp"
-#include "favor/feature_maps.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 namespace favor {
 

@@ -4,8 +4,8 @@
 // map. Not an estimator of SM: a baseline of linear attention (docs/estimators.md).
 #include <cmath>
 
-#include "favor/feature_grad.hpp"
-#include "favor/feature_maps.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 namespace favor {
 

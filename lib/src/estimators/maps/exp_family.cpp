@@ -5,9 +5,9 @@
 #include <stdexcept>
 #include <xtensor-blas/xlinalg.hpp>
 
-#include "favor/blas.hpp"
-#include "favor/names.hpp"
-#include "favor/vmath.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/core/names.hpp"
+#include "favor/core/vmath.hpp"
 
 namespace favor {
 

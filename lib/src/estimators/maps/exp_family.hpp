@@ -21,8 +21,8 @@
 // w^T A w + w^T B u + (1/4) log det(I - 4A).
 #include <vector>
 
-#include "favor/feature_grad.hpp"
-#include "favor/feature_maps.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 namespace favor {
 

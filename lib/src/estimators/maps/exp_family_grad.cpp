@@ -9,10 +9,10 @@
 // fixed: the gradient of a training step, where fitted values are refitted, not differentiated.
 #include <cmath>
 
-#include "../tile_kernels.hpp"
+#include "core/tile_kernels.hpp"
 #include "exp_family.hpp"
-#include "favor/memory.hpp"
-#include "favor/vmath.hpp"
+#include "favor/core/memory.hpp"
+#include "favor/core/vmath.hpp"
 
 namespace favor {
 

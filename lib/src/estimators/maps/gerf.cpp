@@ -12,7 +12,7 @@
 #include <cmath>
 
 #include "exp_family.hpp"
-#include "favor/theory.hpp"
+#include "favor/estimators/theory.hpp"
 
 namespace favor {
 

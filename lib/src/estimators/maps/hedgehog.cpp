@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "favor/feature_grad.hpp"
-#include "favor/feature_maps.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 namespace favor {
 

@@ -1,6 +1,6 @@
 // hyperbolic: phi(x) = exp(-|x|^2/2)/sqrt(2m) [exp(Wx), exp(-Wx)] (Performer Lemma 1).
 #include "exp_family.hpp"
-#include "favor/theory.hpp"
+#include "favor/estimators/theory.hpp"
 
 namespace favor {
 

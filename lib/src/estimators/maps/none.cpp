@@ -4,8 +4,8 @@
 // and hybrid_attention never asks it for features.
 #include <algorithm>
 
-#include "favor/feature_grad.hpp"
-#include "favor/feature_maps.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 namespace favor {
 

@@ -9,7 +9,7 @@
 // kernel: A_hat approximates the attention matrix itself. No causal form (the landmarks and
 // Z average over the whole sequence). The reference code's optional depthwise convolution of
 // V is left out.
-#include "favor/nystrom.hpp"
+#include "favor/estimators/nystrom.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -18,9 +18,9 @@
 #include <vector>
 #include <xtensor-blas/xlinalg.hpp>
 
-#include "favor/blas.hpp"
-#include "favor/error.hpp"
-#include "favor/feature_maps.hpp"
+#include "favor/core/blas.hpp"
+#include "favor/core/error.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 namespace favor {
 

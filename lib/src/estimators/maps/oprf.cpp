@@ -3,7 +3,7 @@
 // unbiased for any such A (A = 0 is the positive map). "A": "optimal" (the default) takes
 // A* = (1 - 2 rho - sqrt((2 rho + 1)^2 + 8 rho)) / 16, rho = mean_{i,j} |x_i + y_j|^2 / d.
 #include "exp_family.hpp"
-#include "favor/theory.hpp"
+#include "favor/estimators/theory.hpp"
 
 namespace favor {
 

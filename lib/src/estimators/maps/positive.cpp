@@ -1,6 +1,6 @@
 // positive: phi(x) = exp(-|x|^2/2)/sqrt(m) exp(Wx) (Performer Lemma 1, FAVOR+).
 #include "exp_family.hpp"
-#include "favor/theory.hpp"
+#include "favor/estimators/theory.hpp"
 
 namespace favor {
 

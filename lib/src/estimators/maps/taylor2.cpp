@@ -7,8 +7,8 @@
 // not an estimator; its kernel value is always >= 1/2, so D > 0.
 #include <cmath>
 
-#include "favor/feature_grad.hpp"
-#include "favor/feature_maps.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "favor/estimators/feature_maps.hpp"
 
 namespace favor {
 

@@ -3,10 +3,10 @@
 // denominators D can cross zero (negative_fraction reports it).
 #include <cmath>
 
-#include "favor/feature_grad.hpp"
-#include "favor/feature_maps.hpp"
-#include "favor/theory.hpp"
-#include "favor/vmath.hpp"
+#include "favor/core/vmath.hpp"
+#include "favor/estimators/feature_grad.hpp"
+#include "favor/estimators/feature_maps.hpp"
+#include "favor/estimators/theory.hpp"
 
 namespace favor {
 

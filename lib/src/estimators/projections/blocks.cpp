@@ -1,7 +1,7 @@
 // The shared pieces of the draw functions (blocks.hpp).
 #include "blocks.hpp"
 
-#include "favor/rng.hpp"
+#include "favor/core/rng.hpp"
 
 namespace favor {
 

@@ -1,10 +1,10 @@
 #pragma once
-// Shared pieces of the projections' draw functions (lib/src/projections/*.cpp): the stream
+// Shared pieces of the projections' draw functions (lib/src/estimators/projections/*.cpp): the stream
 // keys of one draw and the stacking of blocks into W (docs/design.md section 7).
 #include <cstdint>
 #include <functional>
 
-#include "favor/tensor.hpp"
+#include "favor/core/tensor.hpp"
 
 namespace favor {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "blocks.hpp"
-#include "favor/rng.hpp"
-#include "favor/structured.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/structured.hpp"
 
 namespace favor {
 

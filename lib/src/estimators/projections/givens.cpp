@@ -2,7 +2,7 @@
 // product of d ceil(log2 d) random Givens rotations (structured.hpp), chi(d) row norms
 // independent of the directions, as for ORF. Needs d >= 2.
 #include "blocks.hpp"
-#include "favor/structured.hpp"
+#include "favor/estimators/structured.hpp"
 
 namespace favor {
 

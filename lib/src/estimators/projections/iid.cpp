@@ -1,7 +1,7 @@
 // iid: entries N(0, 1), every row exactly N(0, I_d) and independent (docs/estimators.md
 // section 2, "iid").
 #include "blocks.hpp"
-#include "favor/rng.hpp"
+#include "favor/core/rng.hpp"
 
 namespace favor {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "blocks.hpp"
-#include "favor/qmc.hpp"
-#include "favor/rng.hpp"
+#include "favor/core/rng.hpp"
+#include "favor/estimators/qmc.hpp"
 
 namespace favor {
 

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "blocks.hpp"
-#include "favor/structured.hpp"
+#include "favor/estimators/structured.hpp"
 
 namespace favor {
 

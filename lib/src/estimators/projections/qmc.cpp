@@ -1,8 +1,8 @@
 // qmc, randomised quasi-Monte Carlo (docs/estimators.md section 2, "qmc"): row i is
 // Phi^{-1} of Sobol point i (Joe & Kuo directions), Owen-scrambled per (seed, d, trial)
-// (favor/qmc.hpp). No blocks: W is nested in m because row i is point i. d <= kSobolMaxDim.
+// (favor/estimators/qmc.hpp). No blocks: W is nested in m because row i is point i. d <= kSobolMaxDim.
 #include "blocks.hpp"
-#include "favor/qmc.hpp"
+#include "favor/estimators/qmc.hpp"
 
 namespace favor {
 
