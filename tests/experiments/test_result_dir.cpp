@@ -12,6 +12,7 @@
 
 #include "favor/experiments/config.hpp"
 #include "helpers.hpp"
+#include "temp_dir.hpp"
 #include "favor/core/error.hpp"
 #include "favor/experiments/experiment.hpp"
 #include "favor/experiments/journal.hpp"
@@ -26,18 +27,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        char tmpl[] = "/tmp/favor-integrity-XXXXXX";
-        path = ::mkdtemp(tmpl);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    std::string operator/(const std::string& s) const { return (path / s).string(); }
-};
+using favor_test::TempDir;
 
 std::string slurp(const std::string& p) {
     std::ifstream in(p, std::ios::binary);
@@ -61,7 +51,6 @@ json small_config() {
                      {"features": "trig", "projection": "iid", "name": "trig v2 (a=1)"}],
         "m": [4, 8], "trials": 2, "metrics": ["output_mse", "attention_kl"]})J");
 }
-
 
 RunResult run_shard(const json& j, Shard s) {
     RunOptions opt;

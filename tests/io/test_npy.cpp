@@ -23,6 +23,7 @@
 
 #include "corpus.hpp"
 #include "helpers.hpp"
+#include "temp_dir.hpp"
 #include "favor/core/error.hpp"
 #include "favor/io/npy.hpp"
 
@@ -30,6 +31,8 @@ using namespace favor;
 namespace fs = std::filesystem;
 
 namespace {
+
+using favor_test::TempDir;
 
 const fs::path kData = FAVOR_TEST_DATA_DIR;
 
@@ -48,20 +51,6 @@ std::uint64_t bits(double x) {
 std::size_t numel(const std::vector<std::size_t>& shape) {
     return std::accumulate(shape.begin(), shape.end(), std::size_t(1), std::multiplies<>());
 }
-
-// A fresh directory under the system temp dir, removed at the end of the scope.
-struct TempDir {
-    fs::path path;
-    explicit TempDir(const std::string& tag) {
-        path = fs::temp_directory_path() / ("favor_npy_" + tag + "_" + std::to_string(getpid()));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
 
 // Values that exercise the conversions: signed zeros, infinities, NaN, subnormals, extremes.
 std::vector<double> test_values(std::size_t n) {

@@ -19,7 +19,11 @@
 #include "favor/results/compare.hpp"
 #include "favor/results/ranking.hpp"
 
+#include "temp_dir.hpp"
+
 namespace {
+
+using favor_test::TempDir;
 
 namespace fs = std::filesystem;
 
@@ -85,21 +89,6 @@ double ref_welch_p(const std::vector<double>& a, const std::vector<double>& b) {
     rec(0, 0, 0.0, 0.0);
     return count / total;
 }
-
-// A fresh directory under the system temp dir, removed at the end of the scope.
-struct TempDir {
-    fs::path path;
-    explicit TempDir(const std::string& name) {
-        path = fs::temp_directory_path() / ("favor_compare_" + name + "_" + std::to_string(getpid()));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    void write(const std::string& file, const std::string& text) const { std::ofstream(path / file) << text; }
-};
 
 std::string cell(const favor::Table& t, std::size_t row, const std::string& col) { return t.rows[row][t.column(col)]; }
 double num(const favor::Table& t, std::size_t row, const std::string& col) { return std::stod(cell(t, row, col)); }

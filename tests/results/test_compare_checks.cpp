@@ -17,29 +17,13 @@
 #include "favor/io/report.hpp"
 #include "favor/results/compare.hpp"
 
+#include "temp_dir.hpp"
+
 namespace {
 
-namespace fs = std::filesystem;
+using favor_test::TempDir;
 
-struct TempDir {
-    fs::path path;
-    explicit TempDir(const std::string& name) {
-        path = fs::temp_directory_path() / ("favor_compare_checks_" + name + "_" + std::to_string(getpid()));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    void write(const std::string& file, const std::string& text) const { std::ofstream(path / file) << text; }
-    std::string read(const std::string& file) const {
-        std::ifstream in(path / file);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        return ss.str();
-    }
-};
+namespace fs = std::filesystem;
 
 std::string cell(const favor::Table& t, std::size_t row, const std::string& col) { return t.rows[row][t.column(col)]; }
 
