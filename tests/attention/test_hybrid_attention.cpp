@@ -427,10 +427,10 @@ TEST_CASE("hybrid: pairwise metrics of the explicit A_hat", "[hybrid]") {
         const std::vector<std::size_t> rows = {0, 7, 33, 44};
         const std::vector<PairwiseSums> some = pairwise_of(e, x, req, 1, &rows);
         for (std::size_t i = 0; i < per.size(); ++i) REQUIRE(per[i].attention == two[i].attention);
-        for (std::size_t r = 0; r < rows.size(); ++r) {
-            REQUIRE(some[r].attention == per[rows[r]].attention);
-            REQUIRE(some[r].tv == per[rows[r]].tv);
-            REQUIRE(some[r].pairs == per[rows[r]].pairs);
+        for (std::size_t s = 0; s < rows.size(); ++s) {
+            REQUIRE(some[s].attention == per[rows[s]].attention);
+            REQUIRE(some[s].tv == per[rows[s]].tv);
+            REQUIRE(some[s].pairs == per[rows[s]].pairs);
         }
     }
 }

@@ -22,7 +22,7 @@ struct Estimator {
     bool shift = true;     // the variant's "shift" (false: features without their max shift)
     // The variant's exact support ("window", "sinks", "support": docs/design.md section 2.8);
     // active: the output is hybrid_attention's, map the remainder.
-    HybridSupport hybrid;
+    HybridSupport hybrid{};
 
     // This estimator with the map's data-dependent parameters (oprf's A*, nystrom's
     // landmarks) fixed for queries Q (L, d) and keys K (Lk, d), before scaling by d^{-1/4}.

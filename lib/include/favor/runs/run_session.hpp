@@ -89,7 +89,7 @@ struct CompareRequest {
     std::vector<std::string> metrics;
     std::optional<std::string> alpha, pairs, against, match;
     bool write = true;   // false: the tables are returned only (favor.compare's default)
-    std::function<void(std::size_t, std::size_t)> progress;   // CompareOptions::progress
+    std::function<void(std::size_t, std::size_t)> progress{};   // CompareOptions::progress
 };
 CompareResult compare_session(const CompareRequest& r, CompareOptions* used = nullptr);
 
