@@ -28,15 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// --- strict cells: exactly what format_count / format_number write (report.hpp) -----------
-
-bool valid_name(const std::string& s) {
-    if (s.empty()) return false;
-    for (unsigned char c : s)
-        if (c < 0x20 || c == 0x7f || c == ',' || c == '"' || c == '|') return false;
-    return true;
-}
-
 // --- one input, read and checked against its own run.json -----------------------------------
 
 struct Input {
@@ -160,7 +151,7 @@ public:
     }
     std::size_t variant(const std::vector<std::string>& r) const {
         const std::string& name = r[in_.table.column("variant")];
-        if (!valid_name(name)) fail("variant", name, "is not a valid variant name");
+        if (const std::string why = variant_name_problem(name); !why.empty()) fail("variant", name, why);
         for (std::size_t v = 0; v < in_.cfg.variants.size(); ++v) {
             const Variant& var = in_.cfg.variants[v];
             if (var.name != name) continue;
