@@ -22,6 +22,8 @@ FeatureMapPtr make_saderf(const FieldObject&, double epsilon);
 FeatureMapPtr make_aderf(const FieldObject&, double epsilon);
 FeatureMapPtr make_taylor2(const FieldObject&, double epsilon);
 FeatureMapPtr make_hedgehog(const FieldObject&, double epsilon);
+FeatureMapPtr make_liger(const FieldObject&, double epsilon);
+FeatureMapPtr make_softmax_dim(const FieldObject&, double epsilon);
 FeatureMapPtr make_poisson(const FieldObject&, double epsilon);
 FeatureMapPtr make_geometric(const FieldObject&, double epsilon);
 
@@ -44,6 +46,10 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
         {"aderf", "asymmetric dense-exponential features, FAVOR#: oprf on (P x, P^-T y), P and A fitted in closed form", {"epsilon_after", "shift"}, make_aderf},
         {"taylor2", "1 + x.y + (x.y)^2/2 exactly (Based's 2nd-order Taylor map), F = 1 + d + d(d+1)/2, no projection (biased)", {}, make_taylor2},
         {"hedgehog", "softmax([2x, -2x]), F = 2d, no projection (Hedgehog's map untrained; baseline)", {}, make_hedgehog},
+        {"liger", "softmax(x) over the d entries, F = d, no projection (Liger's map; not an estimator of SM)", {}, make_liger},
+        {"softmax_dim", "[softmax(x), softmax(-x)], each half over its d entries, F = 2d, no projection (LoLCATs' "
+                        "SoftmaxDim untrained; not hedgehog's joint softmax; not an estimator of SM)",
+         {}, make_softmax_dim},
         {"poisson", "discrete (Poisson) features of Chefs' Random Tables: prod_l (x_l/sqrt(lambda))^k_l, k_l ~ Poisson(lambda) "
                     "(\"lambda\": number or \"optimal\"); not positive", {"lambda"}, make_poisson},
         {"geometric", "discrete (geometric) features of Chefs' Random Tables: prod_l x_l^k_l / sqrt(k_l! p (1-p)^k_l), "
