@@ -117,7 +117,7 @@ void setup_compare(CLI::App& compare) {
         "for unequal variances, Janssen 1997). Exact enumeration up to 65536 sign patterns / splits,\n"
         "else 65536 random ones, p = (1 + #{|t*| >= |t|}) / (1 + 65536). With baseline_<metric> in\n"
         "summary.csv, every variant is also tested against it (b = uniform, one-sample sign-flip).\n"
-        "Deterministic maps (no projection, every trial the same value: elu, dpfp, nystrom): two are not tested\n"
+        "Deterministic maps (no projection, every trial the same value, e.g. elu): two are not tested\n"
         "(paired = exact, the difference is exact); against a random map, a one-sample sign-flip test.\n"
         "p_holm: Holm-Bonferroni over each metric's rows (or the --against / --pairs family); verdict\n"
         "a better / a worse (in the metric's direction: lower errors, higher grad_cosine) when\n"

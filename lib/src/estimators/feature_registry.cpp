@@ -37,7 +37,7 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
         {"elu", "elu(x) + 1, F = d, no projection (linear transformer baseline; not an estimator of SM)", {}, make_elu},
         {"dpfp", "relu([x, -x]) * roll(..., s), s = 1..nu, F = 2 d nu, no projection (\"nu\", default 1; baseline)",
          {"nu"}, make_dpfp},
-        {"nystrom", "Nystromformer: m segment-mean landmarks, pinv (\"pinv\": iterative|exact, \"iterations\"); "
+        {"nystrom", "Nystromformer: m segment-mean landmarks, no projection, pinv (\"pinv\": iterative|exact, \"iterations\"); "
                     "no row normalisation, not causal (baseline)",
          {"pinv", "iterations"}, make_nystrom},
         {"gerf", "generalized exponential features: oprf on (t x, y/t) (\"A\", \"t\": numbers or \"optimal\")", {"A", "t", "epsilon_after", "shift"}, make_gerf},
