@@ -20,7 +20,8 @@ template <class T>
 void softmax_half(const T* x, std::size_t d, double sign_xs, double epsilon, T* e) {
     double top = -HUGE_VAL, sum = 0.0;
     for (std::size_t c = 0; c < d; ++c) top = std::max(top, sign_xs * double(x[c]));
-    std::vector<double> p(d);
+    thread_local std::vector<double> p;   // one scratch row per thread, not an allocation per row
+    p.resize(d);
     for (std::size_t c = 0; c < d; ++c) sum += p[c] = std::exp(sign_xs * double(x[c]) - top);
     for (std::size_t c = 0; c < d; ++c) e[c] = T(p[c] / sum + epsilon);
 }
