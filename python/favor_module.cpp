@@ -167,13 +167,15 @@ std::vector<favor::Mat<T>> attend(const Prepared& p) {
         Q = favor::head_views_of_array<T>(p.q, "q", threads);
         K = favor::head_views_of_array<T>(p.k, "k", threads);
         V = favor::head_views_of_array<T>(p.v, "v", threads);
-        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk);
+        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, Q.heads.size());
     }
     std::vector<favor::Mat<T>> out;
+    favor::ApplyOptions o = p.opt;
     for (std::size_t h = 0; h < Q.heads.size(); ++h) {
         {
             py::gil_scoped_release free;
-            out.push_back(favor::apply_head_native<T>(Q.heads[h], K.heads[h], V.heads[h], p.opt));
+            o.head = h;
+            out.push_back(favor::apply_head_native<T>(Q.heads[h], K.heads[h], V.heads[h], o));
         }
         check_signals();
     }
@@ -239,7 +241,7 @@ py::tuple attention_grad(const py::array& q, const py::array& k, const py::array
 
 py::tuple features(const py::array& x, const py::object& other, bool key_side, const py::dict& flags,
                    const std::vector<std::string>& params) {
-    const favor::ApplyOptions opt = favor::resolve_apply(apply_request(false, false, flags, params));
+    favor::ApplyOptions opt = favor::resolve_apply(apply_request(false, false, flags, params));
     favor::set_blas_single_threaded();
     const char *xname = key_side ? "k" : "q", *oname = key_side ? "q" : "k";
     const favor::QkvSource src = layout_source(flag_of(flags, "layout"), false);
@@ -254,7 +256,9 @@ py::tuple features(const py::array& x, const py::object& other, bool key_side, c
         py::gil_scoped_release free;
         if (!other.is_none()) ys = favor::heads_of_array(ov, oname);
         xs = favor::heads_of_array(xv, xname);
+        favor::check_apply_sizes(opt, s.d, s.L, s.Lk, xs.size());
         for (std::size_t h = 0; h < xs.size(); ++h) {
+            opt.head = h;
             const favor::Mat<double>& y = ys.empty() ? xs[h] : ys[h];
             favor::HeadFeatures f = key_side ? favor::apply_features(y, xs[h], favor::Side::key, opt)
                                              : favor::apply_features(xs[h], y, favor::Side::query, opt);

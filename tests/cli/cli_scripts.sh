@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 # Scripts that need arguments (the others do their work when called with none).
 needs_args=" sweep.sh sweep_L.sh sweep_m.sh slurm_sweep.sbatch capture_qkv.py diff_results.py
- fit_family.py head_stats.py plot.py precision_report.py trained_heads_report.py headline.py 
+ fit_family.py fit_maps.py head_stats.py plot.py precision_report.py trained_heads_report.py headline.py 
  plot_kernel_bias.py hybrid_report.py "
 uses_torch=" capture_qkv.py train_tiny_lm.py tiny_lm.py "
 has_torch=1

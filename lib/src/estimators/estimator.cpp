@@ -7,10 +7,11 @@
 namespace favor {
 
 template <class T>
-Estimator<T> Estimator<T>::for_inputs(MatView<T> Q, MatView<T> K) const {
+Estimator<T> Estimator<T>::for_inputs(MatView<T> Q, MatView<T> K, std::size_t head) const {
     Estimator<T> e = *this;
+    e.map = map->for_head(head);
     if (map->data_dependent())
-        e.map = map->fit(scale_rows(cast_mat<double>(Q)), scale_rows(cast_mat<double>(K)), W.shape(0));
+        e.map = e.map->fit(scale_rows(cast_mat<double>(Q)), scale_rows(cast_mat<double>(K)), W.shape(0));
     e.fitted = true;
     return e;
 }

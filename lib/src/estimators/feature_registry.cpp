@@ -24,6 +24,7 @@ FeatureMapPtr make_taylor2(const FieldObject&, double epsilon);
 FeatureMapPtr make_hedgehog(const FieldObject&, double epsilon);
 FeatureMapPtr make_liger(const FieldObject&, double epsilon);
 FeatureMapPtr make_softmax_dim(const FieldObject&, double epsilon);
+FeatureMapPtr make_t2r(const FieldObject&, double epsilon);
 FeatureMapPtr make_poisson(const FieldObject&, double epsilon);
 FeatureMapPtr make_geometric(const FieldObject&, double epsilon);
 
@@ -45,7 +46,12 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
         {"saderf", "simplified asymmetric dense-exponential features, FAVOR#: oprf on (Psi x, Psi^-1 y), fitted", {"epsilon_after", "shift"}, make_saderf},
         {"aderf", "asymmetric dense-exponential features, FAVOR#: oprf on (P x, P^-T y), P and A fitted in closed form", {"epsilon_after", "shift"}, make_aderf},
         {"taylor2", "1 + x.y + (x.y)^2/2 exactly (Based's 2nd-order Taylor map), F = 1 + d + d(d+1)/2, no projection (biased)", {}, make_taylor2},
-        {"hedgehog", "softmax([2x, -2x]), F = 2d, no projection (Hedgehog's map untrained; baseline)", {}, make_hedgehog},
+        {"hedgehog", "softmax([2x, -2x]), F = 2d, no projection (Hedgehog's map untrained; baseline); with \"weights\" "
+                     "(scripts/fit_maps.py): the fitted [softmax(xA + b), softmax(-(xA + b))], F = 2w",
+         {"weights"}, make_hedgehog},
+        {"t2r", "relu(xA + b) fitted to a capture's heads (T2R; \"weights\" from scripts/fit_maps.py), F = w, no projection; "
+                "without weights relu(x), F = d (untrained: A = I, b = 0)",
+         {"weights"}, make_t2r},
         {"liger", "softmax(x) over the d entries, F = d, no projection (Liger's map; not an estimator of SM)", {}, make_liger},
         {"softmax_dim", "[softmax(x), softmax(-x)], each half over its d entries, F = 2d, no projection (LoLCATs' "
                         "SoftmaxDim untrained; not hedgehog's joint softmax; not an estimator of SM)",

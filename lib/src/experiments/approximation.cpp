@@ -134,7 +134,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     if (npy) {
         files = load_qkv(npy_source(cfg));
         const std::size_t L = cfg.inputs.L.empty() ? files.L() : cfg.inputs.L.front();
-        check_map_sizes(cfg, files.d(), L, key_rows(files.file_L, files.file_Lk, L));
+        check_map_sizes(cfg, files.d(), L, key_rows(files.file_L, files.file_Lk, L), files.q.size());
         file_L = files.file_L;
     }
     const std::size_t S = cfg.input_seeds.size();
@@ -362,7 +362,7 @@ void trial_gradient_cells(const Config& cfg, const ApproxCells& grid, const Item
             const Estimator<T> base = make_estimator<T>(var, m, in.d, cfg.seed, t, dtype_rounding(cfg.dtype));
             for (std::size_t h = 0; h < in.heads.size(); ++h) {
                 const Head<T>& x = in.heads[h];
-                acc[h].add(estimator_gradients(base.for_inputs(x.q, x.k), x, cfg.causal, inner));
+                acc[h].add(estimator_gradients(base.for_inputs(x.q, x.k, h), x, cfg.causal, inner));
             }
         }
         std::vector<Values> per(in.heads.size());
@@ -521,8 +521,9 @@ JournalRows measure_item(const Config& cfg, const ApproxCells& grid, std::size_t
     const std::size_t m = var.map->uses_m() ? grid.m(cell, in.d) : 1;
     const Estimator<T> base = make_estimator<T>(var, m, in.d, cfg.seed, trial, dtype_rounding(cfg.dtype));
     std::vector<Values> per;   // one per head
-    for (const Head<T>& h : in.heads) {
-        per.push_back(measure(base.for_inputs(h.q, h.k), h, cols, cfg.causal, threads));
+    for (std::size_t i = 0; i < in.heads.size(); ++i) {
+        const Head<T>& h = in.heads[i];
+        per.push_back(measure(base.for_inputs(h.q, h.k, i), h, cols, cfg.causal, threads));
         if (cfg.has_row_sem() && !h.sampled()) all_rows_sems(cols, per.back());
     }
     return item_rows(per, cols, per_head);

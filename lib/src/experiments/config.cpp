@@ -13,6 +13,7 @@
 #include "favor/core/names.hpp"
 #include "favor/estimators/projections.hpp"
 #include "favor/io/files.hpp"
+#include "favor/io/sha256.hpp"
 #include "favor/io/tensor_file.hpp"
 #include "favor/io/tensor_io.hpp"
 #include "favor/io/tensor_layout.hpp"
@@ -341,7 +342,7 @@ void parse_kind(const json& j, const Field& root, Config& c) {
                     "'" + c.variants[i].map->name() +
                     "' approximates attention over whole sequences, not a kernel of one pair: not in kernel experiments");
         check_dimensions(c, c.kernel.d, root);
-        for (std::size_t d : c.kernel.d) check_map_sizes(c, d, 0, 0);
+        for (std::size_t d : c.kernel.d) check_map_sizes(c, d, 0, 0, 1);
         return;
     case ExperimentKind::approximation:
     case ExperimentKind::timing:
@@ -351,7 +352,7 @@ void parse_kind(const json& j, const Field& root, Config& c) {
         check_causal(c, root);
         check_dimensions(c, c.inputs.d, root);
         for (std::size_t d : c.inputs.d)
-            for (std::size_t L : c.inputs.L) check_map_sizes(c, d, L, L);
+            for (std::size_t L : c.inputs.L) check_map_sizes(c, d, L, L, 1);
         break;
     }
     if (c.experiment == ExperimentKind::approximation) {
@@ -401,7 +402,7 @@ std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std:
     return out;
 }
 
-void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t Lk) {
+void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t Lk, std::size_t heads) {
     const Field root{c.file, ""};
     for (std::size_t i = 0; i < c.variants.size(); ++i) {
         const Variant& v = c.variants[i];
@@ -414,6 +415,7 @@ void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t 
                 root.at(c.num_features.empty() ? "m" : "num_features").fail(p->message + " (variants[" + std::to_string(i) + "])");
             (p->key.empty() ? w : w.at(p->key)).fail(p->message);
         }
+        if (const std::optional<SizeProblem> p = v.map->check_heads(heads)) w.at(p->key).fail(p->message);
         if (const std::string why = v.hybrid.empty_rows_problem(v.map->num_features(1, d) != 0, c.causal, L, Lk); !why.empty())
             w.at("window").fail(why);   // (docs/design.md 2.8)
     }
@@ -429,6 +431,41 @@ QkvSource npy_source(const Config& c) {
     s.causal = c.causal;
     return s;
 }
+
+namespace {
+// Variants whose fitted weights were fitted on the inputs' q file (the same sha256 as the
+// manifest records): fitted_on_eval_input, and the name says so in every table (a name read
+// back from run.json has the suffix already).
+void mark_fitted_inputs(const Field& root, Config& c) {
+    if (!c.inputs.npy()) return;
+    std::string q_sha;
+    std::set<std::string> names;
+    for (const Variant& v : c.variants) names.insert(v.name);
+    for (std::size_t i = 0; i < c.variants.size(); ++i) {
+        Variant& v = c.variants[i];
+        const std::string fitted = v.exact ? "" : v.map->fitted_on_q_sha256();
+        if (fitted.empty()) continue;
+        if (q_sha.empty()) {
+            const std::string q = parse_tensor_ref(c.inputs.q, "q").path;
+            try {
+                q_sha = file_sha256(q, "tensor file").sha256;
+            } catch (const Error& e) {
+                root.at("inputs").at("q").fail(e.what());
+            }
+        }
+        if (fitted != q_sha) continue;
+        v.fitted_on_eval_input = true;
+        const std::string suffix = kFittedInputSuffix;
+        if (v.name.size() >= suffix.size() && v.name.compare(v.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+            continue;
+        names.erase(v.name);
+        v.name += suffix;
+        if (!names.insert(v.name).second)
+            root.at("variants").at(i).at("name").fail("duplicate variant name \"" + v.name + "\" (with the suffix of a "
+                                                      "map evaluated on the input it was fitted on)");
+    }
+}
+}  // namespace
 
 Config parse_config(const json& j, const std::string& file) {
     const Field root{file, ""};
@@ -449,6 +486,7 @@ Config parse_config(const json& j, const std::string& file) {
     parse_budget(j, root, any_features, c);
     c.trials = o.uint("trials", 1, 1, kMaxTrials);
     parse_kind(j, root, c);
+    mark_fitted_inputs(root, c);
     c.output_dir = o.string("output_dir", "out/" + c.name);   // never the committed results/ (design.md 5)
     if (c.output_dir.empty()) root.at("output_dir").fail("must not be empty");
     return c;
@@ -538,7 +576,7 @@ Config load_config(const std::string& path, const ConfigOverrides& overrides) {
 
 Config load_config_text(const std::string& text, const std::string& path, const ConfigOverrides& overrides) {
     json j = parse_json_text(text, path);
-    // Relative paths in the file (tensor inputs, kernel pairs, output_dir) are relative to the
+    // Relative paths in the file (tensor inputs, kernel pairs, output_dir, variants' weights) are relative to the
     // file's folder (design.md section 5, Paths).
     if (j.is_object()) {
         const fs::path base = fs::path(path).parent_path();
@@ -566,6 +604,9 @@ Config load_config_text(const std::string& text, const std::string& path, const 
         if (j.contains("inputs") && j["inputs"].is_object() && j["inputs"].contains("grad"))
             resolve(j["inputs"]["grad"]);                          // the upstream gradient's npy
         if (j.contains("output_dir")) resolve(j["output_dir"]);
+        if (j.contains("variants") && j["variants"].is_array())   // fitted maps' "weights" (FILE.npz:LAYER)
+            for (json& v : j["variants"])
+                if (v.is_object() && v.contains("weights")) resolve_ref(v["weights"]);
     }
     apply_overrides(j, overrides);
     return parse_config(j, path);

@@ -167,7 +167,7 @@ Mat<T> apply_head_native(MatView<T> Q, MatView<T> K, MatView<T> V, const ApplyOp
             if (r != Rounding::none) return exact_attention_rounded(rounded[0], rounded[1], rounded[2], r, o.causal, threads);
         return exact_attention<T>(Q, K, V, o.causal, threads);
     }
-    const Estimator<T> est = make_estimator<T>(*o.variant, o.m, Q.shape(1), o.seed, o.trial, r).for_inputs(Q, K);
+    const Estimator<T> est = make_estimator<T>(*o.variant, o.m, Q.shape(1), o.seed, o.trial, r).for_inputs(Q, K, o.head);
     if (est.hybrid.active()) return hybrid_forward(est, Q, K, V, o.causal, threads);   // window/sinks: 2.8, the fast path
     // The fused forward where the map allows it (favor_forward.hpp; otherwise it is
     // favor_attention's output), on favor's threads: the numbers do not depend on their count.
@@ -200,9 +200,11 @@ double max_norm2(const Mat<double>& a) {
 }
 }  // namespace
 
-void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, std::size_t Lk) {
+void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, std::size_t Lk, std::size_t heads) {
     if (!opt.variant) return;
-    if (const auto p = opt.variant->map->check_sizes(opt.m, d, L, Lk))
+    std::optional<SizeProblem> p = opt.variant->map->check_sizes(opt.m, d, L, Lk);
+    if (!p && heads > 0) p = opt.variant->map->check_heads(heads);
+    if (p)
         throw Error("apply: --" + (p->key.empty() ? std::string("features") : p->key == "m" ? "m" : "param " + p->key) +
                     ": " + p->message);
     const Variant& v = *opt.variant;
@@ -211,13 +213,16 @@ void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, st
 }
 
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
-    if (!in.q.empty()) check_apply_sizes(opt, in.d(), in.L(), in.k[0].shape(0));
+    if (!in.q.empty()) check_apply_sizes(opt, in.d(), in.L(), in.k[0].shape(0), in.q.size());
     std::vector<Mat<double>> out;
-    for (std::size_t h = 0; h < in.q.size(); ++h)
+    ApplyOptions o = opt;
+    for (std::size_t h = 0; h < in.q.size(); ++h) {
+        o.head = h;
         out.push_back(with_dtype(opt.dtype, [&](auto t) {
             using T = decltype(t);
-            return apply_head<T>(cast_mat<T>(in.q[h]), cast_mat<T>(in.k[h]), cast_mat<T>(in.v[h]), opt);
+            return apply_head<T>(cast_mat<T>(in.q[h]), cast_mat<T>(in.k[h]), cast_mat<T>(in.v[h]), o);
         }));
+    }
     return out;
 }
 

@@ -18,7 +18,7 @@ Gradients<T> head_gradients(const Mat<double>& q, const Mat<double>& k, const Ma
     const Mat<T> Q = cast_mat<T>(q), K = cast_mat<T>(k), V = cast_mat<T>(v), G = cast_mat<T>(g);
     const int threads = resolve_threads(o.threads);
     if (!o.variant) return exact_attention_backward(Q, K, V, G, o.causal, threads);
-    const Estimator<T> est = make_estimator<T>(*o.variant, o.m, q.shape(1), o.seed, o.trial).for_inputs(Q, K);
+    const Estimator<T> est = make_estimator<T>(*o.variant, o.m, q.shape(1), o.seed, o.trial).for_inputs(Q, K, o.head);
     if (est.hybrid.active()) return hybrid_backward(est, Q, K, V, G, o.causal, threads);   // docs/design.md 2.8
     return favor_backward(est, Q, K, V, G, o.causal, threads);
 }
@@ -49,10 +49,12 @@ void add_head_gradients(const HeadTensors& in, const std::vector<Mat<double>>& G
         out.dk.push_back(cast_mat<double>(g.dK));
         out.dv.push_back(cast_mat<double>(g.dV));
     };
+    ApplyOptions o = opt;
+    o.head = h;
     if (opt.dtype == DType::float32)
-        keep(head_gradients<float>(in.q[h], in.k[h], in.v[h], G[h], opt));
+        keep(head_gradients<float>(in.q[h], in.k[h], in.v[h], G[h], o));
     else
-        keep(head_gradients<double>(in.q[h], in.k[h], in.v[h], G[h], opt));
+        keep(head_gradients<double>(in.q[h], in.k[h], in.v[h], G[h], o));
 }
 
 HeadGradients apply_gradients(const HeadTensors& in, const std::vector<Mat<double>>& G, const ApplyOptions& opt) {

@@ -47,7 +47,7 @@ HeadFeatures features_of(const Mat<double>& q, const Mat<double>& k, Side side, 
     const Rounding r = dtype_rounding(o.dtype);   // as apply_attention's apply_one
     Mat<T> Q = cast_mat<T>(q), K = cast_mat<T>(k);
     for (Mat<T>* m : {&Q, &K}) round_to(r, m->data(), m->size());
-    const Estimator<T> est = make_estimator<T>(*o.variant, o.m, q.shape(1), o.seed, o.trial, r).for_inputs(Q, K);
+    const Estimator<T> est = make_estimator<T>(*o.variant, o.m, q.shape(1), o.seed, o.trial, r).for_inputs(Q, K, o.head);
     const double xs = 1.0 / std::pow(double(q.shape(1)), 0.25);   // x = q / d^{1/4}
     Features<T> f = compute_features(est.ready_map(), side == Side::query ? Q : K, xs, est.W, side, 1, est.rounding,
                                      est.shift);
@@ -57,7 +57,7 @@ HeadFeatures features_of(const Mat<double>& q, const Mat<double>& k, Side side, 
 
 HeadFeatures apply_features(const Mat<double>& q, const Mat<double>& k, Side side, const ApplyOptions& o) {
     if (!o.variant) throw Error("features: give features=F (exact attention has no feature map)");
-    check_apply_sizes(o, q.shape(1), q.shape(0), k.shape(0));
+    check_apply_sizes(o, q.shape(1), q.shape(0), k.shape(0), 0);   // heads: the caller's loop
     return with_dtype(o.dtype, [&](auto t) { return features_of<decltype(t)>(q, k, side, o); });
 }
 

@@ -25,8 +25,9 @@ struct Estimator {
     HybridSupport hybrid{};
 
     // This estimator with the map's data-dependent parameters (oprf's A*, nystrom's
-    // landmarks) fixed for queries Q (L, d) and keys K (Lk, d), before scaling by d^{-1/4}.
-    Estimator for_inputs(MatView<T> Q, MatView<T> K) const;
+    // landmarks) fixed for queries Q (L, d) and keys K (Lk, d), before scaling by d^{-1/4},
+    // and its per-head weights (fitted maps) those of head `head` of the inputs.
+    Estimator for_inputs(MatView<T> Q, MatView<T> K, std::size_t head = 0) const;
     // The map, checked to be ready for these inputs (throws std::logic_error otherwise).
     const FeatureMap& ready_map() const;
 };

@@ -107,6 +107,16 @@ public:
     }
     // The parameters as run.json records them (epsilon, and the map's own).
     virtual nlohmann::json params() const { return {{"epsilon", epsilon_}}; }
+    // The map for head `head` of the inputs (maps fitted per head: their weights for that
+    // head; Estimator::for_inputs calls it); itself for every other map. Throws Error for a
+    // head the map has no weights for.
+    virtual FeatureMapPtr for_head(std::size_t head) const { return shared_from_this(); }
+    // Why the map cannot run on inputs of `heads` heads (fitted weights for another number of
+    // heads), checked with check_sizes before any work.
+    virtual std::optional<SizeProblem> check_heads(std::size_t heads) const { return std::nullopt; }
+    // The sha256 of the q file the map's weights were fitted on ("" for maps not fitted to a
+    // capture): a run on that file says fitted_on_eval_input (docs/design.md section 5).
+    virtual std::string fitted_on_q_sha256() const { return ""; }
     // Whether resolve() / fit() depend on the inputs (oprf's A*, nystrom's landmarks).
     virtual bool data_dependent() const { return false; }
     // The map with its data-dependent parameters fixed for the scaled queries X (L, d) and

@@ -160,7 +160,7 @@ std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std:
 // Fails (Error naming the config field) unless every variant's map can run with every m of
 // the grid in dimension d for L queries and Lk keys (FeatureMap::check_sizes; 0: not known).
 // The config checks random inputs; runs on .npy inputs call it once the shapes are known.
-void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t Lk);
+void check_map_sizes(const Config& c, std::size_t d, std::size_t L, std::size_t Lk, std::size_t heads);
 
 // The tensor files of an approximation config with npy inputs, as load_qkv reads them: the
 // layout, and the largest L of the grid as the row limit (each point takes its first L rows).

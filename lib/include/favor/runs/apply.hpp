@@ -27,6 +27,8 @@ struct ApplyOptions {
     bool causal = false;
     DType dtype = DType::float64;      // compute precision (outputs are returned as float64)
     int threads = 0;                   // as given (0: all hardware threads)
+    std::size_t head = 0;              // the head being computed (a fitted map's weights for it);
+                                       // the loops over heads set it
 };
 
 // Checks a request and resolves its names: either --exact or --features with --m in
@@ -37,8 +39,9 @@ struct ApplyOptions {
 ApplyOptions resolve_apply(const ApplyRequest& r);
 
 // Throws Error "apply: --m: ..." (or --features, --param KEY) when the map cannot run with
-// d-dimensional rows, L queries and Lk keys (nystrom: m <= L).
-void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, std::size_t Lk);
+// d-dimensional rows, L queries and Lk keys (nystrom: m <= L), or on `heads` heads (fitted
+// weights for another number of heads; 0: not checked here).
+void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, std::size_t Lk, std::size_t heads);
 
 // Exact or approximate attention output of every head (W drawn as a run draws it). Throws
 // Error "apply: --m: ..." when the map cannot run at these sizes (nystrom: m <= L).

@@ -2,7 +2,8 @@
 // linear layer left out (untrained), as a baseline: phi(x) = softmax([2x, -2x]) over the 2d
 // entries, F = 2d, applied to the scaled rows x = q / d^{1/4}. Deterministic, no projection.
 // Not an estimator of SM (phi(x).phi(y) is no kernel of SM's form): a linear-attention
-// baseline like elu and dpfp.
+// baseline like elu and dpfp. With "weights" a hedgehog variant is the fitted map instead
+// (fitted.cpp: [softmax(xA + b), softmax(-(xA + b))], each half normalised alone).
 #include <algorithm>
 #include <cmath>
 
@@ -65,6 +66,12 @@ public:
 };
 }  // namespace
 
-FeatureMapPtr make_hedgehog(const FieldObject&, double epsilon) { return std::make_shared<HedgehogMap>(epsilon); }
+FeatureMapPtr make_fitted_hedgehog(const FieldObject& v, double epsilon);   // fitted.cpp
+
+// With "weights": the fitted map (fitted.cpp), the paper's separately normalised halves.
+FeatureMapPtr make_hedgehog(const FieldObject& v, double epsilon) {
+    if (v.has("weights")) return make_fitted_hedgehog(v, epsilon);
+    return std::make_shared<HedgehogMap>(epsilon);
+}
 
 }  // namespace favor
