@@ -70,7 +70,7 @@ Estimator<double> estimator(const std::string& name, const Problem& p, std::size
 }
 
 const std::vector<std::string> kMaps = {"positive", "hyperbolic", "trig", "relu", "oprf",
-                                        "gerf",     "sderf",      "saderf", "elu", "dpfp",
+                                        "gerf",     "sderf",      "saderf", "elu", "dpfp", "dark",
                                         "aderf",    "taylor2",    "hedgehog", "liger", "softmax_dim", "poisson", "geometric"};
 
 }  // namespace

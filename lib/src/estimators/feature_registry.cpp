@@ -20,6 +20,7 @@ FeatureMapPtr make_gerf(const FieldObject&, double epsilon);
 FeatureMapPtr make_sderf(const FieldObject&, double epsilon);
 FeatureMapPtr make_saderf(const FieldObject&, double epsilon);
 FeatureMapPtr make_aderf(const FieldObject&, double epsilon);
+FeatureMapPtr make_dark(const FieldObject&, double epsilon);
 FeatureMapPtr make_taylor2(const FieldObject&, double epsilon);
 FeatureMapPtr make_hedgehog(const FieldObject&, double epsilon);
 FeatureMapPtr make_liger(const FieldObject&, double epsilon);
@@ -45,6 +46,8 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
         {"sderf", "symmetric dense-exponential features, FAVOR# (matrix A fitted to the data)", {"epsilon_after", "shift"}, make_sderf},
         {"saderf", "simplified asymmetric dense-exponential features, FAVOR#: oprf on (Psi x, Psi^-1 y), fitted", {"epsilon_after", "shift"}, make_saderf},
         {"aderf", "asymmetric dense-exponential features, FAVOR#: oprf on (P x, P^-T y), P and A fitted in closed form", {"epsilon_after", "shift"}, make_aderf},
+        {"dark", "DARK importance-weighted positive features, W Sigma^{1/2} with Sigma fitted to the queries' and keys' "
+                 "moments (the same estimator as sderf, Sigma = I - 4A)", {"epsilon_after", "shift"}, make_dark},
         {"taylor2", "1 + x.y + (x.y)^2/2 exactly (Based's 2nd-order Taylor map), F = 1 + d + d(d+1)/2, no projection (biased)", {}, make_taylor2},
         {"hedgehog", "softmax([2x, -2x]), F = 2d, no projection (Hedgehog's map untrained; baseline); with \"weights\" "
                      "(scripts/fit_maps.py): the fitted [softmax(xA + b), softmax(-(xA + b))], F = 2w",

@@ -8,7 +8,8 @@
 // O(L d^2 + d^3) to fit, O(d^2) per row and O(m d^2) per block of rows.
 #include <cmath>
 
-#include "exp_family.hpp"
+#include "sderf.hpp"
+
 #include "favor/estimators/theory.hpp"
 
 namespace favor {
@@ -24,14 +25,22 @@ ExpShape sderf_shape(std::vector<double> a, std::vector<double> U) {
 class SderfMap : public ExpFamilyMap {
 public:
     // Unfitted: A = 0 (the positive map) until resolve().
-    SderfMap(double epsilon, EpsilonAfter after) : ExpFamilyMap(epsilon, 0.0, false, after) {}
-    SderfMap(double epsilon, EpsilonAfter after, std::vector<double> a, std::vector<double> U, std::vector<double> lam)
-        : ExpFamilyMap(epsilon, sderf_shape(std::move(a), std::move(U)), after), lam_(std::move(lam)), fitted_(true) {}
-    std::string name() const override { return "sderf"; }
-    // A fitted map reports the eigenvalues a_l of A and lam_l of M (ascending).
+    SderfMap(double epsilon, EpsilonAfter after, SderfNames names) : ExpFamilyMap(epsilon, 0.0, false, after), names_(names) {}
+    SderfMap(double epsilon, EpsilonAfter after, SderfNames names, std::vector<double> a, std::vector<double> U,
+             std::vector<double> lam)
+        : ExpFamilyMap(epsilon, sderf_shape(std::move(a), std::move(U)), after), lam_(std::move(lam)), names_(names),
+          fitted_(true) {}
+    std::string name() const override { return names_ == SderfNames::dark ? "dark" : "sderf"; }
+    // A fitted map reports the eigenvalues a_l of A and lam_l of M (ascending); as `dark`,
+    // those of Sigma = I - 4A and of C = M (dark.cpp).
     nlohmann::json params() const override {
         nlohmann::json p = ExpFamilyMap::params();
-        if (fitted_) {
+        if (fitted_ && names_ == SderfNames::dark) {
+            std::vector<double> sigma(shape().a.size());
+            for (std::size_t l = 0; l < sigma.size(); ++l) sigma[l] = 1.0 - 4.0 * shape().a[l];
+            p["Sigma_eigenvalues"] = sigma;
+            p["C_eigenvalues"] = lam_;
+        } else if (fitted_) {
             p["A_eigenvalues"] = shape().a;
             p["M_eigenvalues"] = lam_;
         }
@@ -51,7 +60,7 @@ public:
             lam[l] = std::max(lam[l], 0.0);   // M is positive semi-definite; rounding may not be
             a[l] = oprf_optimal_A(lam[l]);
         }
-        return std::make_shared<SderfMap>(epsilon(), epsilon_after(), std::move(a), std::move(U), std::move(lam));
+        return std::make_shared<SderfMap>(epsilon(), epsilon_after(), names_, std::move(a), std::move(U), std::move(lam));
     }
     // Var f = SM^2 (exp(S) - 1), S = sum_l [log(1-4a_l) - log(1-8a_l)/2 + (U^T z)_l^2 / (1-8a_l)],
     // z = x + y (the DERF variance of arXiv 2302.00787 with B = (I-4A)^{1/2}, C = -I/2).
@@ -98,12 +107,15 @@ public:
 
 private:
     std::vector<double> lam_;
+    SderfNames names_ = SderfNames::sderf;
     bool fitted_ = false;
 };
 }  // namespace
 
-FeatureMapPtr make_sderf(const FieldObject& v, double epsilon) {
-    return std::make_shared<SderfMap>(epsilon, read_epsilon_after(v));
+FeatureMapPtr make_sderf_map(const FieldObject& v, double epsilon, SderfNames names) {
+    return std::make_shared<SderfMap>(epsilon, read_epsilon_after(v), names);
 }
+
+FeatureMapPtr make_sderf(const FieldObject& v, double epsilon) { return make_sderf_map(v, epsilon, SderfNames::sderf); }
 
 }  // namespace favor
