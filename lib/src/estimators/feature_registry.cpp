@@ -28,6 +28,7 @@ FeatureMapPtr make_softmax_dim(const FieldObject&, double epsilon);
 FeatureMapPtr make_t2r(const FieldObject&, double epsilon);
 FeatureMapPtr make_poisson(const FieldObject&, double epsilon);
 FeatureMapPtr make_geometric(const FieldObject&, double epsilon);
+FeatureMapPtr make_maclaurin(const FieldObject&, double epsilon);
 
 const std::vector<FeatureMapEntry>& feature_map_registry() {
     static const std::vector<FeatureMapEntry> r = {
@@ -63,6 +64,8 @@ const std::vector<FeatureMapEntry>& feature_map_registry() {
                     "(\"lambda\": number or \"optimal\"); not positive", {"lambda"}, make_poisson},
         {"geometric", "discrete (geometric) features of Chefs' Random Tables: prod_l x_l^k_l / sqrt(k_l! p (1-p)^k_l), "
                       "k_l ~ Geom(p) (\"p\": number or \"optimal\"); not positive", {"p"}, make_geometric},
+        {"maclaurin", "random Maclaurin features: sqrt(2^(N+1)/(N! m)) prod_{i<=N} w_i.x, P(N = n) = 2^-(n+1), w_i "
+                      "Rademacher drawn from W's rows (iid projection only); unbiased, not positive", {}, make_maclaurin},
     };
     return r;
 }

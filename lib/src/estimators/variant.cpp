@@ -144,6 +144,8 @@ Variant parse_variant(const json& v, const Field& w, bool exact_allowed, const s
         } catch (const Error& e) {
             w.at("projection").fail(e.what());
         }
+        const std::string why = out.map->projection_refusal(out.projection.name());
+        if (!why.empty()) w.at("projection").fail(why);
     }
     out.hybrid = parse_hybrid(v, w);
     if (out.hybrid.active() && !out.map->row_normalised())

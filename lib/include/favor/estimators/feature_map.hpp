@@ -79,6 +79,9 @@ public:
     // Whether phi is built from the random matrix W (false: W is a zero (m, d) placeholder,
     // and a variant of this map may not name a projection).
     virtual bool uses_projection() const { return true; }
+    // Why the map may not run with the projection named `projection`, or "" where it may (every
+    // projection, but for maclaurin, whose draws take only their seed from W: iid alone).
+    virtual std::string projection_refusal(const std::string& projection) const { return ""; }
     // Whether Out_hat = D^{-1} phi(Q) (phi(K)^T V) (true) or phi(Q) (phi(K)^T V) as it is
     // (false: phi(x_i).phi(y_j) is already an attention weight, A_hat_ij; nystrom).
     virtual bool row_normalised() const { return true; }

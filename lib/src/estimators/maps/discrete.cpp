@@ -18,6 +18,7 @@
 #include <cmath>
 
 #include "exp_family.hpp"
+#include "power_products.hpp"
 #include "favor/estimators/feature_grad.hpp"
 #include "favor/estimators/feature_maps.hpp"
 
@@ -29,12 +30,6 @@ enum class Law { poisson, geometric };
 // p = 1 (no power drawn, the estimate exactly 1 = SM); kept off them so that every draw is
 // still random.
 constexpr double kLambdaMin = 1e-3, kPMin = 1e-3;
-
-// The nonzero k_jl of one feature (coordinate, power) and its log constant.
-struct Draw {
-    std::vector<std::pair<std::size_t, int>> powers;
-    double log_c = 0.0;
-};
 
 class DiscreteMap : public FeatureMapKernels<DiscreteMap> {
 public:
@@ -151,43 +146,6 @@ double DiscreteMap::geometric_optimal_p(const std::vector<double>& s) {
     return 0.5 * (a + c);
 }
 
-// One row's exponents: e_j = log_c_j + sum_l k_jl log|v_l| over the coordinates v_l != 0,
-// sign_j = the parity of the powers of negative v_l, zeros_j = how many k_jl > 0 fall on a
-// v_l = 0 (the feature is 0 unless none does), shift = max e_j over features with zeros_j = 0
-// (0 when there is none): phi_j = sign_j exp(e_j - shift) exp(shift).
-struct RowExponents {
-    std::vector<double> la, e;
-    std::vector<int> neg, zero, sign, zeros;
-    double shift = 0.0;
-    RowExponents(std::size_t d, std::size_t m) : la(d), e(m), neg(d), zero(d), sign(m), zeros(m) {}
-    template <class T>
-    void compute(const std::vector<Draw>& ks, const T* x, double xs) {
-        for (std::size_t l = 0; l < la.size(); ++l) {
-            const double v = xs * double(x[l]);
-            zero[l] = v == 0.0;
-            neg[l] = v < 0.0;
-            la[l] = zero[l] ? 0.0 : std::log(std::fabs(v));
-        }
-        double top = -INFINITY;
-        for (std::size_t j = 0; j < ks.size(); ++j) {
-            e[j] = ks[j].log_c;
-            sign[j] = 0;
-            zeros[j] = 0;
-            for (const auto& [l, k] : ks[j].powers) {
-                e[j] += k * la[l];
-                sign[j] ^= neg[l] & k;
-                zeros[j] += zero[l];
-            }
-            if (zeros[j] == 0) top = std::max(top, e[j]);
-        }
-        shift = std::isfinite(top) ? top : 0.0;
-    }
-    double value(std::size_t j) const {   // sign_j exp(e_j - shift), for zeros_j = 0
-        const double v = std::exp(e[j] - shift);
-        return sign[j] ? -v : v;
-    }
-};
-
 // phi_j(x) = sign_j exp(log_c_j + sum k_jl log|x_l|), each row shifted by its largest exponent
 // (row_log); 0 where some x_l = 0 has k_jl > 0. Both sides finished here.
 template <class T>
@@ -197,8 +155,7 @@ void DiscreteMap::block_impl(const FeatureBlock<T>& b) const {
     for (std::size_t i = 0; i < b.rows; ++i) {
         r.compute(ks, b.X + i * b.d, b.xs);
         b.row_log[i] = r.shift;
-        T* out = b.out + i * b.F;
-        for (std::size_t j = 0; j < ks.size(); ++j) out[j] = T((r.zeros[j] == 0 ? r.value(j) : 0.0) + epsilon());
+        r.write(b.out + i * b.F, ks.size(), epsilon());
     }
 }
 
@@ -213,16 +170,7 @@ void DiscreteMap::vjp_impl(const FeatureGrad<T>& g) const {
     std::vector<double> dv(d);
     for (std::size_t i = 0; i < g.rows; ++i) {
         r.compute(ks, g.X + i * d, g.xs);
-        std::fill(dv.begin(), dv.end(), 0.0);
-        for (std::size_t j = 0; j < ks.size(); ++j) {
-            const double Gj = double(g.G[i * g.F + j]);
-            if (r.zeros[j] > 1 || Gj == 0.0) continue;
-            const double val = r.value(j);
-            for (const auto& [l, k] : ks[j].powers) {
-                if (r.zeros[j] == 0) dv[l] += Gj * val * k / (g.xs * double(g.X[i * d + l]));
-                else if (r.zero[l] && k == 1) dv[l] += Gj * val;
-            }
-        }
+        r.vjp(ks, g.G + i * g.F, dv);
         for (std::size_t l = 0; l < d; ++l) g.dX[i * d + l] = T(g.xs * dv[l]);
     }
 }
