@@ -223,7 +223,7 @@ def main(argv):
             for t, key in enumerate(("q_A", "q_b", "k_A", "k_b")):
                 arrays["%s.%s" % (prefix, key)] = np.stack([r[which][t].numpy() for r in per]).astype(np.float32)
         meta = {"heads": Q.shape[0], "module": entry.get("name", ""),
-                "fitted_on": {"capture": os.path.abspath(a.capture), "q": os.path.abspath(q_file),
+                "fitted_on": {"capture": a.capture, "q": q_file,
                               "q_sha256": _sha256(q_file), "input": manifest.get("input", {})},
                 "final_train_loss": [r[3] for r in per], "curve": [r[2] for r in per],
                 "cpu_seconds": round(seconds, 2)}
@@ -233,7 +233,7 @@ def main(argv):
             _, _, Qe, Ke, Ve = evaluation[i]
             fitted = lambda h: [torch.from_numpy(arrays["%s.%s" % (name, key)][h])
                                 for key in ("q_A", "q_b", "k_A", "k_b")]
-            meta["held_out"] = {"capture": os.path.abspath(a.eval),
+            meta["held_out"] = {"capture": a.eval,
                                 "loss": [held_out_loss(torch, a, fitted(h), Qe[h], Ke[h], Ve[h]) for h in range(Qe.shape[0])]}
         layer_meta[name] = meta
         layer_meta["init." + name] = {"heads": Q.shape[0], "fitted_on": None}

@@ -9,7 +9,11 @@
 // t2r without weights is that identity, relu(x) with F = d (a fit's initial weights at w = d):
 // the untrained t2r; no weights object then (w_ null), whatever d is.
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <memory>
+#include <type_traits>
+#include <vector>
 
 #include "favor/core/blas.hpp"
 #include "favor/core/error.hpp"
