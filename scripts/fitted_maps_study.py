@@ -93,17 +93,20 @@ def config(capture, layer, fitdir, outdir, cfgdir):
 
 
 def fit_all(work, out):
+    from capture_qkv import _sha256
     os.makedirs(os.path.join(out, "fits"), exist_ok=True)
+    data_q = _sha256(os.path.join(ROOT, "data", "layer0", "q.npy"))   # a fit of another capture is redone
     for fit, (kind, width, window) in FITS.items():
         npz = os.path.join(work, "fit", fit + ".npz")
         want = {"kind": kind, "width": width, "window": window, "steps": 300, "lr": 0.02, "seed": 0}
-        try:   # a fit already in the work folder with these settings (delete the folder to refit)
+        try:   # a fit already in the work folder with these settings, of data/'s present capture
             with open(npz[:-4] + ".json") as f:
                 have = json.load(f)
-            if os.path.isfile(npz) and all(have.get(k) == v for k, v in want.items()):
+            fitted_on = have["layers"]["layer0"]["fitted_on"]["q_sha256"]
+            if os.path.isfile(npz) and all(have.get(k) == v for k, v in want.items()) and fitted_on == data_q:
                 shutil.copy(npz[:-4] + ".json", os.path.join(out, "fits", fit + ".json"))
                 continue
-        except (OSError, ValueError):
+        except (OSError, ValueError, KeyError, TypeError):
             pass
         run([PY, "scripts/fit_maps.py", "data", "--kind", kind, "--width", str(width), "--window", str(window),
              "--steps", "300", "--lr", "0.02", "--threads", "2", "--eval", os.path.relpath(os.path.join(work, "heldout"), ROOT), "--out", os.path.relpath(npz, ROOT)])
