@@ -370,3 +370,13 @@ def test_validate_grid_keywords_as_cli(tmp_path):
     with pytest.raises(favor.Error) as e:
         favor.validate(cfg, m=4, num_features=8)
     assert "favor: " + str(e.value) + "\n" == cli("validate", cfg, "--m", 4, "--num-features", 8).stderr
+
+
+def test_apply_default_projection_is_one_the_map_takes():
+    """maclaurin takes iid W only: without projection= it runs with iid (apply's default,
+    orthogonal, would be refused), the same numbers as projection="iid"."""
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(1, 16, 8)) * 0.5 for _ in range(3))
+    a = favor.attention(q, k, v, features="maclaurin", m=16, seed=4)
+    b = favor.attention(q, k, v, features="maclaurin", m=16, seed=4, projection="iid")
+    assert np.array_equal(a, b)

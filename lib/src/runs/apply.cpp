@@ -93,14 +93,15 @@ nlohmann::json variant_of_flags(const ApplyRequest& r, const Field& flags) {
     return v;
 }
 
-// The variant v parsed as a config's (with apply's default projection when the map uses one
-// and --projection is not given); its errors name the flags as typed (--param KEY,
+// The variant v parsed as a config's (with apply's default projection, orthogonal, when the
+// map uses one, takes it, and --projection is not given); its errors name the flags as typed (--param KEY,
 // --epsilon-after).
 Variant parse_apply_variant(nlohmann::json v, const Field& flags, const std::vector<std::string>& param_keys,
                             bool projection_given) {
     try {
         Variant variant = parse_variant(v, flags, false, "use --exact for exact attention");
-        if (variant.map->uses_projection() && !projection_given) {   // apply's default
+        // apply's default, where the map takes it (maclaurin takes iid only: its default stays)
+        if (variant.map->uses_projection() && !projection_given && variant.map->projection_refusal("orthogonal").empty()) {
             v["projection"] = "orthogonal";
             variant = parse_variant(v, flags, false, "use --exact for exact attention");
         }

@@ -33,7 +33,7 @@ struct ApplyOptions {
 
 // Checks a request and resolves its names: either --exact or --features with --m in
 // 1..kMaxM (--m only for maps that use m); --seed, --trial unsigned 64-bit; --threads >= 0;
-// the variant's keys (--projection, default orthogonal for maps that use one, --epsilon,
+// the variant's keys (--projection, default orthogonal for maps that use one and take it (maclaurin: iid), --epsilon,
 // --epsilon-after, --A, --param KEY=VALUE) through parse_variant; --causal only with maps
 // that have a causal form. Throws Error "apply: --FLAG: ..." naming the flag.
 ApplyOptions resolve_apply(const ApplyRequest& r);
