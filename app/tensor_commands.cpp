@@ -148,7 +148,7 @@ void setup_apply(CLI::App& apply) {
     apply.add_flag("--exact", af.exact, "exact softmax attention");
     bind(apply, {
         {&af.features, "--features", "feature map (favor list)"},
-        {&af.projection, "--projection", "projection (default orthogonal; not for the maps `favor list` marks \"no projection\")"},
+        {&af.projection, "--projection", "projection (default orthogonal, iid for maclaurin; not for the maps `favor list` marks \"no projection\")"},
         {&af.m, "--m", "number of random vectors (nystrom: landmarks; not for the maps of a fixed F, e.g. elu)"},
         {&af.seed, "--seed", "seed of W (default 0)"},
         {&af.trial, "--trial", "trial of W (default 0)"},

@@ -169,7 +169,7 @@ def attention(q, k, v, features=None, projection=None, m=None, seed=None, trial=
     is not "float64" (as ``favor apply --out`` writes it). torch inputs: a torch tensor, dtype
     by default the inputs' (docs/design.md section 9).
     features: a feature map (``favor list``); m: random features; projection: default
-    "orthogonal"; seed, trial: W drawn as a run draws it; dtype: float64 (default), float32,
+    "orthogonal" ("iid" for maclaurin, which takes only iid); seed, trial: W drawn as a run draws it; dtype: float64 (default), float32,
     float16 or bfloat16 (emulated); map_params: the map's own keys (``--param``, e.g. t=0.8).
     window, sinks, support: a hybrid (``--window``, ``--sinks``, ``--support``; features="none": the
     window and sinks alone).
