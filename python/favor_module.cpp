@@ -224,6 +224,7 @@ py::tuple attention_grad(const py::array& q, const py::array& k, const py::array
     {
         py::gil_scoped_release free;
         in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
+        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, in.q.size());   // as attend
         G = favor::upstream_of_array(gv, in, p.shapes.dv, "g");
     }
     for (std::size_t h = 0; h < in.q.size(); ++h) {   // head by head, Ctrl-C checked between (as attend)

@@ -140,6 +140,20 @@ def test_refuses_other_d_and_other_head_counts(tmp_path):
     assert apply_cli(tmp_path, "hedgehog", f"weights={path}:layer0.head1", H=3).returncode == 0
 
 
+@pytest.mark.parametrize("H", [1, 3])
+def test_every_entry_point_refuses_another_head_count(tmp_path, H):
+    """Weights of a 2-head layer on inputs of 1 or 3 heads: attention, attention_grad and features
+    refuse alike (with 1 head, head 0's weights would otherwise serve silently)."""
+    path, _ = write_weights(str(tmp_path), "hedgehog", heads=2, d=8, w=6, seed=1)
+    q, k, v = qkv(2, H=H)
+    calls = [lambda: favor.attention(q, k, v, features="hedgehog", weights=path + ":layer0"),
+             lambda: favor.attention_grad(q, k, v, v, features="hedgehog", weights=path + ":layer0"),
+             lambda: favor.features(q, "hedgehog", weights=path + ":layer0")]
+    for call in calls:
+        with pytest.raises(Exception, match="holds 2 heads, the inputs have %d" % H):
+            call()
+
+
 def test_fit_script_lowers_the_loss_and_favor_reads_it(tmp_path):
     pytest.importorskip("torch")
     rng = np.random.default_rng(11)
