@@ -117,7 +117,7 @@ def features(torch, kind, x, A, b):
 
 
 def transfer_loss(torch, kind, x, y, v, P, out, params, window, causal, mse_weight):
-    """Attention-transfer loss of one head (docstring); returns (loss, cross-entropy)."""
+    """Attention-transfer loss of one head (docstring)."""
     qA, qb, kA, kb = params
     L = x.shape[0]
     kern = features(torch, kind, x, qA, qb) @ features(torch, kind, y, kA, kb).T
@@ -130,11 +130,10 @@ def transfer_loss(torch, kind, x, y, v, P, out, params, window, causal, mse_weig
     if causal:
         logk = logk.masked_fill(j > i, float("-inf"))
     logA = torch.log_softmax(logk, -1)
-    ce = -(P * torch.where(P > 0, logA, torch.zeros_like(logA))).sum(-1).mean()
-    loss = ce
+    loss = -(P * torch.where(P > 0, logA, torch.zeros_like(logA))).sum(-1).mean()
     if mse_weight > 0:
         loss = loss + mse_weight * ((torch.exp(logA) @ v - out) ** 2).mean()
-    return loss, ce
+    return loss
 
 
 def exact_rows(torch, x, y, causal):
@@ -153,22 +152,27 @@ def init_weights(torch, d, width, generator):
     return A, torch.zeros(width)
 
 
-def fit_head(torch, a, q, k, v, width, seed):
-    """Adam on one head; returns (initial, fitted) weights [qA, qb, kA, kb] and the loss curve."""
-    d = q.shape[1]
-    s = d ** -0.25
+def head_loss(torch, a, q, k, v):
+    """The transfer loss of one head as a function of its weights [qA, qb, kA, kb]."""
+    s = q.shape[1] ** -0.25
     x, y, vv = torch.from_numpy(q * s), torch.from_numpy(k * s), torch.from_numpy(v)
     causal = not a.noncausal
     P = exact_rows(torch, x, y, causal)
     out = P @ vv
+    return lambda params: transfer_loss(torch, a.kind, x, y, vv, P, out, params, a.window, causal, a.mse_weight)
+
+
+def fit_head(torch, a, q, k, v, width, seed):
+    """Adam on one head; returns (initial, fitted) weights [qA, qb, kA, kb] and the loss curve."""
+    loss_of = head_loss(torch, a, q, k, v)
     g = torch.Generator().manual_seed(seed)
-    init = [t for side in range(2) for t in init_weights(torch, d, width, g)]
+    init = [t for side in range(2) for t in init_weights(torch, q.shape[1], width, g)]
     params = [t.clone().requires_grad_(True) for t in init]
     opt = torch.optim.Adam(params, lr=a.lr)
     curve = []
     for step in range(a.steps):
         opt.zero_grad()
-        loss, ce = transfer_loss(torch, a.kind, x, y, vv, P, out, params, a.window, causal, a.mse_weight)
+        loss = loss_of(params)
         if not torch.isfinite(loss):
             fail("the loss is not finite at step %d (try a smaller --lr)" % step)
         loss.backward()
@@ -176,19 +180,13 @@ def fit_head(torch, a, q, k, v, width, seed):
         if step % 10 == 0 or step == a.steps - 1:
             curve.append([step, float(loss)])
     with torch.no_grad():
-        final, _ = transfer_loss(torch, a.kind, x, y, vv, P, out, params, a.window, causal, a.mse_weight)
+        final = loss_of(params)
     return init, [t.detach() for t in params], curve, float(final)
 
 
 def held_out_loss(torch, a, weights, q, k, v):
-    d = q.shape[1]
-    s = d ** -0.25
-    x, y, vv = torch.from_numpy(q * s), torch.from_numpy(k * s), torch.from_numpy(v)
-    causal = not a.noncausal
-    P = exact_rows(torch, x, y, causal)
     with torch.no_grad():
-        loss, _ = transfer_loss(torch, a.kind, x, y, vv, P, P @ vv, weights, a.window, causal, a.mse_weight)
-    return float(loss)
+        return float(head_loss(torch, a, q, k, v)(weights))
 
 
 def main(argv):

@@ -53,28 +53,21 @@ def run(cmd, **kw):
 
 
 def variants(fitdir, layer):
-    """Every variant of a layer's run, with its family (the name says what it is)."""
-    out = []
-    for name in ("positive", "sderf"):
-        out.append(({"features": name, "projection": "orthogonal"}, "random features"))
-    out.append(({"features": "maclaurin", "projection": "iid"}, "random features"))
-    out.append(({"features": "positive", "projection": "orthogonal", "window": 32}, "random + window"))
-    out.append(({"features": "positive", "projection": "orthogonal", "window": 16}, "random + window"))
+    """Every variant of a layer's run (family_of tells their families from the names)."""
+    out = [{"features": name, "projection": "orthogonal"} for name in ("positive", "sderf")]
+    out.append({"features": "maclaurin", "projection": "iid"})
+    out += [{"features": "positive", "projection": "orthogonal", "window": w} for w in (32, 16)]
     for name in ("liger", "softmax_dim", "hedgehog", "t2r"):
-        out.append(({"features": name, "name": name + ("_untrained" if name in ("hedgehog", "t2r") else "")},
-                    "parameter-free"))
-    for w in (64, 128):
-        out.append(({"features": "none", "window": w}, "window only"))
+        out.append({"features": name, "name": name + ("_untrained" if name in ("hedgehog", "t2r") else "")})
+    out += [{"features": "none", "window": w} for w in (64, 128)]
     for fit, (kind, width, window) in FITS.items():
         ref = os.path.join(fitdir, fit + ".npz")
         v = {"features": kind, "weights": "%s:layer%d" % (ref, layer), "name": fit}
         if window:
             v["window"] = window
-            out.append((v, "fitted + window"))
-        else:
-            out.append((v, "fitted"))
-            out.append(({"features": kind, "weights": "%s:init.layer%d" % (ref, layer), "name": fit + "_init"},
-                        "fitted (untrained)"))
+        out.append(v)
+        if not window:
+            out.append({"features": kind, "weights": "%s:init.layer%d" % (ref, layer), "name": fit + "_init"})
     return out
 
 
@@ -82,14 +75,13 @@ def config(capture, layer, fitdir, outdir, cfgdir):
     """A layer's config; its paths relative to the config's folder (favor resolves them from there), so
     run.json records paths relative to the repository."""
     rel = lambda p: os.path.relpath(p, cfgdir)
-    vs = variants(rel(fitdir), layer)
     return {"name": "fitted_maps", "seed": 0,
             "description": "fitted maps vs random and parameter-free maps, alone and with a window, "
                            "at equal columns (scripts/fitted_maps_study.py)",
             "inputs": {"source": "npy", "per_head": True, **{k: rel(os.path.join(capture, "layer%d" % layer, k + ".npy"))
                                                             for k in "qkv"}},
             "causal": True, "num_features": list(BUDGETS), "trials": 16, "metrics": [METRIC],
-            "variants": [v for v, _ in vs], "output_dir": rel(outdir)}
+            "variants": variants(rel(fitdir), layer), "output_dir": rel(outdir)}
 
 
 def fit_all(work, out):
@@ -149,6 +141,8 @@ def load(out, part):
     import pandas as pd
     from hybrid_report import read_csv
     frames, comps = [], []
+    if not os.path.isdir(os.path.join(out, part)):
+        die("%s: missing (run scripts/fitted_maps_study.py without --report-only)" % os.path.join(out, part))
     for layer in sorted(int(d[5:]) for d in os.listdir(os.path.join(out, part)) if d.startswith("layer")):
         d = os.path.join(out, part, "layer%d" % layer)
         s = read_csv(os.path.join(d, "summary.csv"))

@@ -434,8 +434,8 @@ QkvSource npy_source(const Config& c) {
 
 namespace {
 // Variants whose fitted weights were fitted on the inputs' q file (the same sha256 as the
-// manifest records): fitted_on_eval_input, and the name says so in every table (a name read
-// back from run.json has the suffix already).
+// manifest records) get kFittedInputSuffix in their name, so every table says so (a name read
+// back from run.json has it already).
 void mark_fitted_inputs(const Field& root, Config& c) {
     if (!c.inputs.npy()) return;
     std::string q_sha;
@@ -454,7 +454,6 @@ void mark_fitted_inputs(const Field& root, Config& c) {
             }
         }
         if (fitted != q_sha) continue;
-        v.fitted_on_eval_input = true;
         const std::string suffix = kFittedInputSuffix;
         if (v.name.size() >= suffix.size() && v.name.compare(v.name.size() - suffix.size(), suffix.size(), suffix) == 0)
             continue;

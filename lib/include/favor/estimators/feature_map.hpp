@@ -189,9 +189,10 @@ private:
     const Derived& self() const { return static_cast<const Derived&>(*this); }
 };
 
-// The kernels of a map whose block() finishes the features on both sides (row_log = 0, no key
-// finishing) and that has a gradient: Derived defines block_impl and vjp_impl (a template over
-// T taking FeatureGrad<T>; elu, relu, dpfp, taylor2, hedgehog).
+// The kernels of a map whose block() finishes the features on both sides (row_log = 0, or each
+// row's own shift; no key finishing) and that has a gradient: Derived defines block_impl and
+// vjp_impl (a template over T taking FeatureGrad<T>; elu, relu, dpfp, taylor2, hedgehog, the
+// softmax and fitted maps, and with per-row shifts poisson, geometric, maclaurin).
 template <class Derived>
 class FinishedMapKernels : public FeatureMapKernels<Derived> {
 public:

@@ -24,9 +24,6 @@ struct Variant {
     // "window", "sinks", "support" (docs/design.md section 2.8): an exact support beside the
     // map's estimate; map is then the remainder ("none": a map with no features).
     HybridSupport hybrid;
-    // A fitted map evaluated on the q file its weights were fitted on (docs/design.md section
-    // 5, "weights"): allowed, the name then ends in kFittedInputSuffix so every table row says so.
-    bool fitted_on_eval_input = false;
     // Its feature columns at m in dimension d: the map's, plus one per window and sink key (a
     // key in the support costs one score and one value row, like a feature column: 2.8).
     std::size_t num_features(std::size_t m, std::size_t d) const {
@@ -44,7 +41,8 @@ struct Variant {
 // The name uniform attention (Out_hat = mean of V) has in compare's tables (b = uniform, a
 // ranking entry); no variant may take it.
 inline constexpr const char* kBaselineName = "uniform";
-// Appended to the name of a variant whose fitted weights were fitted on the run's own q file.
+// Appended to the name of a variant whose fitted weights were fitted on the run's own q file
+// (docs/design.md section 5, "weights"): allowed, and every table row says so.
 inline constexpr const char* kFittedInputSuffix = "+fitted_on_eval_input";
 
 // A variant name is a cell of every table, unquoted: non-empty, printable (no control

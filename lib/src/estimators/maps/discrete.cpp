@@ -31,10 +31,10 @@ enum class Law { poisson, geometric };
 // still random.
 constexpr double kLambdaMin = 1e-3, kPMin = 1e-3;
 
-class DiscreteMap : public FeatureMapKernels<DiscreteMap> {
+class DiscreteMap : public FinishedMapKernels<DiscreteMap> {
 public:
     DiscreteMap(double epsilon, Law law, double param, bool optimal, bool fitted = false)
-        : FeatureMapKernels(epsilon), law_(law), param_(param), optimal_(optimal), fitted_(fitted) {}
+        : FinishedMapKernels(epsilon), law_(law), param_(param), optimal_(optimal), fitted_(fitted) {}
     std::string name() const override { return law_ == Law::poisson ? "poisson" : "geometric"; }
     const char* key() const { return law_ == Law::poisson ? "lambda" : "p"; }
     nlohmann::json params() const override {
@@ -80,13 +80,9 @@ public:
 
     template <class T>
     void block_impl(const FeatureBlock<T>& b) const;
-    template <class T>
-    void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
-    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
-    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
-    std::string gradient_refusal() const override { return ""; }
 
 private:
+    friend class FinishedMapKernels<DiscreteMap>;   // calls vjp_impl
     Law law_;
     double param_;   // lambda or p
     bool optimal_, fitted_;

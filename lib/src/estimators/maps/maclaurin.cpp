@@ -99,9 +99,9 @@ Vectors<T> vectors(const Mat<T>& W) {
     return v;
 }
 
-class MaclaurinMap : public FeatureMapKernels<MaclaurinMap> {
+class MaclaurinMap : public FinishedMapKernels<MaclaurinMap> {
 public:
-    using FeatureMapKernels::FeatureMapKernels;
+    using FinishedMapKernels::FinishedMapKernels;
     std::string name() const override { return "maclaurin"; }
     // Keys are finished per row like queries whatever epsilon (finish_impl is not used).
     bool blockwise_key_shift() const override { return true; }
@@ -141,13 +141,9 @@ public:
             r.write(b.out + i * b.F, v.ks.size(), epsilon());
         }
     }
-    template <class T>
-    void finish_impl(T*, std::size_t, std::size_t, const double*, double) const {}
-    void vjp(const FeatureGrad<float>& g) const override { vjp_impl(g); }
-    void vjp(const FeatureGrad<double>& g) const override { vjp_impl(g); }
-    std::string gradient_refusal() const override { return ""; }
 
 private:
+    friend class FinishedMapKernels<MaclaurinMap>;   // calls vjp_impl
     // dLoss/du for the projections u = S x (power_products.hpp; the shift, recomputed, held
     // fixed), then dX = xs S^T dLoss/du (projection_vjp with S for W).
     template <class T>
