@@ -78,7 +78,7 @@ std::pair<Features<double>, Features<double>> exact_features(const Mat<double>& 
 // Every metric of exact attention against itself: the output against the exact output, no
 // overflow, the pass over the exact features.
 MetricValues exact_values(const Problem& p, int threads) {
-    const std::vector<std::string> cols = metric_names();
+    const std::vector<std::string> cols = run_metric_names();
     MetricValues v;
     output_values(cols, p.exact, p.exact, v);
     forward_values(cols, ForwardCounts{0, p.exact.size()}, v);
@@ -96,7 +96,7 @@ MetricValues exact_values(const Problem& p, int threads) {
 // them (the unfused forward, so the forward counts are there too).
 template <class T>
 MetricValues estimator_values(const Problem& p, int threads) {
-    const std::vector<std::string> cols = metric_names();
+    const std::vector<std::string> cols = run_metric_names();
     const Mat<T> q = cast_mat<T>(p.in.q), k = cast_mat<T>(p.in.k), vv = cast_mat<T>(p.in.v);
     const Variant var = parse_variant({{"features", "positive"}}, Field{"test", ""}, false, "");
     const Estimator<T> est = make_estimator<T>(var, kM, kD, 3, 0).for_inputs(q, k);
@@ -134,7 +134,7 @@ TEST_CASE("every metric of the table: exact attention gives its perfect value", 
     const Problem p = problem(1);
     const MetricValues v = exact_values(p, 1);
     for (const MetricInfo& m : metric_table()) {
-        if (!m.perfect) continue;
+        if (!m.perfect || m.source == MetricInfo::Source::model) continue;   // model: favor.swap_in's (Python tests)
         CAPTURE(m.name);
         // Exact up to float64 rounding of the softmax and of Out.
         REQUIRE(std::fabs(value(v, m) - *m.perfect) <= 1e-12);
@@ -147,6 +147,7 @@ TEST_CASE("every metric of the table: finite, float32 agrees with float64, threa
     const MetricValues v64 = estimator_values<double>(p, 1), v32 = estimator_values<float>(p, 1);
     const MetricValues v64t = estimator_values<double>(p, 3);
     for (const MetricInfo& m : metric_table()) {
+        if (m.source == MetricInfo::Source::model) continue;
         CAPTURE(m.name);
         const double a = value(v64, m), b = value(v32, m);
         REQUIRE(std::isfinite(a));
@@ -176,7 +177,7 @@ TEST_CASE("every metric of the table combines two heads by its declared rule", "
     write("q.npy", h0.in.q, h1.in.q), write("k.npy", h0.in.k, h1.in.k), write("v.npy", h0.in.v, h1.in.v);
     auto run = [&](bool per_head) {
         nlohmann::json j = {{"experiment", "approximation"}, {"variants", {{{"features", "positive"}}}},
-                            {"m", kM}, {"trials", 2}, {"metrics", metric_names()}};
+                            {"m", kM}, {"trials", 2}, {"metrics", run_metric_names()}};
         j["inputs"] = {{"source", "npy"}, {"per_head", per_head}, {"q", (dir / "q.npy").string()},
                        {"k", (dir / "k.npy").string()}, {"v", (dir / "v.npy").string()}};
         return run_experiment(parse_config(j, (dir / "c.json").string())).errors;
@@ -187,7 +188,7 @@ TEST_CASE("every metric of the table combines two heads by its declared rule", "
     REQUIRE(all.rows.size() == 2);
     for (const MetricInfo& m : metric_table()) {
         CAPTURE(m.name);
-        if (m.source == MetricInfo::Source::clock) continue;   // not deterministic
+        if (m.source == MetricInfo::Source::clock || m.source == MetricInfo::Source::model) continue;   // not deterministic; not a run's
         const std::size_t c = heads.column(m.name);
         const double sum = std::stod(heads.rows[0][c]) + std::stod(heads.rows[1][c]);
         const double want = m.heads == MetricInfo::Reduce::sum ? sum : sum / 2.0;
@@ -200,6 +201,26 @@ TEST_CASE("every metric of the table combines two heads by its declared rule", "
         const MetricValues v0{{m.name, 1.5}}, v1{{m.name, 4.0}}, blank{{m.name, std::nullopt}};
         REQUIRE(*combine_heads({v0, v1}, {m.name}).at(m.name) == (m.heads == MetricInfo::Reduce::sum ? 5.5 : 2.75));
         REQUIRE(combine_heads({v0, blank}, {m.name}).empty());
+    }
+}
+
+TEST_CASE("a run computes every metric but the model's, and a config naming a model metric is refused",
+          "[metric_contract]") {
+    for (const MetricInfo& m : metric_table()) {
+        CAPTURE(m.name);
+        const auto names = run_metric_names();
+        const bool listed = std::find(names.begin(), names.end(), m.name) != names.end();
+        REQUIRE(listed == (m.source != MetricInfo::Source::model));
+        if (listed) continue;
+        nlohmann::json j = {{"experiment", "approximation"}, {"variants", {{{"features", "positive"}}}},
+                            {"m", 8}, {"metrics", {"output_mse", m.name}},
+                            {"inputs", {{"source", "random"}, {"L", 16}, {"d", 4}}}};
+        nlohmann::json ok = j;
+        ok["metrics"] = {"output_mse"};
+        REQUIRE_NOTHROW(parse_config(ok, "c.json"));   // the same config without it is valid
+        REQUIRE_THROWS_WITH(parse_config(j, "c.json"),
+                            Catch::Contains("metrics[1]") &&
+                                Catch::Contains("favor.swap_in"));
     }
 }
 

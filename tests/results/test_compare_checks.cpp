@@ -245,3 +245,38 @@ TEST_CASE("compare: one pair of files per metric, written only as regular files"
     for (const auto& e : fs::directory_iterator(dir.path))
         CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
 }
+
+// A swap-in's result set (favor.swap_in): the model metrics, a `layers` column that splits the
+// cells (one variant name on two layer sets is two cells, not one pooled estimator), its
+// baselines read per layer set, and a layers cell favor does not write refused.
+TEST_CASE("compare: a swap-in layers column is a cell key, and bad layer sets are refused", "[compare]") {
+    std::string csv = "variant,features,projection,L,d,m,num_features,scale,layers,trial,seed,bits_per_byte,"
+                      "delta_bits_per_byte\n";
+    const double d0[] = {0.11, 0.15, 0.12, 0.18, 0.13, 0.16, 0.14, 0.17};
+    for (const char* layers : {"0", "all"})
+        for (int t = 0; t < 8; ++t) {
+            const double delta = layers[0] == '0' ? d0[t] : 1 + d0[t];   // all layers: more damage
+            csv += std::string("p,positive,orthogonal,1024,64,64,64,,") + layers + "," + std::to_string(t) + ",0," +
+                   favor::format_number(2.0 + delta) + "," + favor::format_number(delta) + "\n";
+        }
+    const std::string sum = "variant,features,projection,L,d,m,num_features,scale,layers,trials,baseline_bits_per_byte,"
+                            "baseline_delta_bits_per_byte\np,positive,orthogonal,1024,64,64,64,,0,8,2.3,0.3\n"
+                            "p,positive,orthogonal,1024,64,64,64,,all,8,2.5,0.5\n";
+    favor::CompareOptions opt;
+    opt.metrics = {"delta_bits_per_byte"};
+    const favor::CompareResult r = favor::compare_tables(input_of(csv, sum), opt);
+    REQUIRE(r.comparisons.rows.size() == 2);   // p against uniform, once per layer set
+    CHECK(cell(r.comparisons, 0, "layers") == "0");
+    CHECK(cell(r.comparisons, 0, "verdict") == "a better");   // 0.145 < 0.3
+    CHECK(cell(r.comparisons, 0, "mean_b") == "0.3");
+    CHECK(cell(r.comparisons, 1, "layers") == "all");
+    CHECK(cell(r.comparisons, 1, "verdict") == "a worse");    // 1.145 > 0.5
+    for (const char* bad : {"01", "2+1", "0+0", "0 1", "", "al", "+1"}) {
+        CAPTURE(bad);
+        std::string s = csv;
+        const std::size_t at = s.find(",,all,");
+        s.replace(at, 6, std::string(",,") + bad + ",");
+        CHECK_THAT(message_of(input_of(s, sum)), Catch::Contains("column layers: '" + std::string(bad) +
+                                                                 "' is not a layer set as favor.swap_in writes it"));
+    }
+}

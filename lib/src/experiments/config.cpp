@@ -206,7 +206,11 @@ std::vector<std::string> parse_metrics(const json& j, const Field& root) {
     std::vector<std::string> out;
     for (std::size_t i = 0; i < ms.size(); ++i) {
         const std::string m = read_string(ms[i], w.at(i));
-        if (!find_metric(m)) w.at(i).fail("unknown metric \"" + m + "\"" + suggestion(m, metric_names()));
+        const MetricInfo* mi = find_metric(m);
+        if (!mi) w.at(i).fail("unknown metric \"" + m + "\"" + suggestion(m, run_metric_names()));
+        if (mi->source == MetricInfo::Source::model)
+            w.at(i).fail("\"" + m + "\" is measured on a model with its attention swapped in (favor.swap_in, "
+                         "scripts/swap_in.py), not by a run");
         out.push_back(m);
     }
     return out;

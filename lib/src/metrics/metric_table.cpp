@@ -100,6 +100,13 @@ std::vector<MetricInfo> make_table() {
             .over_trials(grad_bias_floor).one_value().implied_by("grad_bias_rel").not_compared().perfect(0),
         Entry("seconds", S::clock, "wall time of the estimator (not deterministic; summed over heads)")
             .unit("s").summed().nonnegative().not_compared(),
+        // The model's loss with the attention of some layers swapped (design.md section 9, swap_in).
+        Entry("bits_per_byte", S::model,
+              "the model's next-token cross-entropy / ln 2 over the windows, attention of `layers` swapped (favor.swap_in)")
+            .unit("bits").nonnegative().baseline(),
+        Entry("delta_bits_per_byte", S::model,
+              "bits_per_byte minus the model's own (exact attention) on the same windows (favor.swap_in)")
+            .unit("bits").baseline().perfect(0),
     };
     std::vector<MetricInfo> t;
     for (const Entry& e : rows) t.push_back(e.m);
@@ -144,6 +151,10 @@ std::vector<std::string> metric_names() {
     std::vector<std::string> n;
     for (const auto& m : metric_table()) n.push_back(m.name);
     return n;
+}
+
+std::vector<std::string> run_metric_names() {
+    return columns_where(metric_names(), [](const MetricInfo& m) { return m.source != S::model; });
 }
 
 std::vector<std::string> default_metrics() {

@@ -91,7 +91,7 @@ struct Layout {   // column indices of errors.csv
     std::vector<std::string> cell_columns;   // L, d, m or num_features, scale[, head]
     std::vector<std::size_t> cell_idx;
     std::size_t variant, projection, trial, m;
-    std::optional<std::size_t> seed, input_seed, num_features;
+    std::optional<std::size_t> seed, input_seed, num_features, layers;
     bool by_features = false;
 };
 
@@ -99,6 +99,7 @@ Layout layout_of(const CsvFile& f, bool by_features) {
     Layout l;
     l.by_features = by_features;
     l.cell_columns = {"L", "d", by_features ? "num_features" : "m", "scale"};
+    if (f.table.has_column("layers")) l.cell_columns.push_back("layers");   // a swap-in's (favor.swap_in)
     if (f.table.has_column("head")) l.cell_columns.push_back("head");
     for (const auto& c : l.cell_columns) l.cell_idx.push_back(require_column(f, c));
     l.variant = require_column(f, "variant");
@@ -108,7 +109,23 @@ Layout layout_of(const CsvFile& f, bool by_features) {
     if (f.table.has_column("seed")) l.seed = f.table.column("seed");
     if (f.table.has_column("input_seed")) l.input_seed = f.table.column("input_seed");
     if (f.table.has_column("num_features")) l.num_features = f.table.column("num_features");
+    if (f.table.has_column("layers")) l.layers = f.table.column("layers");
     return l;
+}
+
+// A swap-in's `layers` cell: "all", or counts ascending joined by '+' ("0", "0+2").
+bool layers_cell_ok(const std::string& cell) {
+    if (cell == "all") return true;
+    std::size_t start = 0, previous = 0;
+    for (bool first = true;; first = false) {
+        const std::size_t plus = cell.find('+', start);
+        std::size_t n = 0;
+        if (!parse_count(cell.substr(start, plus == std::string::npos ? std::string::npos : plus - start), n)) return false;
+        if (!first && n <= previous) return false;
+        previous = n;
+        if (plus == std::string::npos) return true;
+        start = plus + 1;
+    }
 }
 
 // The key cells of every row as a run writes them (an edited table's garbage is refused, not
@@ -132,6 +149,9 @@ void check_keys(const CsvFile& f, const Layout& l) {
             bad_cell(f, r, l.variant, "is not a variant name: " + why);
         if (!row[l.projection].empty() && !find_entry(projection_registry(), row[l.projection]))
             bad_cell(f, r, l.projection, "is not a projection (blank, or a name of favor list)");
+        if (l.layers && !layers_cell_ok(row[*l.layers]))
+            bad_cell(f, r, *l.layers, "is not a layer set as favor.swap_in writes it (all, or layer indices "
+                                      "ascending joined by '+', e.g. 0+2)");
     }
 }
 

@@ -35,8 +35,10 @@ struct MetricInfo {
     // unfused forward's counts (so the runner does not fuse); pairwise: the streamed pass over
     // all (i, j); theory: a closed form summed in the same pass; clock: the estimator's time;
     // gradient: a function of the exact and the estimator's (dQ, dK, dV) for the upstream
-    // gradient G; trials: of the exact gradients and the mean and spread of a cell's trials'.
-    enum class Source { output, forward, pairwise, theory, clock, gradient, trials };
+    // gradient G; trials: of the exact gradients and the mean and spread of a cell's trials';
+    // model: measured on a model with the attention swapped in (favor.swap_in,
+    // scripts/swap_in.py), never by a run (a config asking for one is refused), read by compare.
+    enum class Source { output, forward, pairwise, theory, clock, gradient, trials, model };
     enum class Reduce { mean, sum };          // over batch x heads
     enum class Summary { stats, value };      // stats: _mean/_std/_sem...; value: one number per cell
     enum class Format { number, count };      // cells written by format_number / format_count
@@ -76,6 +78,8 @@ struct MetricInfo {
 const std::vector<MetricInfo>& metric_table();
 const MetricInfo* find_metric(const std::string& name);   // nullptr if unknown
 std::vector<std::string> metric_names();
+// Those a run computes (every source but model): what a config's "metrics" may name.
+std::vector<std::string> run_metric_names();
 std::vector<std::string> default_metrics();               // by_default, in table order
 // The metric columns of a table for these requested metrics, in table order.
 std::vector<std::string> metric_columns(const std::vector<std::string>& requested);
