@@ -44,8 +44,13 @@ class RotaryCausalAttention(nn.Module):
     qkv(x) returns the tensors that enter the softmax: q, k (after RoPE) and v, each
     (B, H, L, head_dim); the logits are q k^T * scale with scale = head_dim ** -0.5.
     forward(x): x (B, L, d_model), returns (B, L, d_model) = out(softmax(...) v, heads
-    concatenated)."""
+    concatenated).
+
+    attention_fn: None (the exact softmax above), or a function (q, k, v, scale, causal) ->
+    (B, H, L, head_dim) that forward uses in its place: favor.swap_in's protocol (it sets and
+    restores it; docs/design.md section 9)."""
     is_causal = True
+    attention_fn = None
 
     def __init__(self, d_model, n_heads, head_dim, rope_base):
         super().__init__()
@@ -64,10 +69,13 @@ class RotaryCausalAttention(nn.Module):
     def forward(self, x):
         B, L, _ = x.shape
         q, k, v = self.qkv(x)
-        s = (q @ k.transpose(-1, -2)) * self.scale
-        mask = torch.ones(L, L, dtype=torch.bool, device=x.device).triu(1)
-        a = s.masked_fill(mask, float("-inf")).softmax(dim=-1)
-        o = (a @ v).transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim)
+        if self.attention_fn is not None:
+            o = self.attention_fn(q, k, v, self.scale, True)
+        else:
+            s = (q @ k.transpose(-1, -2)) * self.scale
+            mask = torch.ones(L, L, dtype=torch.bool, device=x.device).triu(1)
+            o = s.masked_fill(mask, float("-inf")).softmax(dim=-1) @ v
+        o = o.transpose(1, 2).reshape(B, L, self.n_heads * self.head_dim)
         return self.out(o)
 
 

@@ -23,7 +23,7 @@ from . import _core
 from ._core import Error
 
 __all__ = ["Error", "attention", "attention_grad", "features", "projection", "run", "validate", "compare",
-           "__version__"]
+           "swap_in", "__version__"]
 __version__ = _core.version()
 
 
@@ -335,3 +335,6 @@ def compare(dir, metric=(), alpha=None, pairs=None, against=None, match=None, wr
     for name in ("comparisons", "ranking"):
         r[name] = _table(r[name])
     return r
+
+
+from ._swap_in import attention_modules, swap_in  # noqa: E402  (torch is imported only when it runs)

@@ -28,7 +28,7 @@ def approx_plot(path, header, table, cfg, kind, metric, out, stat="mean", xkey=N
     theory_c = "kernel_mse_theory" if (metric == "kernel_mse" and stat == "mean" and not ratio
                                       and "kernel_mse_theory" in header) else None
 
-    keys = ["L", "d", mkey, "scale"]
+    keys = ["L", "d", mkey, "scale"] + (["layers"] if "layers" in header else [])   # layers: a swap-in's
     varying = [k for k in keys if len(uniq(table, k)) > 1]
     line_extra = [mkey] if (kind == "L" and mkey in varying) else []
     panel_keys = [k for k in keys if k in varying and k != kind_key and k not in line_extra]

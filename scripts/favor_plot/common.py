@@ -43,6 +43,8 @@ METRIC_LABEL = {
     "negative_fraction": "share of negative attention entries",
     "nonfinite": "non-finite output entries (count)",
     "seconds": "estimator wall time per cell (s)",
+    "bits_per_byte": "model's held-out bits per byte, attention swapped in",
+    "delta_bits_per_byte": "Δ bits per byte against the model's own attention",
 }
 # metric -> short name for titles
 METRIC_NAME = {
@@ -60,6 +62,8 @@ METRIC_NAME = {
     "grad_k_rel_error": "relative error of dK",
     "grad_v_rel_error": "relative error of dV",
     "grad_cosine": "cosine of (dQ, dK, dV)",
+    "bits_per_byte": "bits per byte",
+    "delta_bits_per_byte": "Δ bits per byte",
 }
 XLABEL = {
     "m": "number of random features m",
@@ -120,7 +124,7 @@ def parse_number(text, where):
         die(f"{where}: not a number: {text!r}")
 
 
-def read_summary(result_dir, name="summary.csv", text_cols=("variant", "features", "projection")):
+def read_summary(result_dir, name="summary.csv", text_cols=("variant", "features", "projection", "layers")):
     path = os.path.join(result_dir, name)
     if not os.path.isdir(result_dir):
         die(f"{result_dir}: not a directory")
@@ -181,6 +185,8 @@ def require(path, header, cols):
 def fmt(v):
     if v is None:
         return "?"
+    if isinstance(v, str):   # a text key: a swap-in's layers
+        return v
     if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
         return str(int(v))
     return f"{v:g}"

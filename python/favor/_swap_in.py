@@ -1,0 +1,380 @@
+"""favor.swap_in: what an approximation does to the model. The model runs on held-out windows
+with the attention of chosen layers computed by favor (any variant), and its loss (bits per
+byte) is reported per window and trial, beside its own loss with exact attention and with
+uniform attention, as a favor result set (errors.csv, summary.csv) that ``favor compare`` and
+scripts/plot.py read as they read a run's. docs/design.md section 9 ("swap_in") is the
+contract; scripts/swap_in.py the command line.
+
+The protocol a model follows: each attention layer is a torch module with an attribute
+``attention_fn`` (None: the module's own exact softmax), which its forward calls as
+``attention_fn(q, k, v, scale, causal)`` with q, k (B, H, L, d) as they enter the softmax
+(after RoPE), v (B, H, L, dv), the logit scale, and returns (B, H, L, dv). The modules in
+``model.modules()`` order are the layers 0, 1, ... (scripts/tiny_lm.py's
+RotaryCausalAttention follows it in three lines).
+"""
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+KEYS = ["variant", "features", "projection", "L", "d", "m", "num_features", "scale", "layers", "trial", "seed"]
+METRICS = ["bits_per_byte", "delta_bits_per_byte"]
+STATS = ["mean", "std", "sem", "median", "p10", "p90"]
+# A variant's keys that are favor.attention's own keywords (the rest are the map's keys).
+ATTENTION_KEYS = {"features", "projection", "epsilon", "epsilon_after", "A", "window", "sinks", "support"}
+
+
+def _favor():
+    return sys.modules["favor"]
+
+
+def _error(msg):
+    return _favor().Error("swap_in: " + msg)
+
+
+def _number(x):
+    """A float as favor writes it (report.cpp's format_number: the shortest text that reads back
+    to the same double; nan, inf, -inf)."""
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    t = repr(x)
+    return t[:-2] if t.endswith(".0") else t
+
+
+def attention_modules(model):
+    """The model's attention layers under the protocol: its modules with an ``attention_fn``
+    attribute, in ``model.modules()`` order."""
+    return [m for m in model.modules() if hasattr(m, "attention_fn")]
+
+
+def _layer_sets(layers, n):
+    """The layer sets asked for as (label, indices): "all", an index, or a list of indices
+    (label "0+2")."""
+    if isinstance(layers, (str, int)) or (isinstance(layers, (list, tuple)) and layers
+                                            and all(isinstance(x, int) for x in layers)):
+        layers = [layers]
+    out = []
+    for item in layers:
+        if item == "all":
+            out.append(("all", list(range(n))))
+            continue
+        idx = sorted({item} if isinstance(item, int) else set(item)) if not isinstance(item, str) else None
+        if idx is None or not idx or any(not isinstance(i, int) or isinstance(i, bool) for i in idx):
+            raise _error(f"layers: {item!r} is not a layer set (\"all\", a layer index or a list of them)")
+        for i in idx:
+            if not 0 <= i < n:
+                raise _error(f"layers: no layer {i} (the model has {n} attention layers: 0..{n - 1})")
+        out.append(("+".join(str(i) for i in idx), idx))
+    if len({label for label, _ in out}) != len(out):
+        raise _error("layers: a layer set is listed twice")
+    return out
+
+
+def _variants(variants, d):
+    """Each variant dict with its m values resolved by favor (the config's rules and messages):
+    a list of (spec, m, info) with info favor's name, features, projection, num_features."""
+    if isinstance(variants, dict):
+        variants = [variants]
+    out, names = [], set()
+    for i, v in enumerate(variants):
+        if not isinstance(v, dict):
+            raise _error(f"variants[{i}]: must be an object (a config variant), got {type(v).__name__}")
+        spec = dict(v)
+        ms = spec.pop("m", None)
+        spec.pop("dtype", None)
+        # The weights of a fitted map without a layer name: each layer takes its own (":layer<l>").
+        if isinstance(spec.get("weights"), str) and ":" not in os.path.basename(spec["weights"]):
+            spec["weights"] = spec["weights"] + ":layer0"
+        probe = _favor()._core.variant_info(json.dumps(spec), "swap_in", f"variants[{i}]", 1, int(d))
+        if not probe["uses_m"]:   # elu, none + window, ...: no m; its row's m is its feature columns
+            if ms is not None:
+                raise _error(f"variants[{i}].m: does not apply to '{probe['features']}' (its features do not "
+                             "depend on m)")
+            ms = [max(1, probe["num_features"])]
+        ms = ms if isinstance(ms, (list, tuple)) else [ms]
+        if any(m is None or isinstance(m, bool) or not isinstance(m, int) or m < 1 for m in ms):
+            raise _error(f"variants[{i}].m: a positive integer or a list of them, got {v.get('m')!r}")
+        for m in ms:
+            info = _favor()._core.variant_info(json.dumps(spec), "swap_in", f"variants[{i}]", int(m), int(d))
+            if (info["name"], m) in names:
+                raise _error(f"variants[{i}]: a second variant named {info['name']} at m = {m} (give it a \"name\")")
+            names.add((info["name"], m))
+            out.append((v, int(m), info))
+    return out
+
+
+def _attention_kwargs(v, m, uses_m, seed, layer, trial, dtype):
+    """favor.attention's keywords for variant dict v in layer `layer`: W from (seed + layer,
+    trial), so every layer draws its own W and a trial's layers differ."""
+    kw = {k: v[k] for k in v if k not in ("name", "m", "dtype")}
+    if kw.get("features") == "exact":   # favor's exact attention (a check of the swap itself)
+        del kw["features"]
+        kw["exact"] = True
+    if isinstance(kw.get("weights"), str) and ":" not in os.path.basename(kw["weights"]):
+        kw["weights"] = kw["weights"] + f":layer{layer}"
+    kw.update(seed=seed + layer, trial=trial, dtype=v.get("dtype", dtype))
+    if uses_m:
+        kw["m"] = m
+    return kw
+
+
+class _Swap:
+    """Sets attention_fn on the chosen modules for a block of code, and restores the old ones."""
+
+    def __init__(self, modules, fns):
+        self.modules, self.fns = modules, fns
+
+    def __enter__(self):
+        self.old = [m.attention_fn for m in self.modules]
+        for m, f in zip(self.modules, self.fns):
+            m.attention_fn = f
+
+    def __exit__(self, *exc):
+        for m, f in zip(self.modules, self.old):
+            m.attention_fn = f
+
+
+def _uniform(q, k, v, scale, causal):
+    """Uniform attention: each query row's output is the mean of its visible rows of v."""
+    import torch
+    if not causal:
+        return v.mean(dim=-2, keepdim=True).expand(*v.shape[:-2], q.shape[-2], v.shape[-1])
+    n = torch.arange(1, v.shape[-2] + 1, dtype=v.dtype)[:, None]
+    return v.cumsum(dim=-2) / n
+
+
+def _window_bits(model, windows, batch, check=None):
+    """Bits per predicted token of each window: next-token cross-entropy / ln 2, the window's
+    first L tokens in, its last L predicted. check(b0) is called before each batch (b0 its first
+    window) so that a swapped layer can say which window failed."""
+    import torch
+    import torch.nn.functional as F
+    out = np.empty(len(windows))
+    with torch.no_grad():
+        for b0 in range(0, len(windows), batch):
+            w = windows[b0:b0 + batch]
+            if check:
+                check(b0)
+            logits = model(w[:, :-1])
+            ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).double(), w[:, 1:].reshape(-1),
+                                 reduction="none").view(len(w), -1)
+            bits = (ce.sum(dim=1) / (ce.shape[1] * math.log(2))).numpy()
+            bad = np.flatnonzero(~np.isfinite(bits))
+            if len(bad):
+                raise _error(f"the model's loss is not finite in window {b0 + bad[0]}")
+            out[b0:b0 + len(w)] = bits
+    return out
+
+
+def _probe(model, modules, windows):
+    """Runs the model on the first window's first tokens, recording what each layer's
+    attention_fn gets: (H, d, dv, causal, scale) per layer; refuses a module that has the
+    attribute but does not call it."""
+    import torch
+    seen = {}
+
+    def recorder(i):
+        def fn(q, k, v, scale, causal):
+            seen[i] = (q.shape[1], q.shape[-1], v.shape[-1], bool(causal), float(scale), q.dtype)
+            return _uniform(q, k, v, scale, causal)
+        return fn
+
+    with _Swap(modules, [recorder(i) for i in range(len(modules))]), torch.no_grad():
+        model(windows[:1, :min(8, windows.shape[1] - 1)])
+    for i, m in enumerate(modules):
+        if i not in seen:
+            raise _error(f"layer {i} ({type(m).__name__}) has attention_fn but its forward did not call it")
+    return seen
+
+
+def _write_table(path, columns, rows):
+    with open(path, "w") as f:
+        f.write(",".join(columns) + "\n")
+        for r in rows:
+            f.write(",".join(r) + "\n")
+
+
+def _stats(x):
+    """summary.csv's statistics of one metric over a cell's values (design.md section 6)."""
+    x = np.asarray(x, dtype=np.float64)
+    n = len(x)
+    std = float(np.std(x, ddof=1)) if n > 1 else math.nan
+    return [float(np.mean(x)), std, std / math.sqrt(n) if n > 1 else math.nan, float(np.median(x)),
+            float(np.quantile(x, 0.1)), float(np.quantile(x, 0.9))]
+
+
+def _replace_dir(tmp, out):
+    """tmp (a finished result set) becomes out: the old one (if any) is removed only once the
+    new one is complete, so an interrupted swap-in leaves the earlier results intact."""
+    if os.path.lexists(out):
+        if os.path.islink(out) or not os.path.isdir(out):
+            shutil.rmtree(tmp)
+            raise _error(f"out '{out}': exists and is not a directory")
+        old = tempfile.mkdtemp(prefix=".old-", dir=os.path.dirname(os.path.abspath(out)))
+        os.rename(out, os.path.join(old, "x"))
+        os.rename(tmp, out)
+        shutil.rmtree(old)
+    else:
+        os.rename(tmp, out)
+
+
+def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="float32", out=None, batch=8,
+            threads=None, progress=False, model_name=None):
+    """The model's loss on `windows` with the attention of `layers` computed by each variant.
+
+    model: a torch module following the protocol (module doc); windows: (N, L + 1) token ids
+    (int tensor or array), each window's first L tokens in and its last L predicted; variants:
+    a config variant dict or a list of them ({"features": "positive", "m": [64, 256],
+    "projection": "orthogonal", "window": 64, ...}: a run's variant keys plus "m" (an integer or a
+    list) and "dtype"; a fitted map's "weights" without ":LAYER" takes layer l's from
+    ":layer<l>"); layers: "all", a layer index, a list of indices, or a list of such sets (each
+    its own cell, e.g. ["all", 0, 1]); trials: W draws per variant and m (layer l of trial t
+    uses favor.projection(projection, m, d, seed + l, t)); dtype: favor's compute dtype unless the
+    variant sets one; batch: windows per model call; threads: favor's and torch's.
+
+    Returns a dict: "errors", "summary", "windows" (tables; DataFrames when pandas imports),
+    "info" (what run.json holds: the exact and uniform bits per byte, windows' sha256, times),
+    and writes them to `out` (errors.csv, summary.csv, windows.csv, run.json) when given: the
+    directory is replaced whole once everything is computed. Raises favor.Error for a layer
+    that does not exist, a variant the heads cannot take, or a non-finite output (naming the
+    variant, layer and window).
+    """
+    import torch
+    favor = _favor()
+    t_start = time.time()
+    if threads:
+        torch.set_num_threads(int(threads))
+    windows = torch.as_tensor(np.asarray(windows)).long()
+    if windows.dim() != 2 or windows.shape[1] < 2 or windows.shape[0] < 1:
+        raise _error(f"windows: (N, L + 1) token ids with N >= 1 and L >= 1, got shape {tuple(windows.shape)}")
+    if not isinstance(trials, int) or isinstance(trials, bool) or trials < 1:
+        raise _error(f"trials: a positive integer, got {trials!r}")
+    N, L = windows.shape[0], windows.shape[1] - 1
+    modules = attention_modules(model)
+    if not modules:
+        raise _error("the model has no attention layer with an attention_fn attribute (the protocol: favor.swap_in's doc)")
+    sets = _layer_sets(layers, len(modules))
+    shapes = _probe(model, modules, windows)
+    ds = {s[1] for s in shapes.values()}
+    if len(ds) != 1:
+        raise _error(f"the layers' heads have different dimensions {sorted(ds)}: one d per result set")
+    d = ds.pop()
+    resolved = _variants(variants, d)
+    model.eval()
+
+    def fns(spec, m, uses_m, trial, idx, name, state):
+        def make(layer):
+            H, _, _, causal, scale, _ = shapes[layer]
+            kw = _attention_kwargs(spec, m, uses_m, seed, layer, trial, dtype)
+
+            def fn(q, k, v, scale, causal):
+                qq = q if scale == d ** -0.5 else q * (scale * math.sqrt(d))   # favor's logits are q k^T / sqrt(d)
+                with warnings.catch_warnings(record=True) as said:
+                    warnings.simplefilter("always")
+                    try:
+                        o = favor.attention(qq.detach(), k.detach(), v.detach(), causal=causal, threads=threads,
+                                            layout="BHLD", **kw)
+                    except favor.Error as e:
+                        raise _error(f"{name} (m = {m}), layer {layer}: {e}") from None
+                why = ""
+                for w in said:   # short windows (L < d) are no layout mistake here; a non-finite output is raised
+                    text = str(w.message)
+                    if w.category is RuntimeWarning and "not finite" in text:
+                        why = text[text.find("likely cause"):] if "likely cause" in text else ""
+                    elif "fewer than d" not in text:
+                        warnings.warn(text, w.category, stacklevel=2)
+                o = o.to(q.dtype)
+                if not torch.isfinite(o).all():
+                    bad = (~torch.isfinite(o)).flatten(1).any(dim=1).nonzero()[0, 0].item()
+                    raise _error(f"{name} (m = {m}), trial {trial}: layer {layer}'s attention output is not finite "
+                                 f"in window {state['b0'] + bad} ({int((~torch.isfinite(o)).sum())} entries)"
+                                 + (f"; {why}" if why else ""))
+                return o
+            return fn
+        return [make(i) for i in idx]
+
+    def run_with(fn_list, idx):
+        state = {"b0": 0}
+        def check(b0):
+            state["b0"] = b0
+        with _Swap([modules[i] for i in idx], fn_list(state) if callable(fn_list) else fn_list):
+            return _window_bits(model, windows, batch, check)
+
+    t0 = time.time()
+    exact = _window_bits(model, windows, batch)
+    exact_s = time.time() - t0
+    exact_mean = float(exact.mean())
+    uniform = {}
+    for label, idx in sets:
+        uniform[label] = run_with([_uniform] * len(idx), idx)
+    err_rows, sum_rows, win_rows = [], [], []
+    cell_seconds = []
+    for label, idx in sets:
+        for spec, m, info in resolved:
+            values = []
+            for t in range(trials):
+                t1 = time.time()
+                bits = run_with(lambda st: fns(spec, m, info["uses_m"], t, idx, info["name"], st), idx)
+                cell_seconds.append(time.time() - t1)
+                b, delta = float(bits.mean()), float(bits.mean() - exact_mean)
+                values.append((b, delta))
+                err_rows.append([info["name"], info["features"], info["projection"], str(L), str(d), str(m),
+                                 str(info["num_features"]), "", label, str(t), str(seed), _number(b), _number(delta)])
+                for w in range(N):
+                    win_rows.append([info["name"], str(m), label, str(t), str(w), _number(bits[w]),
+                                     _number(bits[w] - exact[w])])
+                if progress:
+                    print(f"[swap_in] layers {label}: {info['name']} m={m} trial {t}: {b:.4f} bits/byte "
+                          f"({delta:+.4f}), {time.time() - t1:.1f} s", file=sys.stderr, flush=True)
+            u = float(uniform[label].mean())
+            row = [info["name"], info["features"], info["projection"], str(L), str(d), str(m),
+                   str(info["num_features"]), "", label, str(trials)]
+            for j in range(2):
+                row += [_number(x) for x in _stats([val[j] for val in values])]
+            row += [_number(u), _number(u - exact_mean)]
+            sum_rows.append(row)
+    sum_cols = KEYS[:9] + ["trials"] + [f"{mt}_{s}" for mt in METRICS for s in STATS] + [f"baseline_{mt}" for mt in METRICS]
+    win_cols = ["variant", "m", "layers", "trial", "window", "bits_per_byte", "delta_bits_per_byte"]
+    win_rows = [["exact", "", "", "", str(w), _number(exact[w]), "0"] for w in range(N)] + \
+        [["uniform", "", label, "", str(w), _number(uniform[label][w]), _number(uniform[label][w] - exact[w])]
+         for label, _ in sets for w in range(N)] + win_rows
+    info = {
+        "kind": "swap_in", "favor": favor.__version__, "model": model_name or type(model).__name__,
+        "windows": {"N": N, "L": L, "sha256": hashlib.sha256(windows.numpy().astype("<i8").tobytes()).hexdigest()},
+        "layers": {label: idx for label, idx in sets}, "attention_layers": len(modules), "d": d,
+        "heads": {str(i): shapes[i][0] for i in shapes}, "trials": trials, "seed": seed, "dtype": dtype,
+        "variants": [dict(spec, m=m, name=i["name"], resolved=json.loads(i["resolved"])) for spec, m, i in resolved],
+        "exact_bits_per_byte": exact_mean, "uniform_bits_per_byte": {k: float(v.mean()) for k, v in uniform.items()},
+        "seconds": {"total": time.time() - t_start, "exact": exact_s,
+                    "per_setting_median": float(np.median(cell_seconds)) if cell_seconds else None},
+        "threads": torch.get_num_threads(), "torch": torch.__version__,
+    }
+    if out is not None:
+        out = os.fspath(out)
+        parent = os.path.dirname(os.path.abspath(out))
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".swap_in-", dir=parent)
+        _write_table(os.path.join(tmp, "errors.csv"), KEYS + METRICS, err_rows)
+        _write_table(os.path.join(tmp, "summary.csv"), sum_cols, sum_rows)
+        _write_table(os.path.join(tmp, "windows.csv"), win_cols, win_rows)
+        with open(os.path.join(tmp, "run.json"), "w") as f:
+            json.dump(info, f, indent=2)
+            f.write("\n")
+        _replace_dir(tmp, out)
+    tables = {}
+    for name, cols, rows in (("errors", KEYS + METRICS, err_rows), ("summary", sum_cols, sum_rows),
+                             ("windows", win_cols, win_rows)):
+        text = (",".join(cols) + "\n" + "".join(",".join(r) + "\n" for r in rows)).encode()
+        tables[name] = favor._table(text)
+    tables["info"] = info
+    return tables
