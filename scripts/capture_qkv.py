@@ -10,7 +10,8 @@ Python:
 runs model(*args, **kwargs) once (under torch.no_grad) and writes, per attention layer
 (numbered 0, 1, ... in the order of model.named_modules()):
   DIR/layer<i>/q.npy, k.npy, v.npy   (B, H, L, d), (B, H, Lk, d), (B, H, Lk, d_v), in the
-                                     model's dtype (float32 or float64; others as float32)
+                                     model's dtype (float32 or float64; others as float32),
+                                     or store_dtype (float16) after the self-check
   DIR/layer<i>.json                  a favor config: exact-vs-estimator comparison on the
                                      layer's heads (`favor run DIR/layer<i>.json`)
   DIR/manifest.json                  layer names, B, H, L, Lk, d, d_v, causal, dtype, the
@@ -479,9 +480,11 @@ def _layer_qkv(name, m, lay, call, proj, qkv_fn):
     return q, k, v, scale, None, how
 
 
-def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, **kwargs):
+def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, store_dtype=None, **kwargs):
     """Run model(*args, **kwargs) and write the q/k/v of its attention layers under out.
-    See the module docstring. Returns the manifest (dict). Raises CaptureError."""
+    See the module docstring. store_dtype ("float16"): the files rounded to it after the
+    self-check (half the bytes; favor's exact reference is then that of the rounded values).
+    Returns the manifest (dict). Raises CaptureError."""
     found = _find_layers(model, qkv_fn, layers)
     rec = _Recorder([(n, m) for n, m, _ in found], {n: lay for n, _, lay in found})
     with torch.no_grad():
@@ -515,10 +518,10 @@ def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, **kwargs):
     if not captured:
         raise CaptureError("no attention layer was found or called (MultiheadAttention, "
                            "q_proj/k_proj/v_proj, query/key/value, qkv, c_attn); pass qkv_fn")
-    return _write(out, captured)
+    return _write(out, captured, store_dtype)
 
 
-def _write(out, captured):
+def _write(out, captured, store_dtype=None):
     os.makedirs(out, exist_ok=True)
     layers = []
     for i, (name, typ, how, q, k, v, scale, factor, causal, check) in enumerate(captured):
@@ -527,6 +530,9 @@ def _write(out, captured):
         files = {}
         for w, t in (("q", q), ("k", k), ("v", v)):
             a = _to_numpy(t)
+            model_dtype = str(a.dtype)
+            if store_dtype:
+                a = a.astype(store_dtype)
             rel = f"{sub}/{w}.npy"
             np.save(os.path.join(out, rel), a)
             files[w] = {"path": rel, "shape": list(a.shape), "dtype": str(a.dtype),
@@ -556,7 +562,7 @@ def _write(out, captured):
             f.write("\n")
         layers.append({"index": i, "name": name, "module": typ, "dir": sub,
                        "B": B, "H": H, "L": L, "Lk": k.shape[2], "d": d, "d_v": v.shape[3],
-                       "causal": bool(causal), "dtype": files["q"]["dtype"],
+                       "causal": bool(causal), "dtype": files["q"]["dtype"], "model_dtype": model_dtype,
                        "scale": scale, "q_multiplied_by": factor, "how": how,
                        "config": f"{sub}.json",
                        "config_sha256": _sha256(cfg_path), "check": check, "files": files})
@@ -577,7 +583,8 @@ def _write(out, captured):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(usage="%(prog)s --text FILE --L N --out DIR [--offset BYTES] [--model PT]",
+    ap = argparse.ArgumentParser(usage="%(prog)s --text FILE --L N --out DIR [--offset BYTES] [--model PT] "
+                                 "[--dtype float16]",
                                  description="Capture Q/K/V of the committed tiny model "
                                  "(scripts/tiny_lm.py) on a text excerpt")
     ap.add_argument("--text", required=True, help="the text file (read as bytes)")
@@ -586,6 +593,8 @@ def main(argv=None):
     ap.add_argument("--offset", type=int, default=0, help="first byte of the excerpt")
     ap.add_argument("--model", default=os.path.join(HERE, "..", "data", "tiny_lm.pt"),
                     help="weights (a state_dict read with weights_only=True; config in the .json beside it)")
+    ap.add_argument("--dtype", choices=["float32", "float16"], default=None,
+                    help="store the files in this dtype (default: the model's)")
     a = ap.parse_args(argv)
     sys.path.insert(0, HERE)
     import tiny_lm as tl
@@ -604,7 +613,7 @@ def main(argv=None):
     model, _ = tl.load_tiny_lm(a.model)
     tokens = torch.tensor(list(data), dtype=torch.long)[None, :]
     try:
-        m = capture(model, tokens, out=a.out, qkv_fn=tl.tiny_qkv)
+        m = capture(model, tokens, out=a.out, qkv_fn=tl.tiny_qkv, store_dtype=a.dtype)
     except CaptureError as e:
         sys.exit(f"capture_qkv.py: {e}")
     m["input"] = {"text": a.text, "offset": a.offset, "L": a.L,

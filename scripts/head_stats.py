@@ -17,6 +17,11 @@ attention), over the keys row i sees (j <= i when causal). Columns:
   erank_q, erank_k  effective rank exp(-sum p ln p), p the singular values of Q (or K)
                  divided by their sum (Roy and Vetterli 2007); d for isotropic inputs, 1 for
                  rank one.
+  first_share    mean over rows of A_i0, the weight on the first key (what a sink token
+                 would take exactly)
+  local16, local64  mean over rows of sum_{i-w < j <= i} A_ij (w = 16, 64): the weight an
+                 exact window of the last w keys up to the row's own would cover (non-causal:
+                 the same keys, the ones after i not counted)
 Used by scripts/train_tiny_lm.py (the data/README.md table) and scripts/fit_family.py.
 """
 import argparse
@@ -26,7 +31,7 @@ import sys
 import numpy as np
 
 COLUMNS = ("entropy", "log_L", "entropy_ratio", "max_weight", "key_norm_spread", "logit_std",
-           "erank_q", "erank_k")
+           "erank_q", "erank_k", "first_share", "local16", "local64")
 
 
 def effective_rank(x):
@@ -60,7 +65,16 @@ def head_stats(q, k, causal=False, scale=None):
         "logit_std": float(s[visible].std()),
         "erank_q": effective_rank(q),
         "erank_k": effective_rank(k),
+        "first_share": float(a[:, 0].mean()),
+        **{f"local{w}": float(window_share(a, w)) for w in (16, 64)},
     }
+
+
+def window_share(a, w):
+    """Mean over rows i of sum_{i-w < j <= i} a_ij (a: L x Lk attention rows)."""
+    L, Lk = a.shape
+    i, j = np.arange(L)[:, None], np.arange(Lk)[None, :]
+    return np.where((j <= i) & (j > i - w), a, 0.0).sum(axis=1).mean()
 
 
 def heads_of(x):
