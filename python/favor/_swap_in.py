@@ -239,7 +239,8 @@ def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="flo
     list) and "dtype"; a fitted map's "weights" without ":LAYER" takes layer l's from
     ":layer<l>"); layers: "all", a layer index, a list of indices, or a list of such sets (each
     its own cell, e.g. ["all", 0, 1]); trials: W draws per variant and m (layer l of trial t
-    uses favor.projection(projection, m, d, seed + l, t)); dtype: favor's compute dtype unless the
+    uses favor.projection(projection, m, d, seed + l, t); a map without a projection draws
+    nothing, so its trials are computed once and copied); dtype: favor's compute dtype unless the
     variant sets one; batch: windows per model call; threads: favor's and torch's.
 
     Returns a dict: "errors", "summary", "windows" (tables; DataFrames when pandas imports),
@@ -322,10 +323,14 @@ def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="flo
     for label, idx in sets:
         for spec, m, info in resolved:
             values = []
+            # A map without a projection draws nothing: its trials are identical, computed once
+            # and copied (as a run copies them; favor.attention's output does not depend on trial).
+            drawn = info["projection"] != ""
             for t in range(trials):
                 t1 = time.time()
-                bits = run_with(lambda st: fns(spec, m, info["uses_m"], t, idx, info["name"], st), idx)
-                cell_seconds.append(time.time() - t1)
+                if drawn or t == 0:
+                    bits = run_with(lambda st: fns(spec, m, info["uses_m"], t, idx, info["name"], st), idx)
+                    cell_seconds.append(time.time() - t1)
                 b, delta = float(bits.mean()), float(bits.mean() - exact_mean)
                 values.append((b, delta))
                 err_rows.append([info["name"], info["features"], info["projection"], str(L), str(d), str(m),
