@@ -265,17 +265,16 @@ def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="flo
     if not modules:
         raise _error("the model has no attention layer with an attention_fn attribute (the protocol: favor.swap_in's doc)")
     sets = _layer_sets(layers, len(modules))
+    model.eval()
     shapes = _probe(model, modules, windows)
     ds = {s[1] for s in shapes.values()}
     if len(ds) != 1:
         raise _error(f"the layers' heads have different dimensions {sorted(ds)}: one d per result set")
     d = ds.pop()
     resolved = _variants(variants, d)
-    model.eval()
 
     def fns(spec, m, uses_m, trial, idx, name, state):
         def make(layer):
-            H, _, _, causal, scale, _ = shapes[layer]
             kw = _attention_kwargs(spec, m, uses_m, seed, layer, trial, dtype)
 
             def fn(q, k, v, scale, causal):

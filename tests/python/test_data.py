@@ -1,7 +1,9 @@
-"""The committed capture under data/ loads and matches data/manifest.json: every layer's
-q, k, v have the recorded shape, dtype and sha256, the shapes fit together, the values are
-finite, and each layer's favor config validates. The weights load as tensors only
-(weights_only=True), and capturing from them reproduces q, k, v bit for bit."""
+"""The committed captures under data/ (data/manifest.json, and data/<model>/excerpt<e>/ of the
+other models) load and match their manifests: every layer's q, k, v have the recorded shape,
+dtype and sha256, the shapes fit together, the values are finite, and each layer's favor
+config validates. The weights load as tensors only (weights_only=True), and capturing from
+them reproduces q, k, v bit for bit."""
+import glob
 import ast
 import hashlib
 import json
@@ -22,20 +24,25 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def manifest():
-    with open(os.path.join(DATA, "manifest.json")) as f:
+CAPTURES = [DATA] + sorted(os.path.dirname(p) for p in glob.glob(os.path.join(DATA, "*", "excerpt*", "manifest.json")))
+IDS = [os.path.relpath(c, ROOT) for c in CAPTURES]
+
+
+def manifest(folder=DATA):
+    with open(os.path.join(folder, "manifest.json")) as f:
         return json.load(f)
 
 
-def test_files_match_manifest():
-    man = manifest()
+@pytest.mark.parametrize("folder", CAPTURES, ids=IDS)
+def test_files_match_manifest(folder):
+    man = manifest(folder)
     assert man["layers"], "manifest.json lists no layer"
     assert man["input"]["model_sha256"] == sha256(os.path.join(ROOT, man["input"]["model"]))
     for lay in man["layers"]:
         arrays = {}
         for w in "qkv":
             info = lay["files"][w]
-            path = os.path.join(DATA, info["path"])
+            path = os.path.join(folder, info["path"])
             assert sha256(path) == info["sha256"], path
             a = np.load(path)
             assert list(a.shape) == info["shape"] and str(a.dtype) == info["dtype"], path
@@ -46,27 +53,32 @@ def test_files_match_manifest():
         assert arrays["k"].shape == (B, H, lay["Lk"], d)
         assert arrays["v"].shape == (B, H, lay["Lk"], lay["d_v"])
         assert lay["causal"] and L == lay["Lk"] == man["input"]["L"]
-        assert sha256(os.path.join(DATA, lay["config"])) == lay["config_sha256"]
+        assert sha256(os.path.join(folder, lay["config"])) == lay["config_sha256"]
 
 
-def test_configs_validate():
-    for lay in manifest()["layers"]:
-        r = subprocess.run([FAVOR, "validate", os.path.join(DATA, lay["config"])],
+@pytest.mark.parametrize("folder", CAPTURES, ids=IDS)
+def test_configs_validate(folder):
+    for lay in manifest(folder)["layers"]:
+        r = subprocess.run([FAVOR, "validate", os.path.join(folder, lay["config"])],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
 
 
-def test_weights_load_as_tensors_only():
-    """data/tiny_lm.pt is a plain state_dict of float16 tensors that torch.load reads with
-    weights_only=True (a weights file that cannot run code); config and meta in tiny_lm.json."""
+@pytest.mark.parametrize("folder", CAPTURES, ids=IDS)
+def test_weights_load_as_tensors_only(folder):
+    """Each model under data/ is a plain state_dict of float16 tensors that torch.load reads
+    with weights_only=True (a weights file that cannot run code); config and meta in the .json
+    beside it; the capture names it and its config by sha256."""
     torch = pytest.importorskip("torch")
-    sd = torch.load(os.path.join(DATA, "tiny_lm.pt"), map_location="cpu", weights_only=True)
+    man = manifest(folder)
+    weights = os.path.join(ROOT, man["input"]["model"])
+    assert man["input"]["model_sha256"] == sha256(weights)
+    sd = torch.load(weights, map_location="cpu", weights_only=True)
     assert sd and all(torch.is_tensor(t) and t.dtype == torch.float16 for t in sd.values())
-    with open(os.path.join(DATA, "tiny_lm.json")) as f:
+    with open(os.path.splitext(weights)[0] + ".json") as f:
         blob = json.load(f)
     assert set(blob) == {"config", "meta"}
     assert blob["meta"]["parameters"] == sum(t.numel() for t in sd.values())
-    man = manifest()
     assert man["input"]["model_config_sha256"] == sha256(os.path.join(ROOT, man["input"]["model_config"]))
 
 
@@ -92,12 +104,13 @@ def test_every_torch_load_is_weights_only():
     assert unsafe == [], "torch.load without weights_only=True: " + ", ".join(unsafe)
 
 
-def test_capture_reproduces_data_bit_for_bit(tmp_path):
+@pytest.mark.parametrize("folder", CAPTURES, ids=IDS)
+def test_capture_reproduces_data_bit_for_bit(tmp_path, folder):
     """scripts/capture_qkv.py's command line on the manifest's input, with the committed
-    weights (read with weights_only=True), writes data/'s q, k, v bit for bit, and every
-    layer passes the capture's self-check."""
+    weights (read with weights_only=True), writes the capture's q, k, v bit for bit (rounded
+    to the stored dtype where the manifest says so), and every layer passes the self-check."""
     pytest.importorskip("torch")
-    man = manifest()
+    man = manifest(folder)
     inp = man["input"]
     try:
         with open(inp["text"], "rb") as f:
@@ -108,9 +121,11 @@ def test_capture_reproduces_data_bit_for_bit(tmp_path):
     if hashlib.sha256(text).hexdigest() != inp["sha256_of_bytes"]:
         pytest.skip(f"{inp['text']} differs from the captured text on this machine")
     script = os.path.join(ROOT, "scripts", "capture_qkv.py")
+    lay0 = man["layers"][0]
+    rounded = ["--dtype", lay0["dtype"]] if lay0.get("model_dtype", lay0["dtype"]) != lay0["dtype"] else []
     r = subprocess.run([sys.executable, script, "--text", inp["text"], "--offset", str(inp["offset"]),
-                        "--L", str(inp["L"]), "--out", str(tmp_path), "--model", os.path.join(DATA, "tiny_lm.pt")],
-                       capture_output=True, text=True)
+                        "--L", str(inp["L"]), "--out", str(tmp_path), "--model", os.path.join(ROOT, inp["model"])]
+                       + rounded, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     with open(tmp_path / "manifest.json") as f:
         got = json.load(f)
