@@ -211,6 +211,9 @@ def report(out):
         "",
         "Written by `scripts/swap_in_study.py` (every number computed from the result sets here).",
         "",
+        *([f"**{study['trials']} trials per random estimator and budget**: compare can reach no verdict for "
+           "them (`underpowered`; the deterministic maps and the windows alone are constants, compared "
+           "exactly). Rerun with more trials for verdicts.", ""] if study["trials"] < 6 else []),
         f"Model `{info['model']}` ({info['attention_layers']} layers of {info['heads']['0']} heads, d = {info['d']}); "
         f"{info['windows']['N']} held-out windows of {info['windows']['L']} bytes (scripts/swap_in.py's); "
         f"its own attention: **{exact:.4f} bits per byte**. favor.swap_in with {study['trials']} trials per random "
@@ -252,7 +255,8 @@ def report(out):
               "for `all`, the mean over the layers) and the swap-in's Δ bits per byte, over the (estimator, "
               "budget) points both have; 95% interval by Fisher z with variance 1.06 / (n − 3). attention_kl "
               "has no value for the windows alone (a key outside the window gets weight 0: an infinite "
-              "divergence), so its n is smaller.", "",
+              "divergence), so its n is smaller. The points are not independent (one estimator at several "
+              "budgets), so the intervals are optimistic; a ρ of 1 has a degenerate interval.", "",
               "| layers | metric | n | ρ | 95% interval |", "|---|---|---|---|---|"]
     for _, r in rho.iterrows():
         lines.append(f"| {r['layers']} | {r['metric']} | {r['n']} | {fmt(r['rho'])} | "
