@@ -303,8 +303,7 @@ def main(argv=None):
                        "trials": a.trials, "budgets": a.budgets, "layers": a.layers, "threads": a.threads,
                        "seconds": {"ladder": t1 - t0, "heads": time.time() - t1}}, f, indent=2)
             f.write("\n")
-    link(a.out)
-    report(a.out)
+    report(a.out)   # link.csv, the figures and README
 
 
 if __name__ == "__main__":

@@ -197,11 +197,9 @@ def _probe(model, modules, windows):
     return seen
 
 
-def _write_table(path, columns, rows):
-    with open(path, "w") as f:
-        f.write(",".join(columns) + "\n")
-        for r in rows:
-            f.write(",".join(r) + "\n")
+def _csv(columns, rows):
+    """A table's CSV text, as favor writes it (cells already formatted)."""
+    return ",".join(columns) + "\n" + "".join(",".join(r) + "\n" for r in rows)
 
 
 def _stats(x):
@@ -303,12 +301,12 @@ def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="flo
             return fn
         return [make(i) for i in idx]
 
-    def run_with(fn_list, idx):
+    def run_with(make_fns, idx):
+        """Bits per window with make_fns(state) swapped into layers idx; state["b0"] is the
+        batch's first window (for the non-finite message)."""
         state = {"b0": 0}
-        def check(b0):
-            state["b0"] = b0
-        with _Swap([modules[i] for i in idx], fn_list(state) if callable(fn_list) else fn_list):
-            return _window_bits(model, windows, batch, check)
+        with _Swap([modules[i] for i in idx], make_fns(state)):
+            return _window_bits(model, windows, batch, lambda b0: state.update(b0=b0))
 
     t0 = time.time()
     exact = _window_bits(model, windows, batch)
@@ -316,7 +314,7 @@ def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="flo
     exact_mean = float(exact.mean())
     uniform = {}
     for label, idx in sets:
-        uniform[label] = run_with([_uniform] * len(idx), idx)
+        uniform[label] = run_with(lambda st: [_uniform] * len(idx), idx)
     err_rows, sum_rows, win_rows = [], [], []
     cell_seconds = []
     for label, idx in sets:
@@ -363,22 +361,20 @@ def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="flo
                     "per_setting_median": float(np.median(cell_seconds)) if cell_seconds else None},
         "threads": torch.get_num_threads(), "torch": torch.__version__,
     }
+    texts = {"errors": _csv(KEYS + METRICS, err_rows), "summary": _csv(sum_cols, sum_rows),
+             "windows": _csv(win_cols, win_rows)}
     if out is not None:
         out = os.fspath(out)
         parent = os.path.dirname(os.path.abspath(out))
         os.makedirs(parent, exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=".swap_in-", dir=parent)
-        _write_table(os.path.join(tmp, "errors.csv"), KEYS + METRICS, err_rows)
-        _write_table(os.path.join(tmp, "summary.csv"), sum_cols, sum_rows)
-        _write_table(os.path.join(tmp, "windows.csv"), win_cols, win_rows)
+        for name, text in texts.items():
+            with open(os.path.join(tmp, name + ".csv"), "w") as f:
+                f.write(text)
         with open(os.path.join(tmp, "run.json"), "w") as f:
             json.dump(info, f, indent=2)
             f.write("\n")
         _replace_dir(tmp, out)
-    tables = {}
-    for name, cols, rows in (("errors", KEYS + METRICS, err_rows), ("summary", sum_cols, sum_rows),
-                             ("windows", win_cols, win_rows)):
-        text = (",".join(cols) + "\n" + "".join(",".join(r) + "\n" for r in rows)).encode()
-        tables[name] = favor._table(text)
+    tables = {name: favor._table(text.encode()) for name, text in texts.items()}
     tables["info"] = info
     return tables
