@@ -14,13 +14,19 @@ captures and the trials), and per layer the Spearman rank correlation between ea
 and the layer's delta bits per byte over the (estimator, budget) points, with a 95% interval
 (Fisher z with the Fieller-Hartley-Pearson variance 1.06 / (n - 3)).
 
-Writes OUT/ladder/ (the swap-in result set and compare's tables), OUT/heads/excerpt<e>_layer<l>/
-(favor result sets), OUT/link.csv, OUT/ladder.png (scripts/plot.py), OUT/link.png and
-OUT/README.md (every number computed here).
+Two swap-in result sets: OUT/ladder/ (every layer set of --layers at --budgets with --trials: the
+link's points; few trials) and OUT/powered/ (all layers at --powered-budgets with --powered-trials,
+enough for compare's verdicts against uniform: a sign-flip test over n trials reaches p = 2/2^n,
+and Holm multiplies by the family's size, 20 rows at 5 budgets: n = 10 gives 0.039). Writes also
+OUT/heads/excerpt<e>_layer<l>/ (favor result sets), OUT/link.csv, OUT/ladder.png and
+OUT/powered.png (scripts/plot.py), OUT/link.png, OUT/study.json (settings and minutes per part)
+and OUT/README.md (every number computed here). --parts runs some parts and keeps the others.
 
     PYTHONPATH=build/python /usr/bin/python3 scripts/swap_in_study.py [--model data/lm16/tiny_lm.pt]
-        [--captures 'data/lm16/excerpt*'] [--out results/swap_in] [--windows 64] [--trials 4]
-        [--budgets 32,64,128,256,512] [--layers all,0,1,2,3] [--threads 2] [--report-only]
+        [--captures 'data/lm16/excerpt*'] [--out results/swap_in] [--windows 64] [--trials 2]
+        [--budgets 32,128,512] [--layers all,0,1,2,3] [--powered-trials 10]
+        [--powered-budgets 32,64,128,256,512] [--parts ladder,powered,heads] [--threads 2]
+        [--report-only]
 """
 import argparse
 import glob
@@ -92,20 +98,24 @@ def spearman(x, y):
     return rho, math.tanh(z - 1.96 * se), math.tanh(z + 1.96 * se), n
 
 
-def ladder(a, out):
-    """The swap-in result set OUT/ladder and compare's tables on it."""
+def swap(a, out, part):
+    """One swap-in result set OUT/PART and compare's tables on it: PART "ladder" (every layer
+    set of --layers, --trials, --budgets: the link's points) or "powered" (all layers,
+    --powered-trials, --powered-budgets: enough trials for compare's verdicts)."""
     import favor
     from swap_in import held_out_windows
     from tiny_lm import load_tiny_lm
     model, _ = load_tiny_lm(a.model)
     windows = held_out_windows(a.windows, 1024)
-    layers = [x if x == "all" else int(x) for x in a.layers.split(",")]
-    r = favor.swap_in(model, windows, variants(a.budgets), layers=layers, trials=a.trials, seed=0,
-                      out=os.path.join(out, "ladder"), threads=a.threads, progress=True,
+    spec, trials, budgets = ((a.layers, a.trials, a.budgets) if part == "ladder"
+                             else ("all", a.powered_trials, a.powered_budgets))
+    layers = [x if x == "all" else int(x) for x in spec.split(",")]
+    r = favor.swap_in(model, windows, variants(budgets), layers=layers, trials=trials, seed=0,
+                      out=os.path.join(out, part), threads=a.threads, progress=True,
                       model_name=os.path.relpath(a.model, ROOT))
-    favor.compare(os.path.join(out, "ladder"), metric="delta_bits_per_byte", match="num_features",
+    favor.compare(os.path.join(out, part), metric="delta_bits_per_byte", match="num_features",
                   against="uniform", write=True)
-    return r
+    return {"layers": spec, "trials": trials, "budgets": budgets}
 
 
 def head_runs(a, out):
@@ -191,48 +201,15 @@ def plot_link(points, rho, path):
     plt.close(fig)
 
 
-def report(out):
-    """OUT/README.md, ladder.png (scripts/plot.py) and link.png from the result sets."""
+def ladder_tables(out, part, budgets, with_ci):
+    """The markdown tables of one swap-in result set OUT/PART: per layer set, Δ bits per byte
+    per estimator and budget, its ratio to uniform's Δ and compare's verdict against uniform
+    (with_ci: and the ratio's simultaneous interval, ci_bonf)."""
     import pandas as pd
-    info = json.load(open(os.path.join(out, "ladder", "run.json")))
-    study = json.load(open(os.path.join(out, "study.json")))
-    s = pd.read_csv(os.path.join(out, "ladder", "summary.csv"), dtype={"layers": str})
-    rk = pd.read_csv(os.path.join(out, "ladder", "ranking_delta_bits_per_byte.csv"), dtype={"layers": str})
-    rho, points = link(out)
-    subprocess.run([sys.executable, os.path.join(HERE, "plot.py"), os.path.join(out, "ladder"), "--metric",
-                    "delta_bits_per_byte", "--x", "num_features", "--out", os.path.join(out, "ladder.png")],
-                   check=True, capture_output=True)
-    plot_link(points, rho, os.path.join(out, "link.png"))
-    exact = info["exact_bits_per_byte"]
-    sets = list(dict.fromkeys(s["layers"]))
-    budgets = study["budgets"]
-    lines = [
-        "# What the approximation does to the model",
-        "",
-        "Written by `scripts/swap_in_study.py` (every number computed from the result sets here).",
-        "",
-        *([f"**{study['trials']} trials per random estimator and budget**: compare can reach no verdict for "
-           "them (`underpowered`; the deterministic maps and the windows alone are constants, compared "
-           "exactly). Rerun with more trials for verdicts.", ""] if study["trials"] < 6 else []),
-        f"Model `{info['model']}` ({info['attention_layers']} layers of {info['heads']['0']} heads, d = {info['d']}); "
-        f"{info['windows']['N']} held-out windows of {info['windows']['L']} bytes (scripts/swap_in.py's); "
-        f"its own attention: **{exact:.4f} bits per byte**. favor.swap_in with {study['trials']} trials per random "
-        f"estimator and budget (W drawn per layer and trial), {info['dtype']}, {info['threads']} threads; "
-        f"{study['seconds']['ladder'] / 60:.1f} min for the ladder, {study['seconds']['heads'] / 60:.1f} min for the "
-        "head runs.",
-        "",
-        "Uniform attention (each swapped layer's output the mean of the visible values): "
-        + "; ".join(f"layers {k}: {v:.4f} ({v - exact:+.4f})" for k, v in info["uniform_bits_per_byte"].items()) + ".",
-        "",
-        "## The ladder: Δ bits per byte against the feature budget",
-        "",
-        "Δ = bits per byte with the estimator in the layers named minus the model's own; mean over the trials, "
-        "then its ratio to uniform attention's Δ in the same layers; the verdict against uniform is `favor compare "
-        "--match num_features --against uniform` (permutation tests, Holm over the family). Budget = feature columns "
-        "F (a window of w keys costs w).",
-        "",
-    ]
-    for label in sets:
+    s = pd.read_csv(os.path.join(out, part, "summary.csv"), dtype={"layers": str})
+    cmp = pd.read_csv(os.path.join(out, part, "comparisons_delta_bits_per_byte.csv"), dtype={"layers": str})
+    lines = []
+    for label in dict.fromkeys(s["layers"]):
         sub = s[s["layers"] == label]
         u = sub["baseline_delta_bits_per_byte"].iloc[0]
         lines += [f"### Layers {label} (uniform: Δ = {u:+.4f})", "",
@@ -241,22 +218,105 @@ def report(out):
         for name in dict.fromkeys(sub["variant"]):
             cells, other = [], []
             for _, r in sub[sub["variant"] == name].iterrows():
-                v = rk[(rk["layers"] == label) & (rk["variant"] == name) & (rk["num_features"] == r["num_features"])]
-                word = v["vs_uniform"].iloc[0] if len(v) else ""
-                text = f"{r['delta_bits_per_byte_mean']:+.4f} ({r['delta_bits_per_byte_mean'] / u:.2f}x; {word})"
-                (cells if r["num_features"] in budgets else other).append((r["num_features"], text))
+                f = r["num_features"]
+                ratio = f"{r['delta_bits_per_byte_mean'] / u:.2f}x"
+                c = cmp[(cmp["layers"] == label) & (cmp["a"] == name) & (cmp["b"] == "uniform")
+                        & (cmp["num_features"] == f)]
+                # the --against uniform family's verdict (ranking's vs_uniform is Holm over every pair)
+                word = c["verdict"].iloc[0].removeprefix("a ") if len(c) else ""
+                if with_ci and len(c) and c["paired"].iloc[0] != "exact":
+                    ratio += f" [{c['ci_bonf_low'].iloc[0]:.2f}, {c['ci_bonf_high'].iloc[0]:.2f}]"
+                text = f"{r['delta_bits_per_byte_mean']:+.4f} ({ratio}; {word})"
+                (cells if f in budgets else other).append((f, text))
             row = [dict(cells).get(b, "") for b in budgets]
             lines.append(f"| {name} | " + " | ".join(row) + " | "
                          + "; ".join(f"F = {f}: {t}" for f, t in other) + " |")
         lines.append("")
-    lines += ["![the ladder](ladder.png)", "", "## Which head metric predicts the damage", "",
+    return lines
+
+
+def hybrid_vs_window(out, part):
+    """FAVOR+ with a window against the window alone at equal columns: favor compare --pairs
+    FAVOR+window:window (its own family: one row per cell) -> OUT/PART_hybrid_vs_window.csv and
+    the README's lines."""
+    import favor
+    c = favor.compare(os.path.join(out, part), metric="delta_bits_per_byte", match="num_features",
+                      pairs="FAVOR+window:window")["comparisons"]
+    c.to_csv(os.path.join(out, f"{part}_hybrid_vs_window.csv"), index=False)
+    lines = ["| layers | F | FAVOR+window | window alone | difference | p_holm | verdict |", "|---|---|---|---|---|---|---|"]
+    for _, r in c.iterrows():
+        lines.append(f"| {r['layers']} | {int(r['num_features'])} | {r['mean_a']:+.4f} | {r['mean_b']:+.4f} | "
+                     f"{r['mean_a'] - r['mean_b']:+.4f} | {fmt(r['p_holm'])} | {r['verdict']} |")
+    return lines + [""]
+
+
+def plot_ladder(out, part):
+    subprocess.run([sys.executable, os.path.join(HERE, "plot.py"), os.path.join(out, part), "--metric",
+                    "delta_bits_per_byte", "--x", "num_features", "--out", os.path.join(out, f"{part}.png")],
+                   check=True, capture_output=True)
+
+
+def report(out):
+    """OUT/README.md, ladder.png and powered.png (scripts/plot.py) and link.png from the result sets."""
+    info = json.load(open(os.path.join(out, "ladder", "run.json")))
+    study = json.load(open(os.path.join(out, "study.json")))
+    lad, pw = study["parts"]["ladder"], study["parts"].get("powered")
+    if pw is not None and not os.path.isdir(os.path.join(out, "powered")):
+        die(f"{out}/study.json names a powered part but {out}/powered/ is missing")
+    rho, points = link(out)
+    plot_ladder(out, "ladder")
+    if pw:
+        plot_ladder(out, "powered")
+    plot_link(points, rho, os.path.join(out, "link.png"))
+    exact = info["exact_bits_per_byte"]
+    minutes = lambda sec: f"{sec / 60:.1f} min"
+    lines = [
+        "# What the approximation does to the model",
+        "",
+        "Written by `scripts/swap_in_study.py` (every number computed from the result sets here).",
+        "",
+        f"Model `{info['model']}` ({info['attention_layers']} layers of {info['heads']['0']} heads, d = {info['d']}); "
+        f"{info['windows']['N']} held-out windows of {info['windows']['L']} bytes (scripts/swap_in.py's); "
+        f"its own attention: **{exact:.4f} bits per byte**. favor.swap_in (W drawn per layer and trial), "
+        f"{info['dtype']}, {info['threads']} threads.",
+        "",
+        "Uniform attention (each swapped layer's output the mean of the visible values): "
+        + "; ".join(f"layers {k}: {v:.4f} ({v - exact:+.4f})" for k, v in info["uniform_bits_per_byte"].items()) + ".",
+        "",
+        "Δ = bits per byte with the estimator in the layers named minus the model's own; mean over the trials, "
+        "then its ratio to uniform attention's Δ in the same layers; the verdict against uniform is `favor compare "
+        "--match num_features --against uniform` on delta_bits_per_byte (permutation tests over the trials, paired "
+        "on the same 64 windows, Holm over the family of the result set). Budget = feature columns F (a window of "
+        "w keys costs w). The deterministic maps and the windows alone are constants on these windows: their "
+        "difference from uniform is exact (`better`/`worse`), a statement about these windows, not a test.",
+        "",
+    ]
+    if pw:
+        lines += [f"## All layers swapped, {pw['trials']} trials: the verdicts", "",
+                  f"`powered/`: every estimator in all layers at F = {', '.join(map(str, pw['budgets']))}, "
+                  f"{pw['trials']} trials per random estimator and budget ({minutes(pw['seconds'])}). In brackets: "
+                  "the ratio's simultaneous 95% interval (bootstrap over the trials, Bonferroni over the family).",
+                  "", *ladder_tables(out, "powered", pw["budgets"], True), "![all layers](powered.png)", "",
+                  "### FAVOR+ beside a window, against the window alone at equal columns", "",
+                  "`favor compare --pairs FAVOR+window:window` (a window of F/2 keys and m = F/2 features "
+                  "against the last F keys alone; the window is a constant, so a one-sample sign-flip test of "
+                  "the hybrid's trials; Holm over these rows; `a worse`: the hybrid costs more bits).", "",
+                  *hybrid_vs_window(out, "powered")]
+    lines += [f"## Each layer alone and all layers, {lad['trials']} trials: the ladder", "",
+              f"`ladder/`: layer sets {lad['layers']}, F = {', '.join(map(str, lad['budgets']))}, "
+              f"{lad['trials']} trials per random estimator and budget ({minutes(lad['seconds'])})."
+              + (" With so few trials compare can reach no verdict for the random estimators (`underpowered`): "
+                 "these points serve the link below; the verdicts are the section above's." if lad["trials"] < 6 else ""),
+              "", *ladder_tables(out, "ladder", lad["budgets"], False), "![the ladder](ladder.png)", "",
+              "## Which head metric predicts the damage", "",
               "Per layer set, Spearman's ρ between a head metric (favor run on the model's captures: "
-              f"`{study['captures']}`, mean over the layer's heads, the captures and {study['trials']} trials; "
-              "for `all`, the mean over the layers) and the swap-in's Δ bits per byte, over the (estimator, "
+              f"`{study['captures']}`, mean over the layer's heads, the captures and {study['heads']['trials']} "
+              "trials; for `all`, the mean over the layers) and the ladder's Δ bits per byte, over the (estimator, "
               "budget) points both have; 95% interval by Fisher z with variance 1.06 / (n − 3). attention_kl "
               "has no value for the windows alone (a key outside the window gets weight 0: an infinite "
               "divergence), so its n is smaller. The points are not independent (one estimator at several "
-              "budgets), so the intervals are optimistic; a ρ of 1 has a degenerate interval.", "",
+              f"budgets), so the intervals are optimistic; a ρ of 1 has a degenerate interval "
+              f"({minutes(study['heads']['seconds'])} for the head runs).", "",
               "| layers | metric | n | ρ | 95% interval |", "|---|---|---|---|---|"]
     for _, r in rho.iterrows():
         lines.append(f"| {r['layers']} | {r['metric']} | {r['n']} | {fmt(r['rho'])} | "
@@ -265,12 +325,12 @@ def report(out):
     lines += ["", "Highest ρ per layer set: " + "; ".join(f"layers {r['layers']}: {r['metric']} ({fmt(r['rho'])})"
                                                           for _, r in best.iterrows()) + ".",
               "", "![the link](link.png)", "",
-              "Files: `ladder/` (the swap-in result set: errors.csv, summary.csv, windows.csv, run.json, compare's "
-              "tables), `heads/excerpt<e>_layer<l>/group<g>/` (the head runs), `link.csv`, `link_points.csv`, "
-              "`study.json`.", ""]
+              "Files: `ladder/` and `powered/` (swap-in result sets: errors.csv, summary.csv, windows.csv, "
+              "run.json, compare's tables against uniform), `powered_hybrid_vs_window.csv`, `heads/excerpt<e>_layer<l>/group<g>/` (the head runs), `link.csv`, "
+              "`link_points.csv`, `study.json`.", ""]
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write("\n".join(lines))
-    print(f"wrote {out}/README.md, ladder.png, link.png")
+    print(f"wrote {out}/README.md and the figures")
 
 
 def main(argv=None):
@@ -280,28 +340,46 @@ def main(argv=None):
     ap.add_argument("--captures", default="data/lm16/excerpt*", help="capture folders (a glob under the repository)")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "swap_in"))
     ap.add_argument("--windows", type=int, default=64)
-    ap.add_argument("--trials", type=int, default=4)
-    ap.add_argument("--budgets", default="32,64,128,256,512")
-    ap.add_argument("--layers", default="all,0,1,2,3")
+    ap.add_argument("--trials", type=int, default=2, help="ladder/ and the head runs")
+    ap.add_argument("--budgets", default="32,128,512", help="ladder/ and the head runs")
+    ap.add_argument("--layers", default="all,0,1,2,3", help="ladder/'s layer sets")
+    ap.add_argument("--powered-trials", type=int, default=10, help="powered/ (all layers)")
+    ap.add_argument("--powered-budgets", default="32,64,128,256,512", help="powered/")
+    ap.add_argument("--parts", default="ladder,powered,heads",
+                    help="what to run (the others are kept from OUT): ladder, powered, heads")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--report-only", action="store_true", help="only link.csv, the figures and README from OUT")
     a = ap.parse_args(argv)
     try:
         a.budgets = sorted({int(b) for b in a.budgets.split(",")})
+        a.powered_budgets = sorted({int(b) for b in a.powered_budgets.split(",")})
     except ValueError:
-        die(f"--budgets {a.budgets}: integers separated by commas")
+        die("--budgets / --powered-budgets: integers separated by commas")
+    parts = [p for p in a.parts.split(",") if p]
+    if not parts or set(parts) - {"ladder", "powered", "heads"}:
+        die(f"--parts {a.parts}: a comma-separated subset of ladder, powered, heads")
     import torch
     torch.set_num_threads(a.threads)
     os.makedirs(a.out, exist_ok=True)
-    t0 = time.time()
+    path = os.path.join(a.out, "study.json")
     if not a.report_only:
-        ladder(a, a.out)
-        t1 = time.time()
-        head_runs(a, a.out)
-        with open(os.path.join(a.out, "study.json"), "w") as f:
-            json.dump({"model": os.path.relpath(a.model, ROOT), "captures": a.captures, "windows": a.windows,
-                       "trials": a.trials, "budgets": a.budgets, "layers": a.layers, "threads": a.threads,
-                       "seconds": {"ladder": t1 - t0, "heads": time.time() - t1}}, f, indent=2)
+        study = json.load(open(path)) if os.path.exists(path) else {}
+        fixed = {"model": os.path.relpath(a.model, ROOT), "captures": a.captures, "windows": a.windows,
+                 "threads": a.threads}
+        if study and any(study.get(k) != v for k, v in fixed.items()) and set(parts) != {"ladder", "powered", "heads"}:
+            die(f"{path} was made with another model, captures, windows or threads: run every part")
+        study.update(fixed)
+        study.setdefault("parts", {})
+        for part in ("ladder", "powered"):
+            if part in parts:
+                t0 = time.time()
+                study["parts"][part] = {**swap(a, a.out, part), "seconds": time.time() - t0}
+        if "heads" in parts:
+            t0 = time.time()
+            head_runs(a, a.out)
+            study["heads"] = {"trials": a.trials, "budgets": a.budgets, "seconds": time.time() - t0}
+        with open(path, "w") as f:
+            json.dump(study, f, indent=2)
             f.write("\n")
     report(a.out)   # link.csv, the figures and README
 
