@@ -290,10 +290,11 @@ def main():
     trials = sorted(set(int(t) for t in df.loc[df["part"] != "fixed", "trials"]))
     within, claims = within_table(df, comp)
     ablation = ablation_rows(df, comp)
-    text = ["# Hybrids on the heads of data/'s model (issue 38)", "",
+    where = os.path.relpath(os.path.abspath(a.data), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    text = [f"# Hybrids on the heads of {where}/'s model (issue 38)", "",
             "Written by scripts/hybrid_report.py from the result sets beside this file "
             "(scripts/trained_heads.sh --hybrid); every number is read from them.", "",
-            f"Causal, every head of data/'s {len(heads(df))} heads (L = {int(df['L'].iloc[0])}, d = {int(df['d'].iloc[0])}); "
+            f"Causal, every head of {where}/'s {len(heads(df))} heads (L = {int(df['L'].iloc[0])}, d = {int(df['d'].iloc[0])}); "
             f"metric {METRIC}; ratio = the variant's mean over {', '.join(map(str, trials))} trials / uniform attention's "
             "(the mean of the visible rows of V: the baseline). Columns = F + w + s (a window or sink key costs a score "
             "and a value row, like a feature column). Verdicts: `favor compare --match num_features` (sign-flip "

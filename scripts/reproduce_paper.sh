@@ -82,7 +82,7 @@ for c in "${configs[@]}"; do
       "$py" scripts/plot.py "$dir" --metric output_rel_error --out "$dir/sota_output_rel_error_vs_m.png" ;;
     field_output_mse)  # every estimator against uniform attention at equal feature columns
       "$py" scripts/plot.py "$dir" --ratio --out "$dir/${name}_ratio.png" ;;
-    field_trained_heads)  # the same on data/'s heads: relative error over uniform attention's
+    field_trained_heads)  # the same on data/lm16's heads: relative error over uniform attention's
       "$py" scripts/plot.py "$dir" --ratio --metric output_rel_error --out "$dir/$name.png" ;;
     gradient_vs_m|gradient_trained_heads)  # gradient errors beside the output's, bias vs its floor
       "$py" scripts/plot.py "$dir" --kind gradient --out "$dir/$name.png" ;;
@@ -107,7 +107,7 @@ for name in fixed_norm_bias kernel_unequal_norms; do
   "$py" scripts/plot_kernel_bias.py "$dir" --out "$dir/$name.png" > /dev/null
   echo "[reproduce] $name: $(( $(date +%s) - start )) s"
 done
-# Tables only: kernel MSE at pairs sampled from data/'s captured heads (one point per pair),
+# Tables only: kernel MSE at pairs sampled from data/lm16's captured heads (one point per pair),
 # and the new projections' kernel MSE and bias (docs/estimators.md's numbers).
 for name in kernel_pairs_trained new_projections_kernel; do
   [ "$run" = 0 ] || "$favor" run "configs/$name.json" --out "$out/$name" --quiet

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The studies on the heads of data/ (the tiny byte-level LM's captured heads), per layer, then
+# The studies on a model's captured heads (default data/lm16/excerpt0: the byte-level LM of
+# data/lm16/, 4 layers x 4 heads, its capture of the first held-out excerpt; for --hybrid data/,
+# the first model), per layer, then
 # `favor compare` (comparisons_<metric>.csv, ranking_<metric>.csv) and a report script:
 # - "On attention from a trained model" (docs/results.md): every estimator of
 #   configs/trained_heads.json (causal, as the model uses its heads) and
@@ -12,14 +14,17 @@
 #   causal, at equal columns F + w + s, compared with --match num_features; scripts/hybrid_report.py.
 #   Writes OUT_DIR/hybrid_trained_heads/<part>/layer<i>/ (part: main, w64, w256, fixed), its
 #   README.md and figures (about 30 min on 2 cores).
-# Usage: scripts/trained_heads.sh [--hybrid] [--no-build] [--report-only] [OUT_DIR (default results)]
+# --capture DIR: another capture (DIR/layer<i>/{q,k,v}.npy, as scripts/capture_qkv.py writes it).
+# Usage: scripts/trained_heads.sh [--hybrid] [--no-build] [--report-only] [--capture DIR] [OUT_DIR (default results)]
 set -euo pipefail
-usage() { echo "usage: scripts/trained_heads.sh [--hybrid] [--no-build] [--report-only] [OUT_DIR (default results)]"; }
+usage() { echo "usage: scripts/trained_heads.sh [--hybrid] [--no-build] [--report-only] [--capture DIR] [OUT_DIR (default results)]"; }
 bad() { usage >&2; echo "trained_heads.sh: $1" >&2; exit 2; }
-build=1 run=1 hybrid=0 out=""
-for arg in "$@"; do
+build=1 run=1 hybrid=0 out="" data=""
+while [ $# -gt 0 ]; do
+  arg=$1; shift
   case $arg in
     -h|--help) usage; exit 0 ;;
+    --capture) [ $# -ge 1 ] && [ -n "$1" ] || bad "--capture needs a directory"; data=$1; shift ;;
     --hybrid) hybrid=1 ;;
     --no-build) build=0 ;;
     --report-only) build=0 run=0 ;;
@@ -28,20 +33,25 @@ for arg in "$@"; do
   esac
 done
 case $out in ""|/*) ;; *) out=$PWD/$out ;; esac   # a given OUT_DIR: from the current directory
+case $data in ""|/*) ;; *) data=$PWD/$data ;; esac
 cd "$(dirname "$0")/.."
+# Default capture: data/lm16/excerpt0; for --hybrid still data/ (the first model, 4 x 2 heads),
+# where results/hybrid_trained_heads/ was made (its move to data/lm16 is issue 38's).
+if [ "$hybrid" = 1 ]; then data=${data:-data}; else data=${data:-data/lm16/excerpt0}; fi
 out=${out:-results}
 [ "$build" = 0 ] || scripts/setup.sh --target favor
 favor=${FAVOR:-build/favor}
 py=/usr/bin/python3
-layers=$(ls -d data/layer*/ | sed 's#data/layer\([0-9]*\)/#\1#' | sort -n)
-[ -n "$layers" ] || { echo "trained_heads.sh: no data/layer*/ (the captured heads)" >&2; exit 2; }
+[ -d "$data" ] || { echo "trained_heads.sh: --capture $data: no such directory" >&2; exit 2; }
+layers=$(ls -d "$data"/layer*/ 2> /dev/null | sed 's#.*/layer\([0-9]*\)/$#\1#' | sort -n || true)
+[ -n "$layers" ] || { echo "trained_heads.sh: no $data/layer*/ (the captured heads)" >&2; exit 2; }
 # run_layers NAME CONFIG COMPARE_FLAGS...: CONFIG on every layer into $out/NAME/layer<i>, then favor compare.
 run_layers() {
   local name=$1 config=$2 i dir; shift 2
   for i in $layers; do
     dir=$out/$name/layer$i
     "$favor" run "$config" --out "$dir" --quiet \
-      --set "inputs.q=data/layer$i/q.npy" --set "inputs.k=data/layer$i/k.npy" --set "inputs.v=data/layer$i/v.npy"
+      --set "inputs.q=$data/layer$i/q.npy" --set "inputs.k=$data/layer$i/k.npy" --set "inputs.v=$data/layer$i/v.npy"
     "$favor" compare "$dir" "$@" > /dev/null
     echo "$dir"
   done
@@ -54,7 +64,7 @@ if [ "$hybrid" = 1 ]; then
       run_layers "hybrid_trained_heads/$part" "$config" --metric output_rel_error --match num_features
     done
   fi
-  "$py" scripts/hybrid_report.py "$out/hybrid_trained_heads" data
+  "$py" scripts/hybrid_report.py "$out/hybrid_trained_heads" "$data"
   exit 0
 fi
 if [ "$run" = 1 ]; then
@@ -62,4 +72,4 @@ if [ "$run" = 1 ]; then
     run_layers "$name" "configs/$name.json" --metric output_rel_error --metric attention_tv --metric attention_kl
   done
 fi
-"$py" scripts/trained_heads_report.py "$out" data
+"$py" scripts/trained_heads_report.py "$out" "$data"

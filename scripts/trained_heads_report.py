@@ -29,6 +29,7 @@ import matplotlib.pyplot as plt
 import matplotlib.ticker
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from head_stats import all_head_stats  # noqa: E402
 
 METRIC = "output_rel_error"
@@ -87,7 +88,7 @@ def fixed_budget(df):
     return df["features"].isin(["elu", "dpfp"])
 
 
-def figure(studies, out):
+def figure(studies, out, data):
     budgets = sorted({int(b) for df in studies.values() for b in df.loc[~fixed_budget(df), budget_column(df)]})
     fig, axes = plt.subplots(len(studies), len(budgets), figsize=(5.2 * len(budgets), 4.2 * len(studies)),
                              squeeze=False, sharey=True)
@@ -133,7 +134,8 @@ def figure(studies, out):
             for h, l in zip(*ax.get_legend_handles_labels()):
                 handles.setdefault(l, h)
     fig.legend(list(handles.values()), list(handles.keys()), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
-    fig.suptitle("Estimators on the heads of the tiny byte-level LM (data/), L = 1024, d = 64, one point per head:\n"
+    L, d = np.load(os.path.join(data, "layer0", "q.npy"), mmap_mode="r").shape[-2:]
+    fig.suptitle(f"Estimators on a trained LM's heads ({os.path.relpath(data, ROOT)}), L = {L}, d = {d}, one point per head:\n"
                  "relative output error divided by uniform attention's on the same head (below 1: better than the mean of V)")
     fig.tight_layout()
     path = os.path.join(out, "trained_heads_vs_entropy.png")
@@ -146,7 +148,7 @@ def ratio(g, v):
     return float((r[f"{METRIC}_mean"] / r[f"baseline_{METRIC}"]).iloc[0]) if len(r) else float("nan")
 
 
-def table(studies, out):
+def table(studies, out, data):
     lines = ["# Trained heads: estimators against uniform attention", "",
              f"Metric: {METRIC}, mean of the trials, divided by uniform attention's on the same head (below 1: "
              "better than the mean of the visible rows of V). 'best' is the softmax estimator (a random feature "
@@ -154,7 +156,8 @@ def table(studies, out):
              "`favor compare` finds below uniform attention's (one-sample sign-flip test of its trials, "
              "Holm-adjusted over the layer's comparisons, alpha 0.05; elu, dpfp and nystrom are deterministic: "
              "their difference is exact). elu and dpfp run at their own F (d and 2d). Written by "
-             "scripts/trained_heads_report.py from results/trained_heads*/layer*/.", ""]
+             "scripts/trained_heads_report.py from results/trained_heads*/layer*/ (heads of "
+             f"{os.path.relpath(data, ROOT)}).", ""]
     for label, df in studies.items():
         key = budget_column(df)
         budgets = sorted({int(b) for b in df.loc[~fixed_budget(df), key]})
@@ -198,8 +201,8 @@ def main():
                if os.path.isdir(os.path.join(out, name))}
     if not studies:
         die(f"{out}: no trained_heads*/ result sets")
-    print(figure(studies, out))
-    print(table(studies, out))
+    print(figure(studies, out, data))
+    print(table(studies, out, data))
 
 
 if __name__ == "__main__":
