@@ -286,7 +286,7 @@ def report(out):
         "Δ = bits per byte with the estimator in the layers named minus the model's own; mean over the trials, "
         "then its ratio to uniform attention's Δ in the same layers; the verdict against uniform is `favor compare "
         "--match num_features --against uniform` on delta_bits_per_byte (permutation tests over the trials, paired "
-        "on the same 64 windows, Holm over the family of the result set). Budget = feature columns F (a window of "
+        f"on the same {info['windows']['N']} windows, Holm over the family of the result set). Budget = feature columns F (a window of "
         "w keys costs w). The deterministic maps and the windows alone are constants on these windows: their "
         "difference from uniform is exact (`better`/`worse`), a statement about these windows, not a test.",
         "",
