@@ -98,21 +98,14 @@ def spearman(x, y):
     return rho, math.tanh(z - 1.96 * se), math.tanh(z + 1.96 * se), n
 
 
-def swap(a, out, part):
-    """One swap-in result set OUT/PART and compare's tables on it: PART "ladder" (every layer
-    set of --layers, --trials, --budgets: the link's points) or "powered" (all layers,
-    --powered-trials, --powered-budgets: enough trials for compare's verdicts)."""
+def swap(a, model, windows, out, part, spec, trials, budgets):
+    """One swap-in result set OUT/PART (layer sets SPEC, TRIALS, BUDGETS) and compare's tables
+    on it: PART "ladder" (the link's points) or "powered" (enough trials for compare's verdicts)."""
     import favor
-    from swap_in import held_out_windows
-    from tiny_lm import load_tiny_lm
-    model, _ = load_tiny_lm(a.model)
-    windows = held_out_windows(a.windows, 1024)
-    spec, trials, budgets = ((a.layers, a.trials, a.budgets) if part == "ladder"
-                             else ("all", a.powered_trials, a.powered_budgets))
     layers = [x if x == "all" else int(x) for x in spec.split(",")]
-    r = favor.swap_in(model, windows, variants(budgets), layers=layers, trials=trials, seed=0,
-                      out=os.path.join(out, part), threads=a.threads, progress=True,
-                      model_name=os.path.relpath(a.model, ROOT))
+    favor.swap_in(model, windows, variants(budgets), layers=layers, trials=trials, seed=0,
+                  out=os.path.join(out, part), threads=a.threads, progress=True,
+                  model_name=os.path.relpath(a.model, ROOT))
     favor.compare(os.path.join(out, part), metric="delta_bits_per_byte", match="num_features",
                   against="uniform", write=True)
     return {"layers": spec, "trials": trials, "budgets": budgets}
@@ -370,10 +363,18 @@ def main(argv=None):
             die(f"{path} was made with another model, captures, windows or threads: run every part")
         study.update(fixed)
         study.setdefault("parts", {})
+        settings = {"ladder": (a.layers, a.trials, a.budgets),
+                    "powered": ("all", a.powered_trials, a.powered_budgets)}
+        if {"ladder", "powered"} & set(parts):   # the model and windows, loaded once for both
+            from swap_in import held_out_windows
+            from tiny_lm import load_tiny_lm
+            model, _ = load_tiny_lm(a.model)
+            windows = held_out_windows(a.windows, 1024)
         for part in ("ladder", "powered"):
             if part in parts:
                 t0 = time.time()
-                study["parts"][part] = {**swap(a, a.out, part), "seconds": time.time() - t0}
+                study["parts"][part] = {**swap(a, model, windows, a.out, part, *settings[part]),
+                                        "seconds": time.time() - t0}
         if "heads" in parts:
             t0 = time.time()
             head_runs(a, a.out)
