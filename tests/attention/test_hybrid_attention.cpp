@@ -383,8 +383,7 @@ PairwiseSums windowed_sums(const Mat<double>& q, const Mat<double>& k, std::size
 std::vector<PairwiseSums> pairwise_of(const Estimator<double>& e, const QKV& x, const PairwiseRequest& req,
                                       int threads = 1, const std::vector<std::size_t>* rows = nullptr) {
     const Mat<double> X = scale_rows(rows ? take_rows(x.q, *rows) : x.q), Y = scale_rows(x.k);
-    return hybrid_pairwise(e, x.q, x.k, X, Y, softmax_rows(X, Y, req.causal, 1, rows ? rows->data() : nullptr), req,
-                           threads, rows);
+    return hybrid_pairwise(e, x.q, x.k, X, Y, req, threads, rows);
 }
 
 PairwiseSums total_of(const std::vector<PairwiseSums>& rows) {

@@ -284,11 +284,13 @@ def test_sigint_during_run_leaves_nothing_half_written(tmp_path):
     result set in OUT byte for byte, only the journal beside it, no temporaries."""
     out = tmp_path / "out"
     favor.run(dict(CONFIG), out=out)   # the earlier result set
-    before = {p.name: p.read_bytes() for p in out.iterdir()}
     script = tmp_path / "long.py"
     script.write_text(SIGINT_RUN)
     env = dict(os.environ)
-    for trials in (64, 256):   # long enough that the signal lands inside the run
+    # Long enough that the signal lands inside the run; a run that ends before it (a fast
+    # machine) has replaced the result set whole, which is then the earlier one.
+    for trials in (64, 256, 1024, 4096):
+        before = {p.name: p.read_bytes() for p in out.iterdir()}
         p = subprocess.Popen([sys.executable, str(script), str(out), str(trials)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=env)
         assert p.stdout.readline() == "started\n"

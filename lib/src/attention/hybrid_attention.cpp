@@ -105,6 +105,7 @@ void mark_support(const Parts<T>& p, std::size_t i, std::size_t n, std::vector<c
 struct RowScratch {
     std::vector<char> exact;
     std::vector<double> s, kt, w;
+    std::vector<double> exact_scores;   // hybrid_pairwise: x_r . y_j in float64
     std::vector<std::size_t> order;
 };
 
@@ -270,28 +271,35 @@ Mat<T> added(const Mat<double>& exact, const Mat<T>* through) {
 
 // --- the pairwise sums (hybrid_pairwise) ---------------------------------------------------
 // Row r's (query i) sums of A_hat_ij = w_ij / Dt_i against A_ij = exp(s_ij - max) / z, s the
-// float64 scores of the scaled rows, as pairwise_pass.cpp's pair_lanes defines each term.
+// float64 scores of the scaled rows, as pairwise_pass.cpp's pair_lanes defines each term. The
+// row's exact max and z come from the same scores, in key order (not from softmax_rows: its
+// BLAS tiles can round a score differently with the row's place in the block, so a row would
+// not be bitwise the same whichever rows are asked with it; docs/design.md 2.8).
 template <class T>
 PairwiseSums pairwise_row(const Parts<T>& p, std::size_t i, std::size_t r, const Mat<double>& X, const Mat<double>& Y,
-                          const SoftmaxRows& ex, const PairwiseRequest& req, RowScratch& x) {
+                          const PairwiseRequest& req, RowScratch& x) {
     const std::size_t n = visible(p, i), d = X.shape(1);
-    const double c = row_weights(p, i, r, n, x), mx = ex.max[r], z = ex.sum[r], log_z = std::log(z);
-    double den = 0.0;
+    const double c = row_weights(p, i, r, n, x);
+    std::vector<double>& sc = x.exact_scores;
+    sc.resize(n);
+    double mx = -std::numeric_limits<double>::infinity(), z = 0.0, den = 0.0;
+    for (std::size_t j = 0; j < n; ++j) mx = std::max(mx, sc[j] = dot_rows(X.data() + r * d, Y.data() + j * d, d));
+    for (std::size_t j = 0; j < n; ++j) z += std::exp(sc[j] - mx);
     for (std::size_t j = 0; j < n; ++j) den += x.w[j];
+    const double log_z = std::log(z);
     PairwiseSums s;
     double tv = 0.0;
     for (std::size_t j = 0; j < n; ++j) {
-        const double sc = dot_rows(X.data() + r * d, Y.data() + j * d, d);
-        const double a = std::exp(sc - mx) / z, ah = x.w[j] / den, e = a - ah;
+        const double a = std::exp(sc[j] - mx) / z, ah = x.w[j] / den, e = a - ah;
         s.attention += e * e;
         tv += std::fabs(e);
         s.negative += !(ah >= 0.0) ? 1.0 : 0.0;   // NaN counts (docs/design.md 3)
         if (req.attention_kl) {
             s.kl_undefined = s.kl_undefined || !(ah > 0.0);
-            if (a != 0.0) s.kl += a * ((sc - mx - log_z) - std::log(ah));   // log A from the scores
+            if (a != 0.0) s.kl += a * ((sc[j] - mx - log_z) - std::log(ah));   // log A from the scores
         }
         if (req.kernel_mse) {
-            const double k = x.w[j] == 0.0 ? 0.0 : x.w[j] * std::exp(c), err = std::exp(sc) - k;
+            const double k = x.w[j] == 0.0 ? 0.0 : x.w[j] * std::exp(c), err = std::exp(sc[j]) - k;
             s.kernel += err * err;
         }
     }
@@ -366,18 +374,18 @@ Gradients<T> hybrid_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat
 
 template <class T>
 std::vector<PairwiseSums> hybrid_pairwise(const Estimator<T>& est, MatView<T> Q, MatView<T> K, const Mat<double>& X,
-                                          const Mat<double>& Y, const SoftmaxRows& exact, const PairwiseRequest& req,
-                                          int threads, const std::vector<std::size_t>* rows) {
+                                          const Mat<double>& Y, const PairwiseRequest& req, int threads,
+                                          const std::vector<std::size_t>* rows) {
     const std::vector<std::size_t> which = rows ? *rows : all_rows(Q.shape(0));
-    if (X.shape(0) != which.size() || Y.shape(0) != K.shape(0) || exact.max.size() != which.size())
-        throw std::logic_error("hybrid_pairwise: X, Y or the softmax rows are not those of these rows");
+    if (X.shape(0) != which.size() || Y.shape(0) != K.shape(0))
+        throw std::logic_error("hybrid_pairwise: X or Y are not those of these rows");
     const Parts<T> p = make_parts(est, Q, K, K, req.causal, threads, rows);
     std::vector<PairwiseSums> out(which.size());
     const std::size_t blocks = (which.size() + kHybridRowBlock - 1) / kHybridRowBlock;
     parallel_for(blocks, threads, [&](std::size_t b) {
         RowScratch x;
         const std::size_t end = std::min(which.size(), (b + 1) * kHybridRowBlock);
-        for (std::size_t r = b * kHybridRowBlock; r < end; ++r) out[r] = pairwise_row(p, which[r], r, X, Y, exact, req, x);
+        for (std::size_t r = b * kHybridRowBlock; r < end; ++r) out[r] = pairwise_row(p, which[r], r, X, Y, req, x);
     });
     return out;
 }
@@ -396,10 +404,10 @@ template Gradients<float> hybrid_backward<float>(const Estimator<float>&, const 
 template Gradients<double> hybrid_backward<double>(const Estimator<double>&, const Mat<double>&, const Mat<double>&,
                                                    const Mat<double>&, const Mat<double>&, bool, int);
 template std::vector<PairwiseSums> hybrid_pairwise<float>(const Estimator<float>&, MatView<float>, MatView<float>,
-                                                          const Mat<double>&, const Mat<double>&, const SoftmaxRows&,
-                                                          const PairwiseRequest&, int, const std::vector<std::size_t>*);
+                                                          const Mat<double>&, const Mat<double>&, const PairwiseRequest&,
+                                                          int, const std::vector<std::size_t>*);
 template std::vector<PairwiseSums> hybrid_pairwise<double>(const Estimator<double>&, MatView<double>, MatView<double>,
-                                                           const Mat<double>&, const Mat<double>&, const SoftmaxRows&,
-                                                           const PairwiseRequest&, int, const std::vector<std::size_t>*);
+                                                           const Mat<double>&, const Mat<double>&, const PairwiseRequest&,
+                                                           int, const std::vector<std::size_t>*);
 
 }  // namespace favor

@@ -221,7 +221,7 @@ Values hybrid_values(const Estimator<T>& est, const Head<T>& h, const std::vecto
     req.theory = {}, req.row_normalised = true;
     if (h.sampled()) req.positions = h.sample.rows.data();
     std::vector<PairwiseSums> per_row;
-    if (req.any()) per_row = hybrid_pairwise(est, h.q, h.k, h.x, h.y, h.softmax, req, inner_threads, rows);
+    if (req.any()) per_row = hybrid_pairwise(est, h.q, h.k, h.x, h.y, req, inner_threads, rows);
     if (h.sampled()) {
         sampled_values(cols, h.reference, out, req, per_row, h.sample, v);
     } else {

@@ -54,10 +54,11 @@ Gradients<T> hybrid_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat
 // scores; kl_undefined when some A_hat <= 0 or NaN), negative (A_hat not >= 0), kernel
 // (sum (exp(x.y) - K_ij)^2), pairs, rows = 1; theory stays 0 (kernel_mse_theory is blank for
 // hybrids). X: the asked rows of Q scaled by d^{-1/4} in double (row r for the r-th row asked),
-// Y: K scaled, exact: softmax_rows of those rows (with their positions when sampled).
+// Y: K scaled. Each row's exact max and sum are made from its own scores in key order, so a row
+// is bitwise the same whichever rows are asked with it (softmax_rows' BLAS tiles need not be).
 template <class T>
 std::vector<PairwiseSums> hybrid_pairwise(const Estimator<T>& est, MatView<T> Q, MatView<T> K, const Mat<double>& X,
-                                          const Mat<double>& Y, const SoftmaxRows& exact, const PairwiseRequest& req,
-                                          int threads = 1, const std::vector<std::size_t>* rows = nullptr);
+                                          const Mat<double>& Y, const PairwiseRequest& req, int threads = 1,
+                                          const std::vector<std::size_t>* rows = nullptr);
 
 }  // namespace favor
