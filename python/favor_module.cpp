@@ -168,14 +168,15 @@ std::vector<favor::Mat<T>> attend(const Prepared& p) {
         Q = favor::head_views_of_array<T>(p.q, "q", threads);
         K = favor::head_views_of_array<T>(p.k, "k", threads);
         V = favor::head_views_of_array<T>(p.v, "v", threads);
-        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, Q.heads.size());
+        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, favor::weight_heads(p.shapes.lead));
     }
     std::vector<favor::Mat<T>> out;
     favor::ApplyOptions o = p.opt;
+    const std::size_t H = favor::weight_heads(p.shapes.lead);
     for (std::size_t h = 0; h < Q.heads.size(); ++h) {
         {
             py::gil_scoped_release free;
-            o.head = h;
+            o.head = h % H;
             out.push_back(favor::apply_head_native<T>(Q.heads[h], K.heads[h], V.heads[h], o));
         }
         check_signals();
@@ -225,7 +226,7 @@ py::tuple attention_grad(const py::array& q, const py::array& k, const py::array
     {
         py::gil_scoped_release free;
         in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
-        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, in.q.size());   // as attend
+        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, favor::weight_heads(p.shapes.lead));   // as attend
         G = favor::upstream_of_array(gv, in, p.shapes.dv, "g");
     }
     for (std::size_t h = 0; h < in.q.size(); ++h) {   // head by head, Ctrl-C checked between (as attend)
@@ -258,9 +259,9 @@ py::tuple features(const py::array& x, const py::object& other, bool key_side, c
         py::gil_scoped_release free;
         if (!other.is_none()) ys = favor::heads_of_array(ov, oname);
         xs = favor::heads_of_array(xv, xname);
-        favor::check_apply_sizes(opt, s.d, s.L, s.Lk, xs.size());
+        favor::check_apply_sizes(opt, s.d, s.L, s.Lk, favor::weight_heads(lead));
         for (std::size_t h = 0; h < xs.size(); ++h) {
-            opt.head = h;
+            opt.head = h % favor::weight_heads(lead);
             const favor::Mat<double>& y = ys.empty() ? xs[h] : ys[h];
             favor::HeadFeatures f = key_side ? favor::apply_features(y, xs[h], favor::Side::key, opt)
                                              : favor::apply_features(xs[h], y, favor::Side::query, opt);

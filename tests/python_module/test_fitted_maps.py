@@ -140,6 +140,25 @@ def test_refuses_other_d_and_other_head_counts(tmp_path):
     assert apply_cli(tmp_path, "hedgehog", f"weights={path}:layer0.head1", H=3).returncode == 0
 
 
+def test_a_batch_uses_the_stored_heads_per_element(tmp_path):
+    """(B, H, L, d) inputs: head h of every batch element uses stored head h (a model's batch, as
+    favor.swap_in hands its windows over), in attention, attention_grad and features alike: each
+    equals the call on that element alone."""
+    path, _ = write_weights(str(tmp_path), "hedgehog", heads=2, d=8, w=6, seed=5)
+    rng = np.random.default_rng(6)
+    q, k, v, g = (rng.normal(size=(3, 2, 20, 8)) for _ in range(4))
+    kw = dict(features="hedgehog", weights=path + ":layer0", causal=True)
+    out = favor.attention(q, k, v, **kw)
+    grads = favor.attention_grad(q, k, v, g, **kw)
+    phi = favor.features(q, "hedgehog", weights=path + ":layer0")
+    for b in range(3):
+        one = lambda x: x[b:b + 1]
+        assert np.array_equal(out[b:b + 1], favor.attention(one(q), one(k), one(v), **kw))
+        for got, want in zip(grads, favor.attention_grad(one(q), one(k), one(v), one(g), **kw)):
+            assert np.array_equal(got[b:b + 1], want)
+        assert np.array_equal(phi[b:b + 1], favor.features(one(q), "hedgehog", weights=path + ":layer0"))
+
+
 @pytest.mark.parametrize("H", [1, 3])
 def test_every_entry_point_refuses_another_head_count(tmp_path, H):
     """Weights of a 2-head layer on inputs of 1 or 3 heads: attention, attention_grad and features

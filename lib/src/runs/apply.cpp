@@ -213,12 +213,15 @@ void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, st
         throw Error("apply: --window: " + why);
 }
 
+std::size_t weight_heads(const std::vector<std::size_t>& lead) { return lead.empty() ? 1 : lead.back(); }
+
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
-    if (!in.q.empty()) check_apply_sizes(opt, in.d(), in.L(), in.k[0].shape(0), in.q.size());
+    const std::size_t H = weight_heads(in.lead);
+    if (!in.q.empty()) check_apply_sizes(opt, in.d(), in.L(), in.k[0].shape(0), H);
     std::vector<Mat<double>> out;
     ApplyOptions o = opt;
     for (std::size_t h = 0; h < in.q.size(); ++h) {
-        o.head = h;
+        o.head = h % H;
         out.push_back(with_dtype(opt.dtype, [&](auto t) {
             using T = decltype(t);
             return apply_head<T>(cast_mat<T>(in.q[h]), cast_mat<T>(in.k[h]), cast_mat<T>(in.v[h]), o);

@@ -50,7 +50,7 @@ void add_head_gradients(const HeadTensors& in, const std::vector<Mat<double>>& G
         out.dv.push_back(cast_mat<double>(g.dV));
     };
     ApplyOptions o = opt;
-    o.head = h;
+    o.head = h % weight_heads(in.lead);
     if (opt.dtype == DType::float32)
         keep(head_gradients<float>(in.q[h], in.k[h], in.v[h], G[h], o));
     else
