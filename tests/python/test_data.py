@@ -105,10 +105,15 @@ def test_every_torch_load_is_weights_only():
 
 
 @pytest.mark.parametrize("folder", CAPTURES, ids=IDS)
-def test_capture_reproduces_data_bit_for_bit(tmp_path, folder):
+def test_capture_reproduces_data(tmp_path, folder):
     """scripts/capture_qkv.py's command line on the manifest's input, with the committed
-    weights (read with weights_only=True), writes the capture's q, k, v bit for bit (rounded
-    to the stored dtype where the manifest says so), and every layer passes the self-check."""
+    weights (read with weights_only=True), writes the capture's q, k, v (rounded to the stored
+    dtype where the manifest says so), and every layer passes the self-check. Bit for bit with
+    the BLAS kernels the data was made with (this environment's); with others (OpenBLAS picks
+    its kernels by CPU unless OPENBLAS_CORETYPE says) the model's float32 products are summed in
+    another order: every entry within 1e-5 of the array's largest (float32 rounding through
+    four layers, observed <= 1e-6 with AVX-512 kernels) plus one unit in the last place of the
+    stored dtype."""
     pytest.importorskip("torch")
     man = manifest(folder)
     inp = man["input"]
@@ -131,7 +136,14 @@ def test_capture_reproduces_data_bit_for_bit(tmp_path, folder):
         got = json.load(f)
     for lay, mine in zip(man["layers"], got["layers"]):
         for w in "qkv":
-            assert mine["files"][w]["sha256"] == lay["files"][w]["sha256"], (lay["name"], w)
+            if mine["files"][w]["sha256"] == lay["files"][w]["sha256"]:
+                continue
+            a = np.load(os.path.join(folder, lay["files"][w]["path"]))
+            b = np.load(tmp_path / mine["files"][w]["path"])
+            assert a.dtype == b.dtype and a.shape == b.shape, (lay["name"], w)
+            a, b = a.astype(np.float64), b.astype(np.float64)
+            ulp = np.spacing(np.abs(a).astype(lay["dtype"])).astype(np.float64) if lay["dtype"] == "float16" else 0.0
+            assert np.all(np.abs(a - b) <= 1e-5 * np.abs(a).max() + ulp), (lay["name"], w)
         assert mine["check"]["passed"] and lay["check"]["passed"]
         assert mine["check"]["max_abs_diff"] <= mine["check"]["tolerance"]
     assert len(got["layers"]) == len(man["layers"])
