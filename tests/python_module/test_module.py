@@ -287,14 +287,18 @@ def test_sigint_during_run_leaves_nothing_half_written(tmp_path):
     script = tmp_path / "long.py"
     script.write_text(SIGINT_RUN)
     env = dict(os.environ)
-    # Long enough that the signal lands inside the run; a run that ends before it (a fast
-    # machine) has replaced the result set whole, which is then the earlier one.
+    # The signal is sent once the run has journalled a finished cell trial (its stop handlers are
+    # installed with the journal), not after a fixed sleep: a loaded machine may not have reached
+    # the run by then, a fast one may have finished it. A run that ends before (it replaced the
+    # result set whole, which is then the earlier one) is retried with more trials.
+    journal = out / "journal.jsonl"
     for trials in (64, 256, 1024, 4096):
         before = {p.name: p.read_bytes() for p in out.iterdir()}
         p = subprocess.Popen([sys.executable, str(script), str(out), str(trials)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=env)
         assert p.stdout.readline() == "started\n"
-        time.sleep(0.6)
+        while p.poll() is None and not (journal.exists() and journal.stat().st_size > 0):
+            time.sleep(0.002)
         p.send_signal(signal.SIGINT)
         stdout, stderr = p.communicate(timeout=120)
         if p.returncode != 0:
