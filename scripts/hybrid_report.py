@@ -35,6 +35,9 @@ PARTS = ["main", "w64", "w256", "fixed"]
 BUDGETS = [32, 64, 128, 256, 512]
 CLAIM_BUDGET, CLAIM_RATIO = 128, 0.4   # issue 38: the best hybrid within 128 columns at <= 0.4x uniform
 RANDOM = ["positive", "sderf"]
+# The ablation's compare families (trained_heads.sh --hybrid): each hybrid with a random remainder
+# against each window-only variant, and against each features-only one, at equal columns.
+ABLATIONS = ["window", "features"]
 FAMILIES = [  # (label, selector on the rows, colour, marker)
     ("positive, no window", lambda r: (r.features == "positive") & (r.w == 0) & (r.s == 0), "tab:gray", "o"),
     ("sderf, no window", lambda r: (r.features == "sderf") & (r.w == 0) & (r.s == 0), "tab:brown", "o"),
@@ -73,9 +76,12 @@ def load_part(study, part):
         s["layer"], s["part"] = layer, part
         s["ratio"] = s[f"{METRIC}_mean"] / s[f"baseline_{METRIC}"]
         frames.append(s)
-        c = read_csv(os.path.join(d, f"comparisons_{METRIC}.csv"), dtype=str, keep_default_na=False)
-        c["layer"] = layer
-        verdicts.append(c)
+        for name in [f"comparisons_{METRIC}.csv"] + [f"ablation_{k}_{METRIC}.csv" for k in ABLATIONS]:
+            if name != f"comparisons_{METRIC}.csv" and not os.path.isfile(os.path.join(d, name)):
+                continue   # a study compared in one family (before the families were split)
+            c = read_csv(os.path.join(d, name), dtype=str, keep_default_na=False)
+            c["layer"] = layer
+            verdicts.append(c)
     if not frames:
         die(f"{study}/{part}: no layer*/ result sets (run scripts/trained_heads.sh --hybrid)")
     return pd.concat(frames, ignore_index=True), pd.concat(verdicts, ignore_index=True)
@@ -138,7 +144,7 @@ def log_axes(ax, ticks, at, title):
     ax.grid(True, which="both", alpha=0.3)
 
 
-def plot_vs_columns(df, path):
+def plot_vs_columns(df, path, where):
     hs = heads(df)
     fig, axes = head_grid(len(hs))
     for ax, (layer, head) in zip(axes, hs):
@@ -152,7 +158,7 @@ def plot_vs_columns(df, path):
         ax.axhline(CLAIM_RATIO, color="0.6", lw=0.8, ls=":", label=f"{CLAIM_RATIO}x uniform")
         log_axes(ax, BUDGETS, BUDGETS, f"layer {layer} head {head} (uniform {h[f'baseline_{METRIC}'].iloc[0]:.2f})")
     finish_grid(fig, axes, len(hs), "columns F + w + s (best within)",
-                "Hybrids on data/'s causal heads: the best of each family within a column budget "
+                f"Hybrids on {where}'s causal heads: the best of each family within a column budget "
                 "(lower is better; mean of the trials)", 5, path)
 
 
@@ -273,11 +279,34 @@ def claim_lines(claims, ablation):
     return out
 
 
+def ablation_pairs(result_dir, kind):
+    """`favor compare --pairs` of one ablation family of a result set (run.json's variants): every
+    hybrid with a random remainder (a) against every window-only (kind "window") or features-only
+    (kind "features") variant (b)."""
+    with open(os.path.join(result_dir, "run.json")) as f:
+        vs = json.load(f)["config"]["variants"]
+    support = lambda v: int(v.get("window", 0)) + int(v.get("sinks", 0))
+    hyb = [v["name"] for v in vs if v["features"] in RANDOM and support(v) > 0]
+    other = [v["name"] for v in vs if (v["features"] == "none" if kind == "window" else
+                                        v["features"] in RANDOM and support(v) == 0)]
+    return ",".join(f"{a}:{b}" for a in hyb for b in other)
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("study")
-    ap.add_argument("data")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 usage="%(prog)s STUDY_DIR DATA_DIR | --pairs-of RESULT_DIR --kind window|features")
+    ap.add_argument("study", nargs="?")
+    ap.add_argument("data", nargs="?")
+    ap.add_argument("--pairs-of", help="print the --pairs list of an ablation family of RESULT_DIR and stop")
+    ap.add_argument("--kind", choices=ABLATIONS)
     a = ap.parse_args()
+    if a.pairs_of:
+        if not a.kind:
+            ap.error("--pairs-of needs --kind")
+        print(ablation_pairs(a.pairs_of, a.kind))
+        return
+    if not a.study or not a.data:
+        ap.error("STUDY_DIR and DATA_DIR are required")
     parts = {p: load_part(a.study, p) for p in PARTS}
     df = pd.concat([parts[p][0] for p in PARTS], ignore_index=True)
     comp = {p: parts[p][1] for p in PARTS}
@@ -285,12 +314,12 @@ def main():
         manifest = json.load(f)
     if not all(layer.get("causal", True) for layer in manifest.get("layers", [])):
         die(f"{a.data}/manifest.json: a layer is not causal (the study runs every head causal)")
-    plot_vs_columns(df, os.path.join(a.study, "hybrid_vs_columns.png"))
+    where = os.path.relpath(os.path.abspath(a.data), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    plot_vs_columns(df, os.path.join(a.study, "hybrid_vs_columns.png"), where)
     plot_window_sweep(df, os.path.join(a.study, "hybrid_window_sweep.png"))
     trials = sorted(set(int(t) for t in df.loc[df["part"] != "fixed", "trials"]))
     within, claims = within_table(df, comp)
     ablation = ablation_rows(df, comp)
-    where = os.path.relpath(os.path.abspath(a.data), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     text = [f"# Hybrids on the heads of {where}/'s model (issue 38)", "",
             "Written by scripts/hybrid_report.py from the result sets beside this file "
             "(scripts/trained_heads.sh --hybrid); every number is read from them.", "",
@@ -298,8 +327,11 @@ def main():
             f"metric {METRIC}; ratio = the variant's mean over {', '.join(map(str, trials))} trials / uniform attention's "
             "(the mean of the visible rows of V: the baseline). Columns = F + w + s (a window or sink key costs a score "
             "and a value row, like a feature column). Verdicts: `favor compare --match num_features` (sign-flip "
-            "permutation tests, Holm over every pair of the run's cells at equal columns, alpha 0.05; `exact`: both "
-            "sides deterministic, the difference is exact).", "", "## Claims", ""] + claim_lines(claims, ablation)
+            "permutation tests, alpha 0.05; `exact`: both sides deterministic, the difference is exact), Holm within "
+            "each of a run's families: every variant against uniform (`--against uniform`), and for the ablation each "
+            "hybrid against each window-only variant and against each features-only one at equal columns (`--pairs`; "
+            "trained_heads.sh). Results compared in one family of every pair (before session 18) are read as they "
+            "are.", "", "## Claims", ""] + claim_lines(claims, ablation)
     text += ["", f"## Within {CLAIM_BUDGET} columns, against uniform", ""] + within
     text += ["", "## The ablation at equal columns: window only, features only, both", "",
              "Per run (main: w <= 16; w64, w256: those windows), the best cell of each kind at exactly that many "

@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The studies on a model's captured heads (default data/lm16/excerpt0: the byte-level LM of
-# data/lm16/, 4 layers x 4 heads, its capture of the first held-out excerpt; for --hybrid data/,
-# the first model), per layer, then
+# data/lm16/, 4 layers x 4 heads, its capture of the first held-out excerpt), per layer, then
 # `favor compare` (comparisons_<metric>.csv, ranking_<metric>.csv) and a report script:
 # - "On attention from a trained model" (docs/results.md): every estimator of
 #   configs/trained_heads.json (causal, as the model uses its heads) and
@@ -11,9 +10,11 @@
 #   OUT_DIR/trained_heads_vs_entropy.png (a few minutes on 2 cores).
 # - --hybrid: "Attention as deployed" (issue 38, docs/results.md): hybrids (an exact window and
 #   sink tokens, a feature-map remainder) of configs/hybrid_trained_heads{,_w64,_w256,_fixed}.json,
-#   causal, at equal columns F + w + s, compared with --match num_features; scripts/hybrid_report.py.
+#   causal, at equal columns F + w + s, compared with --match num_features in three families
+#   (against uniform; each hybrid against window-only, and against features-only: hybrid_compare);
+#   scripts/hybrid_report.py.
 #   Writes OUT_DIR/hybrid_trained_heads/<part>/layer<i>/ (part: main, w64, w256, fixed), its
-#   README.md and figures (about 30 min on 2 cores).
+#   README.md and figures (about 25 min on 2 cores, most of it the compare families).
 # --capture DIR: another capture (DIR/layer<i>/{q,k,v}.npy, as scripts/capture_qkv.py writes it).
 # Usage: scripts/trained_heads.sh [--hybrid] [--no-build] [--report-only] [--capture DIR] [OUT_DIR (default results)]
 set -euo pipefail
@@ -35,9 +36,7 @@ done
 case $out in ""|/*) ;; *) out=$PWD/$out ;; esac   # a given OUT_DIR: from the current directory
 case $data in ""|/*) ;; *) data=$PWD/$data ;; esac
 cd "$(dirname "$0")/.."
-# Default capture: data/lm16/excerpt0; for --hybrid still data/ (the first model, 4 x 2 heads),
-# where results/hybrid_trained_heads/ was made (its move to data/lm16 is issue 38's).
-if [ "$hybrid" = 1 ]; then data=${data:-data}; else data=${data:-data/lm16/excerpt0}; fi
+data=${data:-data/lm16/excerpt0}
 out=${out:-results}
 [ "$build" = 0 ] || scripts/setup.sh --target favor
 favor=${FAVOR:-build/favor}
@@ -45,23 +44,38 @@ py=/usr/bin/python3
 [ -d "$data" ] || { echo "trained_heads.sh: --capture $data: no such directory" >&2; exit 2; }
 layers=$(ls -d "$data"/layer*/ 2> /dev/null | sed 's#.*/layer\([0-9]*\)/$#\1#' | sort -n || true)
 [ -n "$layers" ] || { echo "trained_heads.sh: no $data/layer*/ (the captured heads)" >&2; exit 2; }
-# run_layers NAME CONFIG COMPARE_FLAGS...: CONFIG on every layer into $out/NAME/layer<i>, then favor compare.
+# run_layers NAME CONFIG COMPARE_FLAGS...: CONFIG on every layer into $out/NAME/layer<i>, then favor
+# compare with those flags (COMPARE_FLAGS "hybrid": hybrid_compare below).
 run_layers() {
   local name=$1 config=$2 i dir; shift 2
   for i in $layers; do
     dir=$out/$name/layer$i
     "$favor" run "$config" --out "$dir" --quiet \
       --set "inputs.q=$data/layer$i/q.npy" --set "inputs.k=$data/layer$i/k.npy" --set "inputs.v=$data/layer$i/v.npy"
-    "$favor" compare "$dir" "$@" > /dev/null
+    if [ "$1" = hybrid ]; then hybrid_compare "$dir"; else "$favor" compare "$dir" "$@" > /dev/null; fi
     echo "$dir"
   done
+}
+# hybrid_compare DIR: the hybrid study's compare families (one family of every pair is too large
+# for 16 trials to reach a verdict on 16 heads): each ablation family by --pairs, kept as
+# ablation_<kind>_output_rel_error.csv, then every variant against uniform (comparisons_ and
+# ranking_output_rel_error.csv).
+hybrid_compare() {
+  local dir=$1 kind pairs
+  for kind in window features; do
+    pairs=$("$py" scripts/hybrid_report.py --pairs-of "$dir" --kind "$kind")
+    [ -n "$pairs" ] || continue
+    "$favor" compare "$dir" --metric output_rel_error --match num_features --pairs "$pairs" > /dev/null
+    mv "$dir/comparisons_output_rel_error.csv" "$dir/ablation_${kind}_output_rel_error.csv"
+  done
+  "$favor" compare "$dir" --metric output_rel_error --match num_features --against uniform > /dev/null
 }
 if [ "$hybrid" = 1 ]; then
   if [ "$run" = 1 ]; then
     for part in main w64 w256 fixed; do
       config=configs/hybrid_trained_heads.json
       [ "$part" = main ] || config=configs/hybrid_trained_heads_$part.json
-      run_layers "hybrid_trained_heads/$part" "$config" --metric output_rel_error --match num_features
+      run_layers "hybrid_trained_heads/$part" "$config" hybrid
     done
   fi
   "$py" scripts/hybrid_report.py "$out/hybrid_trained_heads" "$data"
