@@ -162,17 +162,17 @@ void check_signals() {
 template <class T>
 std::vector<favor::Mat<T>> attend(const Prepared& p) {
     favor::HeadViews<T> Q, K, V;
+    const std::size_t H = favor::weight_heads(p.shapes.lead);
     {
         py::gil_scoped_release free;
         const int threads = favor::resolve_threads(p.opt.threads);
         Q = favor::head_views_of_array<T>(p.q, "q", threads);
         K = favor::head_views_of_array<T>(p.k, "k", threads);
         V = favor::head_views_of_array<T>(p.v, "v", threads);
-        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, favor::weight_heads(p.shapes.lead));
+        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, H);
     }
     std::vector<favor::Mat<T>> out;
     favor::ApplyOptions o = p.opt;
-    const std::size_t H = favor::weight_heads(p.shapes.lead);
     for (std::size_t h = 0; h < Q.heads.size(); ++h) {
         {
             py::gil_scoped_release free;
@@ -259,9 +259,10 @@ py::tuple features(const py::array& x, const py::object& other, bool key_side, c
         py::gil_scoped_release free;
         if (!other.is_none()) ys = favor::heads_of_array(ov, oname);
         xs = favor::heads_of_array(xv, xname);
-        favor::check_apply_sizes(opt, s.d, s.L, s.Lk, favor::weight_heads(lead));
+        const std::size_t H = favor::weight_heads(lead);
+        favor::check_apply_sizes(opt, s.d, s.L, s.Lk, H);
         for (std::size_t h = 0; h < xs.size(); ++h) {
-            opt.head = h % favor::weight_heads(lead);
+            opt.head = h % H;
             const favor::Mat<double>& y = ys.empty() ? xs[h] : ys[h];
             favor::HeadFeatures f = key_side ? favor::apply_features(y, xs[h], favor::Side::key, opt)
                                              : favor::apply_features(xs[h], y, favor::Side::query, opt);

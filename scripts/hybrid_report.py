@@ -76,9 +76,11 @@ def load_part(study, part):
         s["layer"], s["part"] = layer, part
         s["ratio"] = s[f"{METRIC}_mean"] / s[f"baseline_{METRIC}"]
         frames.append(s)
-        for name in [f"comparisons_{METRIC}.csv"] + [f"ablation_{k}_{METRIC}.csv" for k in ABLATIONS]:
-            if name != f"comparisons_{METRIC}.csv" and not os.path.isfile(os.path.join(d, name)):
-                continue   # a study compared in one family (before the families were split)
+        # against uniform, then the ablation families where the study has them (a study compared
+        # in one family of every pair, before the families were split, has only the first)
+        names = [f"comparisons_{METRIC}.csv"] + [n for n in (f"ablation_{k}_{METRIC}.csv" for k in ABLATIONS)
+                                                  if os.path.isfile(os.path.join(d, n))]
+        for name in names:
             c = read_csv(os.path.join(d, name), dtype=str, keep_default_na=False)
             c["layer"] = layer
             verdicts.append(c)

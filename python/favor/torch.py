@@ -64,11 +64,12 @@ def attention(q, k, v, features="positive", m=None, projection=None, seed=0, tri
                     "(favor's backward has no half dtypes)")
     _check("k", k, q.dtype)
     _check("v", v, q.dtype)
-    options = dict(features=None if exact else features, m=m, projection=projection, seed=seed, trial=trial,
-                   causal=causal, exact=exact, window=window, sinks=sinks, layout=layout, threads=threads,
-                   **map_params)
-    if exact:
-        options = {k_: x for k_, x in options.items() if k_ in ("causal", "exact", "layout", "threads")}
+    options = dict(causal=causal, layout=layout, threads=threads)
+    if exact:   # exact attention takes no map keywords
+        options["exact"] = True
+    else:
+        options.update(features=features, m=m, projection=projection, seed=seed, trial=trial, window=window,
+                       sinks=sinks, **map_params)
     return _Function.apply(q, k, v, {k_: x for k_, x in options.items() if x is not None})
 
 
