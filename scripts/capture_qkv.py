@@ -5,13 +5,16 @@ favor reads, with a manifest and one favor config per layer.
 Python:
     from capture_qkv import capture
     manifest = capture(model, *args, out="DIR", causal=None, qkv_fn=None, layers=None,
-                       **kwargs)
+                       loss_fn=None, **kwargs)
 
 runs model(*args, **kwargs) once (under torch.no_grad) and writes, per attention layer
 (numbered 0, 1, ... in the order of model.named_modules()):
   DIR/layer<i>/q.npy, k.npy, v.npy   (B, H, L, d), (B, H, Lk, d), (B, H, Lk, d_v), in the
                                      model's dtype (float32 or float64; others as float32),
                                      or store_dtype (float16) after the self-check
+  DIR/layer<i>/g.npy                 (B, H, L, d_v) with loss_fn: the upstream gradient
+                                     dLoss/dOut of the layer's heads (below), float32 (float64
+                                     for a float64 model; never store_dtype)
   DIR/layer<i>.json                  a favor config: exact-vs-estimator comparison on the
                                      layer's heads (`favor run DIR/layer<i>.json`)
   DIR/manifest.json                  layer names, B, H, L, Lk, d, d_v, causal, dtype, the
@@ -73,6 +76,20 @@ records each layer's "check": rebuilt_through, max_abs_diff, max_abs_output, tol
 rule, passed. A layer whose output cannot be rebuilt so (another shape) is refused; pass
 qkv_fn.
 
+Upstream gradient (loss_fn, issue 41 item 2): the gradient metrics (grad_*, docs/design.md
+section 3) take G = dLoss/dOut, the gradient of the model's loss with respect to the layer's
+attention output per head (before its out projection). With loss_fn the capture runs the model
+a second time with autograd on and takes the gradient of loss_fn's scalar with respect to
+each captured layer's own output (the tensor the self-check compares), carried back through
+its out projection where the self-check rebuilt one (an nn.Linear y = x W^T + b: dL/dx =
+dL/dy W, in float64; another module is refused), split into heads as the self-check joins
+them: G of the concatenated heads (B, L, H d_v) -> (B, H, L, d_v). loss_fn is a callable
+taking the model's output and returning a scalar tensor, or "next_token": the next-token
+cross-entropy of a causal LM, args[0] the token ids (B, L) and the output (or its first entry,
+or its .logits) the logits (B, L, V): mean over the B (L - 1) predicted positions. The
+manifest's per-layer "upstream_gradient" records the loss and the file. The parameters'
+.grad are not touched (torch.autograd.grad).
+
 Masks: layouts 2 and 3 read the projections' outputs, which no mask touches, so a call of
 the layer or of a projection with a non-None argument whose name contains "mask" (by
 keyword or position: attention_mask, padding_mask, ...) is refused, naming the module;
@@ -94,7 +111,8 @@ from the .json beside them):
     /usr/bin/python3 scripts/capture_qkv.py --text FILE --L N --out DIR
         [--model data/tiny_lm.pt] [--offset BYTES]
 reads N bytes of FILE from --offset (default 0) and captures every layer of the model run
-on them (batch 1, causal).
+on them (batch 1, causal), with the next-token cross-entropy's upstream gradient (g.npy;
+--no-grad leaves it out).
 """
 import argparse
 import hashlib
@@ -480,11 +498,118 @@ def _layer_qkv(name, m, lay, call, proj, qkv_fn):
     return q, k, v, scale, None, how
 
 
-def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, store_dtype=None, **kwargs):
+def next_token_loss(output, tokens):
+    """A causal LM's next-token cross-entropy: logits (B, L, V) (the output, its first entry or
+    its .logits) against tokens[:, 1:], mean over the B (L - 1) predicted positions."""
+    logits = getattr(output, "logits", None)
+    if logits is None:
+        logits = output[0] if isinstance(output, (tuple, list)) else output
+    if not torch.is_tensor(logits) or logits.dim() != 3 or not torch.is_tensor(tokens) or tokens.dim() != 2 \
+            or tuple(logits.shape[:2]) != tuple(tokens.shape) or tokens.dtype.is_floating_point:
+        raise CaptureError("loss_fn='next_token' needs token ids (B, L) as the first argument and logits "
+                           f"(B, L, V) as the output; got {getattr(tokens, 'shape', type(tokens).__name__)} "
+                           f"and {getattr(logits, 'shape', type(logits).__name__)}; pass a loss_fn callable")
+    if tokens.shape[1] < 2:
+        raise CaptureError("loss_fn='next_token' needs at least 2 tokens")
+    V = logits.shape[-1]
+    if logits.dtype not in (torch.float32, torch.float64):
+        logits = logits.float()
+    return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1))
+
+
+class _OutputGrad:
+    """Wraps the forward of the captured layers for the gradient pass: each layer's own output
+    tensor (the self-check's) is kept, made to require grad where nothing upstream does."""
+
+    def __init__(self, named):
+        self.named, self.outputs, self.undo = named, {}, []
+
+    def __enter__(self):
+        for name, m in self.named:
+            orig = m.forward
+
+            def wrapper(*args, _orig=orig, _name=name, **kwargs):
+                out = _orig(*args, **kwargs)
+                first = isinstance(out, (tuple, list)) and out
+                o = out[0] if first else out
+                if torch.is_tensor(o) and o.is_floating_point():
+                    if not o.requires_grad:   # frozen weights: a zero leaf puts the output in the graph
+                        o = o + torch.zeros((), dtype=o.dtype, device=o.device, requires_grad=True)
+                        out = type(out)([o, *out[1:]]) if first else o
+                    self.outputs.setdefault(_name, []).append(o)
+                return out
+            own = vars(m).get("forward")
+            m.forward = wrapper
+            self.undo.append((m, own))
+        return self
+
+    def __exit__(self, *exc):
+        for m, own in reversed(self.undo):
+            if own is None:
+                del m.forward
+            else:
+                m.forward = own
+        return False
+
+
+def _upstream_gradients(model, args, kwargs, captured, loss_fn):
+    """{layer name: dLoss/dOut (B, H, L, d_v) float64} of the captured layers (module docstring,
+    "Upstream gradient"), and the loss's description and value."""
+    if loss_fn == "next_token":
+        what = "next-token cross-entropy (mean over the B (L - 1) predicted positions)"
+
+        def fn(output):
+            return next_token_loss(output, args[0] if args else None)
+    elif callable(loss_fn):
+        what, fn = f"loss_fn {getattr(loss_fn, '__name__', type(loss_fn).__name__)}", loss_fn
+    else:
+        raise CaptureError(f"loss_fn: a callable or 'next_token', got {loss_fn!r}")
+    rec = _OutputGrad([(c["name"], c["module"]) for c in captured])
+    with torch.enable_grad():
+        with rec:
+            output = model(*args, **kwargs)
+        loss = fn(output)
+        if not torch.is_tensor(loss) or loss.numel() != 1 or not torch.isfinite(loss).all():
+            raise CaptureError(f"loss_fn: expected a finite scalar tensor, got {loss!r}")
+        names = [c["name"] for c in captured]
+        outs = [rec.outputs.get(n, [None])[0] for n in names]
+        missing = [n for n, o in zip(names, outs) if o is None]
+        if missing:
+            raise CaptureError(f"{missing[0]}: no tensor output in the gradient pass")
+        grads = torch.autograd.grad(loss, outs, allow_unused=True)
+    result = {}
+    for c, o, gy in zip(captured, outs, grads):
+        name, m, v = c["name"], c["module"], c["v"]
+        if gy is None:
+            raise CaptureError(f"{name}: the loss does not depend on this layer's output")
+        if isinstance(m, torch.nn.MultiheadAttention) and not m.batch_first and gy.dim() == 3:
+            gy = gy.transpose(0, 1)
+        gy = gy.double()
+        proj = c["check"]["rebuilt_through"]
+        if proj is not None:
+            p = dict(m.named_children())[proj]
+            if not isinstance(p, torch.nn.Linear):
+                raise CaptureError(f"{name}: the upstream gradient cannot be carried back through {proj} "
+                                   f"({type(p).__name__}, not an nn.Linear); pass loss_fn=None")
+            gy = gy @ p.weight.detach().double()   # y = x W^T + b: dL/dx = dL/dy W
+        B, H, L, dv = v.shape
+        if tuple(gy.shape) != (B, L, H * dv):
+            raise CaptureError(f"{name}: the output's gradient has shape {tuple(gy.shape)}, expected "
+                               f"{(B, L, H * dv)} (the heads' outputs joined)")
+        g = gy.reshape(B, L, H, dv).transpose(1, 2)
+        if not torch.isfinite(g).all():
+            raise CaptureError(f"{name}: the upstream gradient has non-finite entries")
+        result[name] = g
+    return result, {"loss": what, "value": float(loss)}
+
+
+def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, store_dtype=None, loss_fn=None,
+            **kwargs):
     """Run model(*args, **kwargs) and write the q/k/v of its attention layers under out.
     See the module docstring. store_dtype ("float16"): the files rounded to it after the
     self-check (half the bytes; favor's exact reference is then that of the rounded values).
-    Returns the manifest (dict). Raises CaptureError."""
+    loss_fn (a callable of the output, or "next_token"): also write each layer's upstream
+    gradient dLoss/dOut (g.npy). Returns the manifest (dict). Raises CaptureError."""
     found = _find_layers(model, qkv_fn, layers)
     rec = _Recorder([(n, m) for n, m, _ in found], {n: lay for n, _, lay in found})
     with torch.no_grad():
@@ -513,25 +638,30 @@ def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, store_dtyp
             factor = scale * math.sqrt(d)
             if abs(factor - 1.0) > 1e-12:
                 q = q * factor
-            captured.append((name, type(m).__name__, how, q, k, v, scale, factor, layer_causal,
-                             check))
+            captured.append(dict(name=name, module=m, how=how, q=q, k=k, v=v, scale=scale, factor=factor,
+                                 causal=layer_causal, check=check))
     if not captured:
         raise CaptureError("no attention layer was found or called (MultiheadAttention, "
                            "q_proj/k_proj/v_proj, query/key/value, qkv, c_attn); pass qkv_fn")
-    return _write(out, captured, store_dtype)
+    grads, loss = (None, None) if loss_fn is None else _upstream_gradients(model, args, kwargs, captured, loss_fn)
+    return _write(out, captured, store_dtype, grads, loss)
 
 
-def _write(out, captured, store_dtype=None):
+def _write(out, captured, store_dtype=None, grads=None, loss=None):
     os.makedirs(out, exist_ok=True)
     layers = []
-    for i, (name, typ, how, q, k, v, scale, factor, causal, check) in enumerate(captured):
+    for i, c in enumerate(captured):
+        name, q, k, v, causal = c["name"], c["q"], c["k"], c["v"], c["causal"]
         sub = f"layer{i}"
         os.makedirs(os.path.join(out, sub), exist_ok=True)
         files = {}
-        for w, t in (("q", q), ("k", k), ("v", v)):
+        model_dtype = str(_to_numpy(v[..., :0]).dtype)
+        tensors = [("q", q), ("k", k), ("v", v)] + ([("g", grads[name])] if grads else [])
+        for w, t in tensors:
             a = _to_numpy(t)
-            model_dtype = str(a.dtype)
-            if store_dtype:
+            if w == "g":   # the gradient in the model's dtype (float64 stays), never rounded to store_dtype
+                a = a.astype(model_dtype if model_dtype == "float64" else "float32")
+            elif store_dtype:
                 a = a.astype(store_dtype)
             rel = f"{sub}/{w}.npy"
             np.save(os.path.join(out, rel), a)
@@ -560,12 +690,18 @@ def _write(out, captured, store_dtype=None):
         with open(cfg_path, "w") as f:
             json.dump(cfg, f, indent=2)
             f.write("\n")
-        layers.append({"index": i, "name": name, "module": typ, "dir": sub,
-                       "B": B, "H": H, "L": L, "Lk": k.shape[2], "d": d, "d_v": v.shape[3],
-                       "causal": bool(causal), "dtype": files["q"]["dtype"], "model_dtype": model_dtype,
-                       "scale": scale, "q_multiplied_by": factor, "how": how,
-                       "config": f"{sub}.json",
-                       "config_sha256": _sha256(cfg_path), "check": check, "files": files})
+        layer = {"index": i, "name": name, "module": type(c["module"]).__name__, "dir": sub,
+                 "B": B, "H": H, "L": L, "Lk": k.shape[2], "d": d, "d_v": v.shape[3],
+                 "causal": bool(causal), "dtype": files["q"]["dtype"], "model_dtype": model_dtype,
+                 "scale": c["scale"], "q_multiplied_by": c["factor"], "how": c["how"],
+                 "config": f"{sub}.json",
+                 "config_sha256": _sha256(cfg_path), "check": c["check"], "files": files}
+        if grads:
+            layer["upstream_gradient"] = {
+                "file": files["g"]["path"], "loss": loss["loss"], "loss_value": loss["value"],
+                "of": "dLoss/dOut of the layer's heads (B, H, L, d_v), before its out projection",
+                "carried_through": c["check"]["rebuilt_through"]}
+        layers.append(layer)
     manifest = {
         "format": "favor capture 1",
         "made_by": "scripts/capture_qkv.py capture()",
@@ -595,6 +731,8 @@ def main(argv=None):
                     help="weights (a state_dict read with weights_only=True; config in the .json beside it)")
     ap.add_argument("--dtype", choices=["float32", "float16"], default=None,
                     help="store the files in this dtype (default: the model's)")
+    ap.add_argument("--no-grad", action="store_true",
+                    help="leave out the upstream gradient of the next-token loss (layer<i>/g.npy)")
     a = ap.parse_args(argv)
     sys.path.insert(0, HERE)
     import tiny_lm as tl
@@ -613,7 +751,8 @@ def main(argv=None):
     model, _ = tl.load_tiny_lm(a.model)
     tokens = torch.tensor(list(data), dtype=torch.long)[None, :]
     try:
-        m = capture(model, tokens, out=a.out, qkv_fn=tl.tiny_qkv, store_dtype=a.dtype)
+        m = capture(model, tokens, out=a.out, qkv_fn=tl.tiny_qkv, store_dtype=a.dtype,
+                    loss_fn=None if a.no_grad else "next_token")
     except CaptureError as e:
         sys.exit(f"capture_qkv.py: {e}")
     m["input"] = {"text": a.text, "offset": a.offset, "L": a.L,

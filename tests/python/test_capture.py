@@ -531,3 +531,79 @@ def test_projection_mask_is_refused(tmp_path):
     x, mask = torch.randn(B, L, E), torch.ones(B, L)
     with pytest.raises(capture_qkv.CaptureError, match=r"^attn\.q_proj: called with padding_mask: masks"):
         capture_qkv.capture(Outer(), x, mask, out=str(tmp_path / "a"))
+
+
+# ----------------------------------------------------------------------------- upstream gradient
+
+def _heads_perturbed_loss(model, layer, args, loss_fn, D, eps):
+    """loss_fn(model(*args)) with the layer's heads' output (B, H, L, dv) moved by eps * D: a
+    forward pre-hook adds it to the input of the layer's out projection where the module calls
+    one; MultiheadAttention applies out_proj functionally, so its output moves by eps D W^T."""
+    B_, H_, L_, dv = D.shape
+    joined = D.transpose(1, 2).reshape(B_, L_, H_ * dv)
+    if isinstance(layer, nn.MultiheadAttention):
+        def hook(m, inp, out):
+            shift = eps * joined @ m.out_proj.weight.T
+            return (out[0] + (shift if m.batch_first else shift.transpose(0, 1)), *out[1:])
+        handle = layer.register_forward_hook(hook)
+    else:
+        proj = output_projection(layer)[0]
+        handle = proj.register_forward_pre_hook(lambda m, inp: (inp[0] + eps * joined, *inp[1:]))
+    try:
+        with torch.no_grad():
+            return float(loss_fn(model(*args)))
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize("which", ["stack", "mha", "tiny_lm"])
+def test_upstream_gradient_is_the_loss_derivative(tmp_path, which):
+    """g.npy is dLoss/dOut of each layer's heads: its inner product with a random direction D
+    equals the central difference of the loss with the heads' output moved along D (float64
+    model, eps 1e-5: agreement to ~1e-8 relative), for a fused-projection layer, a
+    MultiheadAttention that is not batch_first (functional out_proj, transposed output) and
+    the tiny LM with the next-token loss; the manifest records the loss."""
+    torch.manual_seed(11)
+    if which != "tiny_lm":
+        model = Stack([GPT2Attn(E, H), nn.MultiheadAttention(E, H, batch_first=True)] if which == "stack" else
+                      [nn.MultiheadAttention(E, H) for _ in range(2)]).double().eval()
+
+        def loss_fn(out):
+            return (out ** 2).mean()
+        x = torch.randn(*((B, L) if which == "stack" else (L, B)), E, dtype=torch.float64)
+        args, kwargs = (x,), dict(loss_fn=loss_fn)
+        layers = list(model.layers)
+    else:
+        cfg = dict(tiny_lm.CONFIG, d_model=32, n_layers=2, n_heads=2, head_dim=16, mlp=64)
+        model = tiny_lm.TinyLM(cfg).double().eval()
+        tokens = torch.randint(0, 256, (1, 24))
+        args, kwargs = (tokens,), dict(loss_fn="next_token", qkv_fn=tiny_lm.tiny_qkv)
+
+        def loss_fn(out):
+            return capture_qkv.next_token_loss(out, tokens)
+        layers = [b.attn for b in model.blocks]
+    man = capture_qkv.capture(model, *args, out=str(tmp_path / "a"), **kwargs)
+    assert len(man["layers"]) == 2
+    for lay, layer in zip(man["layers"], layers):
+        up = lay["upstream_gradient"]
+        assert up["file"] == f"{lay['dir']}/g.npy" and lay["files"]["g"]["dtype"] == "float64"
+        G = np.load(tmp_path / "a" / up["file"])
+        assert G.shape == (lay["B"], lay["H"], lay["L"], lay["d_v"])
+        for seed in range(2):
+            D = torch.from_numpy(np.random.default_rng(seed).standard_normal(G.shape))
+            eps = 1e-5
+            fd = (_heads_perturbed_loss(model, layer, args, loss_fn, D, eps)
+                  - _heads_perturbed_loss(model, layer, args, loss_fn, D, -eps)) / (2 * eps)
+            assert float((torch.from_numpy(G) * D).sum()) == pytest.approx(fd, rel=1e-7, abs=1e-12), lay["name"]
+
+
+def test_upstream_gradient_refusals(tmp_path):
+    """'next_token' on a model that does not take token ids, and a loss that is not a scalar,
+    are one CaptureError each, and nothing is written."""
+    torch.manual_seed(2)
+    model = Stack([GPT2Attn(E, H)]).eval()
+    with pytest.raises(capture_qkv.CaptureError, match="next_token.*token ids"):
+        capture_qkv.capture(model, torch.randn(B, L, E), out=str(tmp_path / "a"), loss_fn="next_token")
+    with pytest.raises(capture_qkv.CaptureError, match="finite scalar"):
+        capture_qkv.capture(model, torch.randn(B, L, E), out=str(tmp_path / "b"), loss_fn=lambda out: out)
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
