@@ -23,7 +23,7 @@ from . import _core
 from ._core import Error
 
 __all__ = ["Error", "attention", "attention_grad", "features", "projection", "run", "validate", "compare",
-           "swap_in", "__version__"]
+           "swap_in", "study", "trials_for", "__version__"]
 __version__ = _core.version()
 
 
@@ -338,3 +338,4 @@ def compare(dir, metric=(), alpha=None, pairs=None, against=None, match=None, wr
 
 
 from ._swap_in import attention_modules, swap_in  # noqa: E402  (torch is imported only when it runs)
+from ._study import study, trials_for  # noqa: E402  (pandas and matplotlib are imported only when it runs)

@@ -1,0 +1,34 @@
+"""python3 -m favor study CAPTURE_DIR [options]: favor.study from the shell (docs/design.md 9.3).
+A bad capture or option: one line on stderr, exit 2."""
+import argparse
+import sys
+
+from . import Error, study
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python3 -m favor", description="favor's Python entry points")
+    sub = ap.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("study", help="every head of a capture against the estimator families at equal budgets",
+                       description=study.__doc__.split("\n")[0])
+    s.add_argument("capture", metavar="CAPTURE_DIR", help="a capture of scripts/capture_qkv.py (manifest.json)")
+    s.add_argument("--budgets", default="64,256", help="feature columns F, comma-separated (default 64,256)")
+    s.add_argument("--grad", action="store_true", help="also the gradient metrics (the capture's g.npy where present)")
+    s.add_argument("--causal", default="auto", choices=["auto", "yes", "no"],
+                   help="auto: each layer as the model used it (default)")
+    s.add_argument("--trials", type=int, default=None, help="trials per run (default: enough for the verdicts)")
+    s.add_argument("--threads", type=int, default=None, help="threads (default: favor's)")
+    s.add_argument("--out", default=None, help="output folder (default out/study_<capture name>)")
+    a = ap.parse_args(argv)
+    try:
+        path = study(a.capture, out=a.out, budgets=a.budgets, grad=a.grad, causal=a.causal, trials=a.trials,
+                     threads=a.threads)
+    except Error as e:
+        print(f"favor study: {e}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
