@@ -17,11 +17,13 @@ def main(argv=None):
     s.add_argument("--causal", default="auto", choices=["auto", "yes", "no"],
                    help="auto: each layer as the model used it (default)")
     s.add_argument("--trials", type=int, default=None, help="trials per run (default: enough for the verdicts)")
+    s.add_argument("--variants", default=None, metavar="CONFIG.json",
+                   help="the variants of a favor config instead of the default families")
     s.add_argument("--threads", type=int, default=None, help="threads (default: favor's)")
     s.add_argument("--out", default=None, help="output folder (default out/study_<capture name>)")
     a = ap.parse_args(argv)
     try:
-        path = study(a.capture, out=a.out, budgets=a.budgets, grad=a.grad, causal=a.causal, trials=a.trials,
+        path = study(a.capture, out=a.out, budgets=a.budgets, grad=a.grad, causal=a.causal, trials=a.trials, variants=a.variants,
                      threads=a.threads)
     except Error as e:
         print(f"favor study: {e}", file=sys.stderr)

@@ -77,6 +77,18 @@ def _manifest(capture):
     return man
 
 
+def _config_variants(path):
+    """The "variants" list of a favor config file."""
+    try:
+        with open(path) as f:
+            v = json.load(f).get("variants")
+    except (OSError, ValueError, AttributeError) as e:
+        raise Error(f"variants: {path}: {getattr(e, 'strerror', None) or e}") from None
+    if not isinstance(v, list) or not v:
+        raise Error(f"variants: {path}: no \"variants\" list")
+    return v
+
+
 def _causal_of(layer, causal, path):
     if causal == "auto":
         return bool(layer["causal"])
@@ -146,6 +158,8 @@ def study(capture, out=None, budgets=(64, 256), grad=False, causal="auto", trial
     """
     capture = os.fspath(capture)
     man = _manifest(capture)
+    if isinstance(variants, (str, os.PathLike)):
+        variants = _config_variants(os.fspath(variants))
     try:
         budgets = sorted({int(b) for b in (budgets.split(",") if isinstance(budgets, str) else budgets)})
     except (TypeError, ValueError):
@@ -212,6 +226,8 @@ def _rows(d, lay, F, grad):
     r = pd.DataFrame({"layer": lay["index"], "head": s["head"].astype(int), "F": F, "variant": s["variant"],
                       "features": s["features"], "num_features": s["num_features"], "trials": s["trials"],
                       "error": s[f"{METRIC}_mean"], "uniform_error": s[f"baseline_{METRIC}"]})
+    r = r[r["num_features"] == F].reset_index(drop=True)   # maps with their own F (elu: d) only at that budget
+    s = s[s["num_features"] == F].reset_index(drop=True)
     r["ratio"] = r["error"] / r["uniform_error"]
     r["verdict"] = [verdict.get((v, h), "") for v, h in zip(r["variant"], r["head"])]
     if grad:

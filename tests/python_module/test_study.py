@@ -156,3 +156,17 @@ def test_command_line(studied, tmp_path):
                        capture_output=True, text=True, env=env)
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "manifest.json" in r.stderr
     assert not (tmp_path / "t").exists()
+
+
+def test_variants_from_a_config(studied, tmp_path):
+    """--variants takes a config's variants; a map with its own F (elu: F = d = 16) is reported
+    only at the budget equal to it, every other variant at every budget."""
+    cfg = tmp_path / "v.json"
+    cfg.write_text(json.dumps({"variants": [{"features": "positive", "projection": "orthogonal"}, {"features": "elu"}]}))
+    favor.study(studied["cap"], out=str(tmp_path / "s"), budgets=(16, 24), trials=2, variants=str(cfg), layers=[0])
+    t = pd.read_csv(tmp_path / "s" / "study.csv")
+    assert (t["num_features"] == t["F"]).all()
+    assert sorted(set(zip(t["variant"], t["F"]))) == [("elu", 16), ("positive-orthogonal", 16),
+                                                      ("positive-orthogonal", 24)]
+    with pytest.raises(favor.Error, match="no \"variants\" list"):
+        favor.study(studied["cap"], out=str(tmp_path / "t"), variants=str(tmp_path / "s" / "study.json"))
