@@ -105,20 +105,19 @@ void key_block(const SavedInputs<T>& in, std::size_t j0, std::size_t nk, T* dK, 
 }  // namespace
 
 template <class T>
-void check_backward_shapes(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const Mat<T>& G, bool causal) {
+void check_backward_shapes(MatView<T> Q, MatView<T> K, MatView<T> V, MatView<T> G, bool causal) {
     if (K.shape(1) != Q.shape(1) || V.shape(0) != K.shape(0) || G.shape(0) != Q.shape(0) || G.shape(1) != V.shape(1))
         throw Error("backward: shapes do not fit: Q (L, d), K (Lk, d), V (Lk, dv), G (L, dv)");
     if (causal && K.shape(0) != Q.shape(0)) throw Error("backward: causal attention needs as many keys as queries");
 }
-template void check_backward_shapes(const Mat<float>&, const Mat<float>&, const Mat<float>&, const Mat<float>&, bool);
-template void check_backward_shapes(const Mat<double>&, const Mat<double>&, const Mat<double>&, const Mat<double>&,
-                                    bool);
+template void check_backward_shapes<float>(MatView<float>, MatView<float>, MatView<float>, MatView<float>, bool);
+template void check_backward_shapes<double>(MatView<double>, MatView<double>, MatView<double>, MatView<double>, bool);
 
 template <class T>
 Gradients<T> exact_attention_backward_saved(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const Mat<T>& G,
                                             const Mat<T>& out, const std::vector<double>& lse, bool causal,
                                             int threads) {
-    check_backward_shapes(Q, K, V, G, causal);
+    check_backward_shapes<T>(Q, K, V, G, causal);
     const std::size_t L = Q.shape(0), Lk = K.shape(0), d = Q.shape(1), dv = V.shape(1);
     if (out.shape(0) != L || out.shape(1) != dv || lse.size() != L)
         throw Error("backward: the saved forward does not fit: Out (L, dv) and lse (L)");
@@ -156,7 +155,7 @@ Gradients<T> exact_attention_backward_saved(const Mat<T>& Q, const Mat<T>& K, co
 template <class T>
 Gradients<T> exact_attention_backward(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const Mat<T>& G, bool causal,
                                       int threads) {
-    check_backward_shapes(Q, K, V, G, causal);
+    check_backward_shapes<T>(Q, K, V, G, causal);
     const ExactForward<T> f = exact_attention_saved(Q, K, V, causal, threads);
     return exact_attention_backward_saved(Q, K, V, G, f.out, f.lse, causal, threads);
 }

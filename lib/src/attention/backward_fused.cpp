@@ -42,7 +42,7 @@ std::vector<T> transpose(const T* A, std::size_t rows, std::size_t cols) {
 
 // Query rows [r0, r0 + rows): dQ's rows and the block's partial phiQ^T a (F x (dv + 1)).
 template <class T>
-void query_block(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& G, const ForwardState<T>& s,
+void query_block(const FusedFeatures<T>& f, MatView<T> Q, MatView<T> G, const ForwardState<T>& s,
                  const std::vector<T>& KV1t, std::size_t r0, std::size_t rows, T* part, Mat<T>& dQ) {
     const std::size_t F = f.F, d = f.d, dv = G.shape(1), e = dv + 1;
     const T* phi = f.block(Q, r0, rows, Side::query).first;
@@ -69,7 +69,7 @@ void query_block(const FusedFeatures<T>& f, const Mat<T>& Q, const Mat<T>& G, co
 
 // Key rows [r0, r0 + rows): dK's and dV's rows from dKV1 (F x (dv + 1)) and its transpose.
 template <class T>
-void key_block(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T>& V, double M, const std::vector<T>& dKV1,
+void key_block(const FusedFeatures<T>& f, MatView<T> K, MatView<T> V, double M, const std::vector<T>& dKV1,
                const std::vector<T>& dKV1t, std::size_t r0, std::size_t rows, Gradients<T>& g) {
     const std::size_t F = f.F, d = f.d, dv = V.shape(1), e = dv + 1;
     const auto [phi, lk] = f.block(K, r0, rows, Side::key);
@@ -90,8 +90,8 @@ void key_block(const FusedFeatures<T>& f, const Mat<T>& K, const Mat<T>& V, doub
 }  // namespace
 
 template <class T>
-Gradients<T> fused_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
-                            const Mat<T>& G, const ForwardState<T>& s, int threads) {
+Gradients<T> fused_backward(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, MatView<T> G,
+                            const ForwardState<T>& s, int threads) {
     const std::size_t L = Q.shape(0), Lk = K.shape(0), d = Q.shape(1), dv = V.shape(1), e = dv + 1;
     const FusedFeatures<T> f(est.ready_map(), est.W, d);
     const std::size_t F = f.F;
@@ -116,9 +116,9 @@ Gradients<T> fused_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<
     return g;
 }
 
-template Gradients<float> fused_backward(const Estimator<float>&, const Mat<float>&, const Mat<float>&,
-                                         const Mat<float>&, const Mat<float>&, const ForwardState<float>&, int);
-template Gradients<double> fused_backward(const Estimator<double>&, const Mat<double>&, const Mat<double>&,
-                                          const Mat<double>&, const Mat<double>&, const ForwardState<double>&, int);
+template Gradients<float> fused_backward(const Estimator<float>&, MatView<float>, MatView<float>, MatView<float>,
+                                         MatView<float>, const ForwardState<float>&, int);
+template Gradients<double> fused_backward(const Estimator<double>&, MatView<double>, MatView<double>, MatView<double>,
+                                          MatView<double>, const ForwardState<double>&, int);
 
 }  // namespace favor

@@ -11,7 +11,7 @@ namespace favor {
 // same est, Q, K, V): features per block, no (L, F) matrix; the numbers do not depend on
 // `threads`. Shapes are the caller's to check.
 template <class T>
-Gradients<T> fused_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
-                            const Mat<T>& G, const ForwardState<T>& state, int threads);
+Gradients<T> fused_backward(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, MatView<T> G,
+                            const ForwardState<T>& state, int threads);
 
 }  // namespace favor

@@ -51,7 +51,7 @@ void output_gradient(const T* num, const T* G, std::size_t L, std::size_t dv, T*
 
 // Rows [r0, r0 + n) of the keys as psi (exp(lk_j - M) phiK_j, into psi) and [V, 1] (into V1).
 template <class T>
-void key_rows(const Mat<T>& phiK, const std::vector<double>& lk, double M, const Mat<T>& V, std::size_t r0,
+void key_rows(const Mat<T>& phiK, const std::vector<double>& lk, double M, MatView<T> V, std::size_t r0,
               std::size_t n, std::vector<T>& psi, std::vector<T>& V1) {
     const std::size_t F = phiK.shape(1), dv = V.shape(1), w = dv + 1;
     psi.resize(n * F), V1.resize(n * w);
@@ -80,7 +80,7 @@ std::vector<T> block_sum(std::size_t rows, std::size_t size, int threads, Part p
 // numbers do not depend on `threads`.
 template <class T>
 FeatureGradients<T> noncausal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk,
-                                       const Mat<T>& V, const Mat<T>& G, int threads) {
+                                       MatView<T> V, MatView<T> G, int threads) {
     const std::size_t L = phiQ.shape(0), Lk = phiK.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1;
     const std::size_t R = kLinearBlockRows;
     const double M = lk.empty() ? 0.0 : *std::max_element(lk.begin(), lk.end());
@@ -113,8 +113,8 @@ FeatureGradients<T> noncausal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, c
 
 // The forward prefix pass: a (L x (dv + 1)), dphiQ, and the running maxima P (L).
 template <class T>
-void causal_forward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk, const Mat<T>& V,
-                    const Mat<T>& G, std::vector<T>& a, std::vector<double>& P, Mat<T>& dphiQ) {
+void causal_forward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk, MatView<T> V,
+                    MatView<T> G, std::vector<T>& a, std::vector<double>& P, Mat<T>& dphiQ) {
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1;
     std::vector<T> S(F * w, T(0)), num(w);
     double p = -INFINITY;
@@ -136,7 +136,7 @@ void causal_forward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<do
 
 template <class T>
 FeatureGradients<T> causal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk,
-                                    const Mat<T>& V, const Mat<T>& G) {
+                                    MatView<T> V, MatView<T> G) {
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1;
     FeatureGradients<T> g{Mat<T>::from_shape({L, F}), Mat<T>::from_shape({L, F}), Mat<T>::from_shape({L, dv})};
     std::vector<T> a(L * w), R(F * w, T(0));
@@ -166,8 +166,8 @@ FeatureGradients<T> causal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, cons
 
 template <class T>
 FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& phiK,
-                                              const std::vector<double>& key_log_scale, const Mat<T>& V,
-                                              const Mat<T>& G, bool causal, int threads) {
+                                              const std::vector<double>& key_log_scale, MatView<T> V, MatView<T> G,
+                                              bool causal, int threads) {
     const std::size_t Lk = phiK.shape(0);
     if (phiK.shape(1) != phiQ.shape(1) || V.shape(0) != Lk || G.shape(0) != phiQ.shape(0) || G.shape(1) != V.shape(1))
         throw Error("backward: shapes do not fit: phiQ (L, F), phiK (Lk, F), V (Lk, dv), G (L, dv)");
@@ -180,8 +180,8 @@ namespace {
 // favor_backward from both (L, F) feature matrices: the causal pass and every case without a
 // saved state (backward_saves).
 template <class T>
-Gradients<T> unfused_backward(const FeatureMap& f, const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K,
-                              const Mat<T>& V, const Mat<T>& G, bool causal, int threads) {
+Gradients<T> unfused_backward(const FeatureMap& f, const Estimator<T>& est, MatView<T> Q, MatView<T> K,
+                              MatView<T> V, MatView<T> G, bool causal, int threads) {
     const double xs = 1.0 / std::pow(double(Q.shape(1)), 0.25);
     const Features<T> q = compute_features(f, Q, xs, est.W, Side::query, threads);
     const Features<T> k = compute_features(f, K, xs, est.W, Side::key, threads);
@@ -195,7 +195,7 @@ Gradients<T> unfused_backward(const FeatureMap& f, const Estimator<T>& est, cons
 template <class T>
 Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                             const Mat<T>& G, bool causal, int threads) {
-    check_backward_shapes(Q, K, V, G, causal);
+    check_backward_shapes<T>(Q, K, V, G, causal);
     const FeatureMap& f = gradient_map(est.ready_map(), est.rounding);
     if (!backward_saves(f, est.rounding, causal, K.shape(0)))
         return unfused_backward(f, est, Q, K, V, G, causal, threads);
@@ -203,9 +203,9 @@ Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<
 }
 
 template <class T>
-Gradients<T> favor_backward_saved(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
-                                  const Mat<T>& G, const ForwardState<T>& state, bool causal, int threads) {
-    check_backward_shapes(Q, K, V, G, causal);
+Gradients<T> favor_backward_saved(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, MatView<T> G,
+                                  const ForwardState<T>& state, bool causal, int threads) {
+    check_backward_shapes<T>(Q, K, V, G, causal);
     const FeatureMap& f = gradient_map(est.ready_map(), est.rounding);
     if (!state.saved()) return unfused_backward(f, est, Q, K, V, G, causal, threads);
     const std::size_t L = Q.shape(0), F = f.num_features(est.W.shape(0), Q.shape(1)), e = V.shape(1) + 1;
@@ -216,20 +216,19 @@ Gradients<T> favor_backward_saved(const Estimator<T>& est, const Mat<T>& Q, cons
 }
 
 template FeatureGradients<float> linear_attention_backward(const Mat<float>&, const Mat<float>&,
-                                                          const std::vector<double>&, const Mat<float>&,
-                                                          const Mat<float>&, bool, int);
+                                                          const std::vector<double>&, MatView<float>, MatView<float>,
+                                                          bool, int);
 template FeatureGradients<double> linear_attention_backward(const Mat<double>&, const Mat<double>&,
-                                                           const std::vector<double>&, const Mat<double>&,
-                                                           const Mat<double>&, bool, int);
+                                                           const std::vector<double>&, MatView<double>,
+                                                           MatView<double>, bool, int);
 template Gradients<float> favor_backward(const Estimator<float>&, const Mat<float>&, const Mat<float>&,
                                          const Mat<float>&, const Mat<float>&, bool, int);
 template Gradients<double> favor_backward(const Estimator<double>&, const Mat<double>&, const Mat<double>&,
                                           const Mat<double>&, const Mat<double>&, bool, int);
-template Gradients<float> favor_backward_saved(const Estimator<float>&, const Mat<float>&, const Mat<float>&,
-                                               const Mat<float>&, const Mat<float>&, const ForwardState<float>&,
-                                               bool, int);
-template Gradients<double> favor_backward_saved(const Estimator<double>&, const Mat<double>&, const Mat<double>&,
-                                                const Mat<double>&, const Mat<double>&, const ForwardState<double>&,
-                                                bool, int);
+template Gradients<float> favor_backward_saved(const Estimator<float>&, MatView<float>, MatView<float>,
+                                               MatView<float>, MatView<float>, const ForwardState<float>&, bool, int);
+template Gradients<double> favor_backward_saved(const Estimator<double>&, MatView<double>, MatView<double>,
+                                                MatView<double>, MatView<double>, const ForwardState<double>&, bool,
+                                                int);
 
 }  // namespace favor

@@ -340,7 +340,7 @@ std::vector<double> hybrid_kernel_row(const Estimator<T>& est, MatView<T> Q, Mat
 template <class T>
 Gradients<T> hybrid_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
                              const Mat<T>& G, bool causal, int threads) {
-    check_backward_shapes(Q, K, V, G, causal);
+    check_backward_shapes<T>(Q, K, V, G, causal);
     const FeatureMap& map = gradient_map(est.ready_map(), est.rounding);
     Estimator<T> shifted = est;   // the features with their shifts (the gradient is the same)
     shifted.shift = true;

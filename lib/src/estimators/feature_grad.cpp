@@ -22,7 +22,7 @@ void FeatureMap::vjp(const FeatureGrad<float>&) const { no_gradient(*this, gradi
 void FeatureMap::vjp(const FeatureGrad<double>&) const { no_gradient(*this, gradient_refusal()); }
 
 template <class T>
-Mat<T> feature_vjp(const FeatureMap& f, const Mat<T>& X, double xs, const Mat<T>& W, Side side, const Mat<T>& phi,
+Mat<T> feature_vjp(const FeatureMap& f, MatView<T> X, double xs, const Mat<T>& W, Side side, const Mat<T>& phi,
                    const Mat<T>& G, int threads) {
     const std::size_t L = X.shape(0), d = X.shape(1), F = phi.shape(1), B = feature_block_rows();
     Mat<T> dX = Mat<T>::from_shape({L, d});
@@ -34,9 +34,9 @@ Mat<T> feature_vjp(const FeatureMap& f, const Mat<T>& X, double xs, const Mat<T>
     return dX;
 }
 
-template Mat<float> feature_vjp(const FeatureMap&, const Mat<float>&, double, const Mat<float>&, Side,
+template Mat<float> feature_vjp(const FeatureMap&, MatView<float>, double, const Mat<float>&, Side,
                                 const Mat<float>&, const Mat<float>&, int);
-template Mat<double> feature_vjp(const FeatureMap&, const Mat<double>&, double, const Mat<double>&, Side,
+template Mat<double> feature_vjp(const FeatureMap&, MatView<double>, double, const Mat<double>&, Side,
                                  const Mat<double>&, const Mat<double>&, int);
 
 }  // namespace favor

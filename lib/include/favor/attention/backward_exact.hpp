@@ -35,6 +35,6 @@ Gradients<T> exact_attention_backward(const Mat<T>& Q, const Mat<T>& K, const Ma
 
 // Throws Error unless Q (L, d), K (Lk, d), V (Lk, dv), G (L, dv) fit (and, causal, Lk = L).
 template <class T>
-void check_backward_shapes(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const Mat<T>& G, bool causal);
+void check_backward_shapes(MatView<T> Q, MatView<T> K, MatView<T> V, MatView<T> G, bool causal);
 
 }  // namespace favor

@@ -24,8 +24,8 @@ struct FeatureGradients {
 };
 template <class T>
 FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& phiK,
-                                              const std::vector<double>& key_log_scale, const Mat<T>& V,
-                                              const Mat<T>& G, bool causal = false, int threads = 1);
+                                              const std::vector<double>& key_log_scale, MatView<T> V, MatView<T> G,
+                                              bool causal = false, int threads = 1);
 
 // The whole estimator's gradient (the forward is favor_attention's) with est's W and (fitted,
 // then fixed) map, each side through the map's Jacobian (FeatureMap::vjp). Non-causal, where
@@ -48,7 +48,7 @@ Gradients<T> favor_backward(const Estimator<T>& est, const Mat<T>& Q, const Mat<
 // with nothing saved (causal, or !backward_saves) runs favor_backward's other path from both
 // feature matrices. Throws Error where favor_backward does, and for a state of other shapes.
 template <class T>
-Gradients<T> favor_backward_saved(const Estimator<T>& est, const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V,
-                                  const Mat<T>& G, const ForwardState<T>& state, bool causal = false, int threads = 1);
+Gradients<T> favor_backward_saved(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, MatView<T> G,
+                                  const ForwardState<T>& state, bool causal = false, int threads = 1);
 
 }  // namespace favor

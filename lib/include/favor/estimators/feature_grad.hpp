@@ -41,7 +41,7 @@ struct FeatureGrad {
 // blocks of feature_block_rows() rows on up to `threads` threads (each row's result is made
 // by one block: the numbers do not depend on `threads`).
 template <class T>
-Mat<T> feature_vjp(const FeatureMap& f, const Mat<T>& X, double xs, const Mat<T>& W, Side side, const Mat<T>& phi,
+Mat<T> feature_vjp(const FeatureMap& f, MatView<T> X, double xs, const Mat<T>& W, Side side, const Mat<T>& phi,
                    const Mat<T>& G, int threads = 1);
 
 // The vjp of a map whose features are functions of the projections u = xs W q of a row (and
