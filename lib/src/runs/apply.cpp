@@ -177,6 +177,23 @@ Mat<T> apply_head_native(MatView<T> Q, MatView<T> K, MatView<T> V, const ApplyOp
 template Mat<float> apply_head_native<float>(MatView<float>, MatView<float>, MatView<float>, const ApplyOptions&);
 template Mat<double> apply_head_native<double>(MatView<double>, MatView<double>, MatView<double>, const ApplyOptions&);
 
+bool saves_head(const ApplyOptions& o) {
+    return o.variant && !o.variant->hybrid.active() && o.variant->shift &&
+           (o.dtype == DType::float32 || o.dtype == DType::float64) && o.variant->map->gradient_refusal().empty();
+}
+
+template <class T>
+SavedHead<T> apply_head_saved(const Estimator<T>& drawn, MatView<T> Q, MatView<T> K, MatView<T> V,
+                              const ApplyOptions& o) {
+    SavedHead<T> s{drawn.for_inputs(Q, K, o.head), {}};
+    s.state = favor_forward_saved(s.est, Q, K, V, o.causal, resolve_threads(o.threads));
+    return s;
+}
+template SavedHead<float> apply_head_saved(const Estimator<float>&, MatView<float>, MatView<float>, MatView<float>,
+                                           const ApplyOptions&);
+template SavedHead<double> apply_head_saved(const Estimator<double>&, MatView<double>, MatView<double>,
+                                            MatView<double>, const ApplyOptions&);
+
 template <class T>
 Mat<double> apply_head(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const ApplyOptions& o) {
     return cast_mat<double>(apply_head_native<T>(Q, K, V, o));

@@ -80,15 +80,50 @@ std::vector<Mat<T>> split(const ArrayView& a, Bad bad) {
     }
     return out;
 }
+
+// The throwers for a first non-finite entry: of an input (heads_of_array_as), of an upstream
+// gradient (load_upstream's message).
+auto input_entry(const ArrayView& a, const std::string& name) {
+    return [&](std::size_t i, double x) {
+        throw Error(name + ": " + entry_position(a.shape, i) + " is " + (std::isnan(x) ? "NaN" : "Inf") +
+                    " (inputs must be finite)");
+    };
+}
+auto upstream_entry(const ArrayView& g, const std::string& name) {
+    return [&](std::size_t i, double) {
+        throw Error("apply: --grad: " + name + " " + entry_position(g.shape, i) + " is not finite");
+    };
+}
+
+// head_views_of_array with `bad` for the first non-finite entry (rank checked by the caller).
+template <class T, class Bad>
+HeadViews<T> views_of(const ArrayView& a, Bad bad, int threads) {
+    const std::size_t r = a.shape.size(), rows = a.shape[r - 2], cols = a.shape.back();
+    const bool in_place = a.f32 == std::is_same_v<T, float> && a.strides[r - 1] == std::ptrdiff_t(sizeof(T)) &&
+                          (rows == 1 || a.strides[r - 2] == std::ptrdiff_t(cols * sizeof(T)));
+    HeadViews<T> v;
+    if (!in_place) {
+        v.owned = split<T>(a, bad);
+        v.heads.assign(v.owned.begin(), v.owned.end());
+        return v;
+    }
+    const auto* base = static_cast<const char*>(a.data);
+    for (std::ptrdiff_t offset : head_offsets(a)) {
+        const T* p = reinterpret_cast<const T*>(base + offset);
+        if (!all_finite(p, rows * cols, threads)) {   // the first bad entry, named as split names it
+            split<T>(a, bad);
+            throw std::logic_error("head_views_of_array: a non-finite entry the conversion accepted");
+        }
+        v.heads.emplace_back(p, rows, cols);
+    }
+    return v;
+}
 }  // namespace
 
 template <class T>
 std::vector<Mat<T>> heads_of_array_as(const ArrayView& a, const std::string& name) {
     check_rank(a.shape, name);
-    return split<T>(a, [&](std::size_t i, double x) {
-        throw Error(name + ": " + entry_position(a.shape, i) + " is " + (std::isnan(x) ? "NaN" : "Inf") +
-                    " (inputs must be finite)");
-    });
+    return split<T>(a, input_entry(a, name));
 }
 template std::vector<Mat<float>> heads_of_array_as(const ArrayView&, const std::string&);
 template std::vector<Mat<double>> heads_of_array_as(const ArrayView&, const std::string&);
@@ -117,25 +152,7 @@ template bool all_finite(const double*, std::size_t, int);
 template <class T>
 HeadViews<T> head_views_of_array(const ArrayView& a, const std::string& name, int threads) {
     check_rank(a.shape, name);
-    const std::size_t r = a.shape.size(), rows = a.shape[r - 2], cols = a.shape.back();
-    const bool in_place = a.f32 == std::is_same_v<T, float> && a.strides[r - 1] == std::ptrdiff_t(sizeof(T)) &&
-                          (rows == 1 || a.strides[r - 2] == std::ptrdiff_t(cols * sizeof(T)));
-    HeadViews<T> v;
-    if (!in_place) {
-        v.owned = heads_of_array_as<T>(a, name);
-        v.heads.assign(v.owned.begin(), v.owned.end());
-        return v;
-    }
-    const auto* base = static_cast<const char*>(a.data);
-    for (std::ptrdiff_t offset : head_offsets(a)) {
-        const T* p = reinterpret_cast<const T*>(base + offset);
-        if (!all_finite(p, rows * cols, threads)) {   // the first bad entry, named as heads_of_array_as names it
-            v.owned = heads_of_array_as<T>(a, name);
-            throw std::logic_error("head_views_of_array: a non-finite entry heads_of_array_as accepted");
-        }
-        v.heads.emplace_back(p, rows, cols);
-    }
-    return v;
+    return views_of<T>(a, input_entry(a, name), threads);
 }
 template HeadViews<float> head_views_of_array(const ArrayView&, const std::string&, int);
 template HeadViews<double> head_views_of_array(const ArrayView&, const std::string&, int);
@@ -165,9 +182,18 @@ HeadTensors heads_of_arrays(const ArrayView& q, const ArrayView& k, const ArrayV
 std::vector<Mat<double>> upstream_of_array(const ArrayView& g, const HeadTensors& in, std::size_t dv,
                                            const std::string& name) {
     check_upstream_shape(name, g.shape, in.lead, in.L(), dv, "apply: --grad");
-    return split<double>(g, [&](std::size_t i, double) {
-        throw Error("apply: --grad: " + name + " " + entry_position(g.shape, i) + " is not finite");
-    });
+    return split<double>(g, upstream_entry(g, name));
 }
+
+template <class T>
+HeadViews<T> upstream_views_of_array(const ArrayView& g, const std::vector<std::size_t>& lead, std::size_t L,
+                                     std::size_t dv, const std::string& name, int threads) {
+    check_upstream_shape(name, g.shape, lead, L, dv, "apply: --grad");
+    return views_of<T>(g, upstream_entry(g, name), threads);
+}
+template HeadViews<float> upstream_views_of_array(const ArrayView&, const std::vector<std::size_t>&, std::size_t,
+                                                  std::size_t, const std::string&, int);
+template HeadViews<double> upstream_views_of_array(const ArrayView&, const std::vector<std::size_t>&, std::size_t,
+                                                   std::size_t, const std::string&, int);
 
 }  // namespace favor

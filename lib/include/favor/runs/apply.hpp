@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "favor/attention/favor_forward.hpp"
+#include "favor/estimators/estimator.hpp"
 #include "favor/experiments/config.hpp"
 #include "favor/io/tensor_io.hpp"
 
@@ -62,6 +64,25 @@ Mat<double> apply_head(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, const 
 // apply_head_native<T>(...)); the half dtypes round copies of them.
 template <class T>
 Mat<T> apply_head_native(MatView<T> Q, MatView<T> K, MatView<T> V, const ApplyOptions& opt);
+
+// A head's forward with what its backward needs kept, as autograd keeps it between the passes
+// (favor.torch, docs/design.md 9.2): the fitted estimator and favor_forward_saved's state, whose
+// out is apply_head_native's output bit for bit; favor_backward_saved(est, Q, K, V, G, state,
+// causal) then gives `apply --grad`'s gradients bit for bit (favor_backward is the same passes).
+template <class T>
+struct SavedHead {
+    Estimator<T> est;
+    ForwardState<T> state;
+};
+// Whether apply_head_saved serves opt: a feature map with a gradient, no exact support (window,
+// sinks), float32 or float64, the features shifted (with "shift": false the fused forward's
+// numbers are not apply_head_native's).
+bool saves_head(const ApplyOptions& opt);
+// Head opt.head's forward from `drawn` (make_estimator for opt, drawn once for every head: W does
+// not depend on the head), fitted to this head's Q and K. opt as saves_head accepts it.
+template <class T>
+SavedHead<T> apply_head_saved(const Estimator<T>& drawn, MatView<T> Q, MatView<T> K, MatView<T> V,
+                              const ApplyOptions& opt);
 
 // Where an output is not finite, and the likely reason.
 struct NonfiniteReport {

@@ -60,5 +60,10 @@ HeadTensors heads_of_arrays(const ArrayView& q, const ArrayView& k, const ArrayV
 // in.lead + (L, dv), finite; one matrix per head. Messages name it `name` ("g").
 std::vector<Mat<double>> upstream_of_array(const ArrayView& g, const HeadTensors& in, std::size_t dv,
                                            const std::string& name);
+// The same (the checks and messages) as T, read in place where the layout allows
+// (head_views_of_array's rule): favor.torch's backward from a saved forward.
+template <class T>
+HeadViews<T> upstream_views_of_array(const ArrayView& g, const std::vector<std::size_t>& lead, std::size_t L,
+                                     std::size_t dv, const std::string& name, int threads = 1);
 
 }  // namespace favor
