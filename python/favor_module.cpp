@@ -7,12 +7,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <type_traits>
 
+#include "favor/attention/backward_linear.hpp"
 #include "favor/core/blas.hpp"
 #include "favor/core/error.hpp"
 #include "favor/core/names.hpp"
@@ -156,63 +158,162 @@ void check_signals() {
     if (PyErr_CheckSignals() != 0) throw py::error_already_set();
 }
 
-// The heads' outputs in the compute type: q, k, v read in place where they are C-contiguous
-// arrays of it, converted into it otherwise (what apply_attention casts its float64 heads to:
-// the same values), then apply_head_native head by head, Ctrl-C checked between.
+// q, k, v's heads in the compute type: read in place where they are C-contiguous arrays of it,
+// converted into it otherwise (what apply_attention casts its float64 heads to: the same
+// values); the sizes checked for the map.
 template <class T>
-std::vector<favor::Mat<T>> attend(const Prepared& p) {
-    favor::HeadViews<T> Q, K, V;
-    const std::size_t H = favor::weight_heads(p.shapes.lead);
-    {
-        py::gil_scoped_release free;
-        const int threads = favor::resolve_threads(p.opt.threads);
-        Q = favor::head_views_of_array<T>(p.q, "q", threads);
-        K = favor::head_views_of_array<T>(p.k, "k", threads);
-        V = favor::head_views_of_array<T>(p.v, "v", threads);
-        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, H);
-    }
-    std::vector<favor::Mat<T>> out;
+struct Heads {
+    favor::HeadViews<T> q, k, v;
+};
+template <class T>
+Heads<T> heads_of(const Prepared& p) {
+    py::gil_scoped_release free;
+    const int threads = favor::resolve_threads(p.opt.threads);
+    Heads<T> h{favor::head_views_of_array<T>(p.q, "q", threads), favor::head_views_of_array<T>(p.k, "k", threads),
+               favor::head_views_of_array<T>(p.v, "v", threads)};
+    favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, favor::weight_heads(p.shapes.lead));
+    return h;
+}
+
+// fn(h, o) for every head h with o.head its weights' head, the GIL released, Ctrl-C checked between.
+template <class Fn>
+void each_head(const Prepared& p, std::size_t heads, Fn fn) {
     favor::ApplyOptions o = p.opt;
-    for (std::size_t h = 0; h < Q.heads.size(); ++h) {
+    const std::size_t H = favor::weight_heads(p.shapes.lead);
+    for (std::size_t h = 0; h < heads; ++h) {
         {
             py::gil_scoped_release free;
             o.head = h % H;
-            out.push_back(favor::apply_head_native<T>(Q.heads[h], K.heads[h], V.heads[h], o));
+            fn(h, o);
         }
         check_signals();
     }
-    return out;
 }
 
-// Whether every entry is finite (favor::all_finite per head: a vectorised scan on the call's threads).
+// apply's explanation when an output entry is not finite (from the inputs as float64 heads),
+// else empty; the test a vectorised scan on the call's threads.
 template <class T>
-bool all_finite(const std::vector<favor::Mat<T>>& out, int threads) {
-    for (const auto& h : out)
-        if (!favor::all_finite(h.data(), h.size(), threads)) return false;
-    return true;
+std::string nonfinite_of(const Prepared& p, const std::vector<favor::MatView<T>>& out) {
+    const int threads = favor::resolve_threads(p.opt.threads);
+    if (std::all_of(out.begin(), out.end(), [&](const auto& h) { return favor::all_finite(h.data(), h.size(), threads); }))
+        return "";
+    const favor::HeadTensors in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
+    std::vector<favor::Mat<double>> wide;
+    std::size_t total = 0;
+    for (const auto& h : out) wide.push_back(favor::cast_mat<double>(h)), total += h.size();
+    const auto bad = favor::find_nonfinite(in, wide, p.opt);
+    return bad ? bad->message(total) : "";
 }
 
 // attention's result: the heads as one array (its dtype the compute type: float32 for every
-// dtype but float64, as `favor apply --out` writes), the plan's warnings, and apply's
-// explanation when an output is not finite (from the inputs as float64 heads).
+// dtype but float64, as `favor apply --out` writes), the plan's warnings, the non-finite
+// explanation, and no saved state.
 template <class T>
 py::tuple attention_of(const Prepared& p) {
-    std::vector<favor::Mat<T>> out = attend<T>(p);
-    std::string nonfinite;
-    if (!all_finite(out, favor::resolve_threads(p.opt.threads))) {
-        const favor::HeadTensors in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
-        std::vector<favor::Mat<double>> wide;
-        std::size_t total = 0;
-        for (const auto& h : out) wide.push_back(favor::cast_mat<double>(h)), total += h.size();
-        if (const auto bad = favor::find_nonfinite(in, wide, p.opt)) nonfinite = bad->message(total);
-    }
-    return py::make_tuple(to_numpy(std::move(out), p.shapes.lead), texts_of(p.warnings), text_of(nonfinite));
+    const Heads<T> in = heads_of<T>(p);
+    std::vector<favor::Mat<T>> out;
+    each_head(p, in.q.heads.size(), [&](std::size_t h, const favor::ApplyOptions& o) {
+        out.push_back(favor::apply_head_native<T>(in.q.heads[h], in.k.heads[h], in.v.heads[h], o));
+    });
+    const std::string nonfinite = nonfinite_of<T>(p, {out.begin(), out.end()});
+    return py::make_tuple(to_numpy(std::move(out), p.shapes.lead), texts_of(p.warnings), text_of(nonfinite), py::none());
 }
 
+// favor.torch's forward kept for its backward (docs/design.md 9.2): the call's options and
+// shapes, q, k, v (kept alive: the heads may view their memory) and every head's SavedHead
+// (apply_head_saved: the fitted estimator, the output, the key sums and denominators).
+template <class T>
+struct SavedCall {
+    Prepared p;
+    py::tuple arrays;
+    Heads<T> in;
+    std::vector<favor::SavedHead<T>> heads;
+};
+// What Python holds (opaque): one call's SavedCall in its compute type.
+struct Saved {
+    std::unique_ptr<SavedCall<float>> f32;
+    std::unique_ptr<SavedCall<double>> f64;
+    template <class T>
+    std::unique_ptr<SavedCall<T>>& slot() {
+        if constexpr (std::is_same_v<T, float>) return f32;
+        else return f64;
+    }
+};
+
+// attention_of's result from apply_head_saved (W drawn once for every head), the Saved state
+// last. The output of a single head is its state's, viewed in place (the array keeps the state
+// alive; favor.torch saves it so that autograd refuses an in-place change before the backward).
+template <class T>
+py::tuple attention_saved_of(Prepared&& p, py::tuple arrays) {
+    auto owned = std::make_unique<Saved>();
+    SavedCall<T>& c = *(owned->slot<T>() = std::make_unique<SavedCall<T>>());
+    c.p = std::move(p);
+    c.arrays = std::move(arrays);
+    c.in = heads_of<T>(c.p);
+    favor::Estimator<T> drawn;
+    {
+        py::gil_scoped_release free;
+        drawn = favor::make_estimator<T>(*c.p.opt.variant, c.p.opt.m, c.p.shapes.d, c.p.opt.seed, c.p.opt.trial);
+    }
+    each_head(c.p, c.in.q.heads.size(), [&](std::size_t h, const favor::ApplyOptions& o) {
+        c.heads.push_back(favor::apply_head_saved<T>(drawn, c.in.q.heads[h], c.in.k.heads[h], c.in.v.heads[h], o));
+    });
+    std::vector<favor::MatView<T>> outs;
+    for (const auto& s : c.heads) outs.emplace_back(s.state.out);
+    const std::string nonfinite = nonfinite_of<T>(c.p, outs);
+    py::object state = py::cast(std::move(owned));
+    std::vector<py::ssize_t> shape(c.p.shapes.lead.begin(), c.p.shapes.lead.end());
+    shape.push_back(py::ssize_t(c.p.shapes.L));
+    shape.push_back(py::ssize_t(c.p.shapes.dv));
+    py::array_t<T> out;
+    if (outs.size() == 1) {
+        out = py::array_t<T>(shape, outs[0].data(), state);
+    } else {
+        out = py::array_t<T>(shape);
+        T* dst = out.mutable_data();
+        for (const auto& h : outs) dst = std::copy(h.data(), h.data() + h.size(), dst);
+    }
+    return py::make_tuple(out, texts_of(c.p.warnings), text_of(nonfinite), state);
+}
+
+// `save`: favor.torch's forward, which keeps a state for attention_backward where
+// apply_head_saved serves (saves_head); the state is None otherwise (and without `save`).
 py::tuple attention(const py::array& q, const py::array& k, const py::array& v, bool exact, bool causal,
-                    const py::dict& flags, const std::vector<std::string>& params, const Text& max_memory) {
-    const Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), flags, max_memory, false);
-    return p.opt.dtype == favor::DType::float64 ? attention_of<double>(p) : attention_of<float>(p);
+                    const py::dict& flags, const std::vector<std::string>& params, const Text& max_memory, bool save) {
+    Prepared p = prepare(q, k, v, apply_request(exact, causal, flags, params), flags, max_memory, false);
+    const bool f64 = p.opt.dtype == favor::DType::float64;
+    if (save && favor::saves_head(p.opt))
+        return f64 ? attention_saved_of<double>(std::move(p), py::make_tuple(q, k, v))
+                   : attention_saved_of<float>(std::move(p), py::make_tuple(q, k, v));
+    return f64 ? attention_of<double>(p) : attention_of<float>(p);
+}
+
+// (dq, dk, dv) of a saved call for g (lead + (L, dv) in favor's order, checked as attention_grad
+// checks it): favor_backward_saved per head, attention_grad's numbers bit for bit, in the
+// compute type. The state is only read: a second backward gives the same.
+template <class T>
+py::tuple backward_of(const SavedCall<T>& c, const py::array& g) {
+    const Prepared& p = c.p;
+    const int threads = favor::resolve_threads(p.opt.threads);
+    favor::HeadViews<T> G;
+    {
+        py::gil_scoped_release free;
+        G = favor::upstream_views_of_array<T>(view_of(g), p.shapes.lead, p.shapes.L, p.shapes.dv, "g", threads);
+    }
+    favor::set_blas_single_threaded();   // as prepare (the causal backward's products)
+    std::vector<favor::Mat<T>> dq, dk, dv;
+    each_head(p, c.heads.size(), [&](std::size_t h, const favor::ApplyOptions& o) {
+        const favor::SavedHead<T>& s = c.heads[h];
+        favor::Gradients<T> r = favor::favor_backward_saved(s.est, c.in.q.heads[h], c.in.k.heads[h], c.in.v.heads[h],
+                                                            G.heads[h], s.state, o.causal, threads);
+        dq.push_back(std::move(r.dQ)), dk.push_back(std::move(r.dK)), dv.push_back(std::move(r.dV));
+    });
+    return py::make_tuple(to_numpy(std::move(dq), p.shapes.lead), to_numpy(std::move(dk), p.shapes.lead),
+                          to_numpy(std::move(dv), p.shapes.lead));
+}
+
+py::tuple attention_backward(Saved& s, const py::array& g) {
+    return s.f64 ? backward_of(*s.f64, g) : backward_of(*s.f32, g);
 }
 
 py::tuple attention_grad(const py::array& q, const py::array& k, const py::array& v, const py::array& g, bool exact,
@@ -226,16 +327,10 @@ py::tuple attention_grad(const py::array& q, const py::array& k, const py::array
     {
         py::gil_scoped_release free;
         in = favor::heads_of_arrays(p.q, p.k, p.v, p.opt.causal);
-        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, favor::weight_heads(p.shapes.lead));   // as attend
+        favor::check_apply_sizes(p.opt, p.shapes.d, p.shapes.L, p.shapes.Lk, favor::weight_heads(p.shapes.lead));   // as heads_of
         G = favor::upstream_of_array(gv, in, p.shapes.dv, "g");
     }
-    for (std::size_t h = 0; h < in.q.size(); ++h) {   // head by head, Ctrl-C checked between (as attend)
-        {
-            py::gil_scoped_release free;
-            favor::add_head_gradients(in, G, p.opt, h, grads);
-        }
-        check_signals();
-    }
+    each_head(p, in.q.size(), [&](std::size_t h, const favor::ApplyOptions&) { favor::add_head_gradients(in, G, p.opt, h, grads); });
     const bool f32 = p.opt.dtype == favor::DType::float32;
     return py::make_tuple(to_numpy(std::move(grads.dq), p.shapes.lead, f32),
                           to_numpy(std::move(grads.dk), p.shapes.lead, f32),
@@ -409,7 +504,9 @@ PYBIND11_MODULE(_core, m) {
             PyErr_SetObject(error.ptr(), text_of(e.what()).ptr());
         }
     });
+    py::class_<Saved>(m, "Saved", "favor.torch's saved forward (opaque): what attention_backward reads");
     m.def("attention", &attention);
+    m.def("attention_backward", &attention_backward);
     m.def("attention_grad", &attention_grad);
     m.def("features", &features);
     m.def("projection", &projection);

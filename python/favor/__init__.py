@@ -150,9 +150,9 @@ def _params(map_params):
     return [_text(f"{k}={_flag(v)}", k) for k, v in map_params.items()]
 
 
-def _warn(lines):
+def _warn(lines, stacklevel=3):
     for w in lines:
-        warnings.warn(w, stacklevel=3)
+        warnings.warn(w, stacklevel=stacklevel)
 
 
 def attention(q, k, v, features=None, projection=None, m=None, seed=None, trial=None, causal=False, dtype=None,
@@ -175,15 +175,34 @@ def attention(q, k, v, features=None, projection=None, m=None, seed=None, trial=
     window and sinks alone).
     Non-finite outputs: a RuntimeWarning with the command line's explanation.
     """
+    return _attention(False, q, k, v, features, projection, m, seed, trial, causal, dtype, exact, epsilon,
+                      epsilon_after, A, threads, max_memory, layout, window, sinks, support, **map_params)[0]
+
+
+def _attention(save, q, k, v, features=None, projection=None, m=None, seed=None, trial=None, causal=False, dtype=None,
+               exact=False, epsilon=None, epsilon_after=None, A=None, threads=None, max_memory=None, layout=None,
+               window=None, sinks=None, support=None, **map_params):
+    """(attention(...), saved): with `save` (favor.torch's forward) `saved` is what _attention_backward
+    takes, or None where the call keeps no state (docs/design.md 9.2: exact, hybrids, maps without a
+    gradient, the half dtypes); None without `save`."""
     dtype, to = _torch_rule(dict(q=q, k=k, v=v), dtype)
-    out, warns, nonfinite = _core.attention(_array(q, "q"), _array(k, "k"), _array(v, "v"), exact, causal,
-                                            _flags(features, projection, m, seed, trial, epsilon, epsilon_after, A,
-                                                   dtype, threads, layout, window, sinks, support), _params(map_params),
-                                             _text(max_memory, "max_memory"))
-    _warn(warns)
+    out, warns, nonfinite, state = _core.attention(_array(q, "q"), _array(k, "k"), _array(v, "v"), exact, causal,
+                                                   _flags(features, projection, m, seed, trial, epsilon, epsilon_after,
+                                                          A, dtype, threads, layout, window, sinks, support),
+                                                   _params(map_params), _text(max_memory, "max_memory"), save)
+    _warn(warns, 4)   # the caller of attention
     if nonfinite:
-        warnings.warn(nonfinite, RuntimeWarning, stacklevel=2)
-    return _as_result(_in_layout(out, _layout_perm(layout)), to)
+        warnings.warn(nonfinite, RuntimeWarning, stacklevel=3)
+    perm = _layout_perm(layout)
+    return _as_result(_in_layout(out, perm), to), None if state is None else (state, perm, to)
+
+
+def _attention_backward(saved, g):
+    """(dq, dk, dv) of the _attention(True, ...) call that returned `saved`, for g (in the call's
+    layout): attention_grad's results, from the forward's state instead of a second forward."""
+    state, perm, to = saved
+    grads = _core.attention_backward(state, _from_layout(_array(g, "g"), perm))
+    return tuple(_as_result(_in_layout(x, perm), to) for x in grads)
 
 
 def attention_grad(q, k, v, g, features=None, projection=None, m=None, seed=None, trial=None, causal=False,

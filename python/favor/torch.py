@@ -7,8 +7,12 @@ analytic backward (issue 41 item 3; docs/design.md section 9).
 
 q, k, v: CPU tensors of float32 or float64, (L, d), (H, L, d) or (B, H, L, d), or the axes
 `layout` names ("BLHD": PyTorch's (B, L, H, d)), as favor.attention takes them. The forward is
-favor.attention (favor apply) and the backward favor.attention_grad (apply --grad) with the same
-W: (seed, trial) draw it as a run draws it, so both passes see one random matrix. Data-fitted
+favor.attention (favor apply) and the backward favor.attention_grad's gradient (apply --grad)
+with the same W: (seed, trial) draw it as a run draws it, so both passes see one random matrix.
+Where favor's backward can start from the forward's state (a feature map with a gradient, no
+window or sinks: docs/design.md 9.2) the forward keeps it (the key sums, denominators and
+output, O(F dv + L dv) per head) and the backward reads it, the numbers of attention_grad's
+second forward without running it; otherwise the backward is attention_grad itself. Data-fitted
 parameters (oprf's A*, the FAVOR# matrices, nystrom's landmarks) are fitted in the forward and
 held fixed by the backward, as favor's gradients hold them (docs/design.md 2.7): the gradient
 is that of the estimator with its parameters frozen. Maps without a backward (nystrom) and the
@@ -16,7 +20,7 @@ half dtypes raise favor.Error in the backward, with the command line's message.
 """
 import torch
 
-from . import Error, attention as _attention, attention_grad as _attention_grad
+from . import Error, _attention, _attention_backward, attention_grad as _attention_grad
 
 __all__ = ["attention", "Attention"]
 
@@ -34,19 +38,26 @@ def _check(name, x, dtype):
 
 
 class _Function(torch.autograd.Function):
-    """favor.attention forward, favor.attention_grad backward (the options are keyword arguments
-    of both, W included through seed and trial)."""
+    """favor.attention forward keeping its state where it can, favor's backward from that state
+    or else favor.attention_grad (the options are keyword arguments of both, W included through
+    seed and trial)."""
 
     @staticmethod
     def forward(ctx, q, k, v, options):
-        ctx.save_for_backward(q, k, v)
+        out, ctx.saved = _attention(True, q.detach(), k.detach(), v.detach(), **options)
+        # The output is saved too where the state holds it (a single head's output is the state's
+        # memory): autograd then refuses a backward after an in-place change of it, as for exp.
+        ctx.save_for_backward(q, k, v, out if ctx.saved else None)
         ctx.options = options
-        return _attention(q.detach(), k.detach(), v.detach(), **options)
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        q, k, v = ctx.saved_tensors
-        dq, dk, dv = _attention_grad(q.detach(), k.detach(), v.detach(), g.detach(), **ctx.options)
+        q, k, v, _ = ctx.saved_tensors   # autograd's checks: freed (a second backward) or changed in place
+        if ctx.saved:
+            dq, dk, dv = _attention_backward(ctx.saved, g.detach())
+        else:
+            dq, dk, dv = _attention_grad(q.detach(), k.detach(), v.detach(), g.detach(), **ctx.options)
         return dq, dk, dv, None
 
 

@@ -140,3 +140,82 @@ def test_example_trains(tmp_path):
     assert r.returncode == 0, r.stderr
     losses = [float(line.split()[-1]) for line in r.stdout.splitlines() if line.startswith("step")]
     assert len(losses) == 5 and losses[-1] < losses[0], r.stdout
+
+
+# The saved forward (issue 41 item 4, docs/design.md 9.2): where favor's backward can start from
+# the forward's state, favor.torch keeps it and its gradients are attention_grad's, bit for bit.
+SAVED = dict(features="positive", projection="orthogonal", m=16, seed=2, trial=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("shape", [(600, 8), (2, 3, 40, 8)], ids=["L,d", "B,H,L,d"])
+def test_saved_equals_recompute(shape, causal, dtype):
+    """The output is favor.attention's and the gradients favor.attention_grad's (which runs the
+    forward again), bit for bit; L = 600 spans several of the backward's row blocks."""
+    q, k, v = (t.detach().to(dtype).requires_grad_(True) for t in qkv(shape=shape, dv=6, seed=5))
+    assert favor._attention(True, q.detach(), k.detach(), v.detach(), causal=causal, **SAVED)[1] is not None
+    out = ft.attention(q, k, v, causal=causal, **SAVED)
+    assert torch.equal(out, favor.attention(q.detach(), k.detach(), v.detach(), causal=causal, **SAVED))
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(6), dtype=dtype)
+    mine = torch.autograd.grad(out, (q, k, v), g)
+    theirs = favor.attention_grad(q.detach(), k.detach(), v.detach(), g, causal=causal, **SAVED)
+    for a, b in zip(mine, theirs):
+        assert a.dtype == dtype and torch.equal(a, b)
+
+
+def test_saved_layout_and_strided_g():
+    """layout="BLHD" through the saved path, and an upstream gradient that is not contiguous
+    (out.sum()'s, expanded with stride 0): attention_grad's numbers."""
+    q, k, v = (t.detach().float().permute(0, 2, 1, 3).requires_grad_(True) for t in qkv(shape=(2, 3, 24, 8), dv=8, seed=7))
+    kw = dict(SAVED, layout="BLHD", causal=True)
+    out = ft.attention(q, k, v, **kw)
+    out.sum().backward()
+    ones = torch.ones(out.shape, dtype=out.dtype)
+    theirs = favor.attention_grad(q.detach(), k.detach(), v.detach(), ones, **kw)
+    for a, b in zip((q.grad, k.grad, v.grad), theirs):
+        assert torch.equal(a, b)
+
+
+def test_saved_state_reuse():
+    """The state is only read: a second backward (retain_graph) gives the same gradients; without
+    retain_graph autograd refuses it, and a backward after an in-place change of the output (the
+    state's memory) is refused by autograd's version check, as for torch's own exp."""
+    q, k, v = qkv(shape=(32, 8), dv=4, seed=8)
+    out = ft.attention(q, k, v, **SAVED)
+    g = torch.randn(out.shape, generator=torch.Generator().manual_seed(9), dtype=out.dtype)
+    first = torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
+    second = torch.autograd.grad(out, (q, k, v), g)
+    assert all(torch.equal(a, b) for a, b in zip(first, second))
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        torch.autograd.grad(out, (q, k, v), g)
+    out = ft.attention(q, k, v, **SAVED)
+    out.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward(g)
+
+
+def test_saved_where_it_serves():
+    """The state is kept for maps with a gradient in float32 / float64; exact attention, hybrids
+    (window, sinks) and maps without a gradient keep none (their backward is attention_grad's)."""
+    q, k, v = (t.detach() for t in qkv(seed=10))
+    saved = lambda **kw: favor._attention(True, q, k, v, seed=0, **kw)[1] is not None
+    assert saved(features="positive", m=8) and saved(features="trig", m=4) and saved(features="elu")
+    assert not saved(exact=True)
+    assert not saved(features="positive", m=8, window=2, sinks=1)
+    assert not saved(features="nystrom", m=3)
+    assert not saved(features="positive", m=8, dtype="float16")
+
+
+def test_saved_upstream_refusals():
+    """A saved backward checks g as attention_grad does, with its messages."""
+    q, k, v = (t.detach() for t in qkv(shape=(2, 7, 4), seed=11))
+    out, saved = favor._attention(True, q, k, v, **SAVED)
+    bad = torch.ones(out.shape, dtype=out.dtype)
+    bad[1, 2, 0] = float("nan")
+    for g in (bad, torch.ones(2, 7, 4, dtype=out.dtype)):
+        with pytest.raises(favor.Error) as mine:
+            favor._attention_backward(saved, g)
+        with pytest.raises(favor.Error) as theirs:
+            favor.attention_grad(q, k, v, g, **SAVED)
+        assert str(mine.value) == str(theirs.value)
