@@ -219,3 +219,13 @@ def test_saved_upstream_refusals():
         with pytest.raises(favor.Error) as theirs:
             favor.attention_grad(q, k, v, g, **SAVED)
         assert str(mine.value) == str(theirs.value)
+
+
+def test_kept_draws():
+    """The library keeps its last draws of W (a pure function of its arguments): a second call gives
+    the same matrix, not the memory of the first (which the caller may change)."""
+    first = favor.projection("orthogonal", 24, 8, 12, 3)
+    expected = first.copy()
+    first[:] = 0
+    assert np.array_equal(favor.projection("orthogonal", 24, 8, 12, 3), expected)
+    assert not np.array_equal(favor.projection("orthogonal", 24, 8, 12, 4), expected)

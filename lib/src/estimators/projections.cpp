@@ -2,6 +2,11 @@
 // members (projection_handle.hpp).
 #include "favor/estimators/projections.hpp"
 
+#include <list>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
 #include "favor/core/error.hpp"
 #include "favor/core/names.hpp"
 #include "favor/estimators/qmc.hpp"
@@ -29,6 +34,38 @@ namespace {
 std::size_t no_blocks(std::size_t) { return 0; }
 std::size_t square_blocks(std::size_t d) { return d; }
 std::size_t pow2_blocks(std::size_t d) { return next_pow2(d); }
+
+// The last draws, kept: W is a pure function of its arguments, so a caller asking again
+// (favor.torch at every training step, apply at every head) gets a copy instead of a fresh
+// draw (~0.8 ms for orthogonal m = 256, d = 64: the Gaussians and the QR). At most kBytes in
+// all, none above kBytes / 8; the least recently used go first. Thread-safe.
+class KeptDraws {
+public:
+    static constexpr std::size_t kBytes = std::size_t(16) << 20;
+    using Key = std::tuple<const ProjectionEntry*, std::size_t, std::size_t, std::uint64_t, std::uint64_t>;
+    std::shared_ptr<const Mat<double>> find(const Key& key) {
+        const std::lock_guard<std::mutex> lock(mu_);
+        for (auto it = kept_.begin(); it != kept_.end(); ++it)
+            if (it->first == key) {
+                kept_.splice(kept_.begin(), kept_, it);
+                return it->second;
+            }
+        return nullptr;
+    }
+    void keep(const Key& key, const Mat<double>& W) {
+        const std::size_t b = W.size() * sizeof(double);
+        if (b > kBytes / 8) return;
+        auto copy = std::make_shared<const Mat<double>>(W);
+        const std::lock_guard<std::mutex> lock(mu_);
+        kept_.emplace_front(key, std::move(copy));
+        for (bytes_ += b; bytes_ > kBytes; kept_.pop_back()) bytes_ -= kept_.back().second->size() * sizeof(double);
+    }
+
+private:
+    std::mutex mu_;
+    std::list<std::pair<Key, std::shared_ptr<const Mat<double>>>> kept_;
+    std::size_t bytes_ = 0;
+};
 }  // namespace
 
 const std::vector<ProjectionEntry>& projection_registry() {
@@ -83,7 +120,12 @@ Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uin
         throw Error("projection '" + p.name() + "' needs d >= " + std::to_string(e.min_d) + ", got d = " + std::to_string(d));
     if (d > e.max_d)
         throw Error("projection '" + p.name() + "' needs d <= " + std::to_string(e.max_d) + ", got d = " + std::to_string(d));
-    return e.draw(m, d, seed, trial);
+    static KeptDraws kept;
+    const KeptDraws::Key key{&e, m, d, seed, trial};
+    if (const auto W = kept.find(key)) return *W;
+    Mat<double> W = e.draw(m, d, seed, trial);
+    kept.keep(key, W);
+    return W;
 }
 
 }  // namespace favor

@@ -60,7 +60,8 @@ const ProjectionEntry* find_projection(const std::string& name);
 // Blocks have block_rows(d) rows; block b and row norms come from streams keyed by
 // (seed, projection tag, d, trial[, b]); the last block is truncated (a simplex-plus block
 // still uses all d of its norms). qmc has no blocks: row i is point i.
-// Throws Error naming the projection if d is outside [min_d, max_d].
+// Throws Error naming the projection if d is outside [min_d, max_d]. The last draws are kept
+// (up to 16 MB): asking again costs a copy.
 Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
                             std::uint64_t trial);
 
