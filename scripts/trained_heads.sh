@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # The studies on a model's captured heads (default data/lm16/excerpt0: the byte-level LM of
-# data/lm16/, 4 layers x 4 heads, its capture of the first held-out excerpt), per layer, then
-# `favor compare` (comparisons_<metric>.csv, ranking_<metric>.csv) and a report script:
-# - "On attention from a trained model" (docs/results.md): every estimator of
-#   configs/trained_heads.json (causal, as the model uses its heads) and
-#   configs/trained_heads_noncausal.json at equal feature budgets; scripts/trained_heads_report.py
-#   (figure and table against head entropy). Writes OUT_DIR/trained_heads/layer<i>/,
-#   OUT_DIR/trained_heads_noncausal/layer<i>/, OUT_DIR/trained_heads.md and
-#   OUT_DIR/trained_heads_vs_entropy.png (a few minutes on 2 cores).
+# data/lm16/, 4 layers x 4 heads, its capture of the first held-out excerpt):
+# - "On attention from a trained model" (docs/results.md): `favor study` (python3 -m favor study,
+#   docs/design.md 9.3) of the capture with the estimators of configs/trained_heads.json (causal,
+#   as the model uses its heads) and of configs/trained_heads_noncausal.json (--causal no), at
+#   F = 64, 128, 256 columns (elu and dpfp at their own F = 64 and 128), 16 trials, verdicts
+#   against uniform attention. Writes OUT_DIR/trained_heads/ and OUT_DIR/trained_heads_noncausal/
+#   (report.md, report.png, study.csv, study.json, layer<i>/F<F>/; a few minutes on 2 cores).
 # - --hybrid: "Attention as deployed" (issue 38, docs/results.md): hybrids (an exact window and
 #   sink tokens, a feature-map remainder) of configs/hybrid_trained_heads{,_w64,_w256,_fixed}.json,
 #   causal, at equal columns F + w + s, compared with --match num_features in three families
@@ -15,7 +14,8 @@
 #   scripts/hybrid_report.py.
 #   Writes OUT_DIR/hybrid_trained_heads/<part>/layer<i>/ (part: main, w64, w256, fixed), its
 #   README.md and figures (about 25 min on 2 cores, most of it the compare families).
-# --capture DIR: another capture (DIR/layer<i>/{q,k,v}.npy, as scripts/capture_qkv.py writes it).
+# --capture DIR: another capture (DIR/manifest.json and DIR/layer<i>/{q,k,v}.npy, as
+# scripts/capture_qkv.py writes them). --report-only (with --hybrid): the report from earlier runs.
 # Usage: scripts/trained_heads.sh [--hybrid] [--no-build] [--report-only] [--capture DIR] [OUT_DIR (default results)]
 set -euo pipefail
 usage() { echo "usage: scripts/trained_heads.sh [--hybrid] [--no-build] [--report-only] [--capture DIR] [OUT_DIR (default results)]"; }
@@ -38,7 +38,9 @@ case $data in ""|/*) ;; *) data=$PWD/$data ;; esac
 cd "$(dirname "$0")/.."
 data=${data:-data/lm16/excerpt0}
 out=${out:-results}
-[ "$build" = 0 ] || scripts/setup.sh --target favor
+targets=(--target favor)   # favor study also needs the Python module
+[ "$hybrid" = 1 ] || targets+=(--target favor_python --target favor_python_files)
+[ "$build" = 0 ] || scripts/setup.sh "${targets[@]}"
 favor=${FAVOR:-build/favor}
 py=/usr/bin/python3
 [ -d "$data" ] || { echo "trained_heads.sh: --capture $data: no such directory" >&2; exit 2; }
@@ -81,9 +83,12 @@ if [ "$hybrid" = 1 ]; then
   "$py" scripts/hybrid_report.py "$out/hybrid_trained_heads" "$data"
   exit 0
 fi
-if [ "$run" = 1 ]; then
-  for name in trained_heads trained_heads_noncausal; do
-    run_layers "$name" "configs/$name.json" --metric output_rel_error --metric attention_tv --metric attention_kl
-  done
-fi
-"$py" scripts/trained_heads_report.py "$out" "$data"
+# The estimators' study: favor study with each config's variants (its report replaces the
+# per-layer runs and report script this study had before issue 41).
+[ "$run" = 1 ] || bad "--report-only is for --hybrid (favor study writes its report with its runs)"
+for name in trained_heads trained_heads_noncausal; do
+  causal=auto
+  [ "$name" = trained_heads ] || causal=no
+  PYTHONPATH=${FAVOR_PYTHONPATH:-build/python} "$py" -m favor study "$data" --budgets 64,128,256 --trials 16 \
+    --variants "configs/$name.json" --causal "$causal" --out "$out/$name"
+done

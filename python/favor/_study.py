@@ -205,6 +205,7 @@ def study(capture, out=None, budgets=(64, 256), grad=False, causal="auto", trial
             ent[(lay["index"], h)] = r
     table["entropy_ratio"] = [ent[(int(a), int(b))] for a, b in zip(table["layer"], table["head"])]
     info = {"capture": os.path.abspath(capture), "budgets": budgets, "grad": bool(grad), "grad_source": grad_source,
+            "trials_given": trials is not None,
             "alpha": ALPHA, "runs": settings, "seed": seed}
     _publish(out, table, info, man)
     return os.path.join(out, "report.md")
@@ -295,17 +296,26 @@ def grad_table(table, budgets):
 
 
 def _summary_lines(table, budgets):
+    """Per budget: on how many heads the best variant, and a random-feature map alone (a map
+    drawing W, no window or sinks), are below uniform by the verdict; the best one's ratios."""
     lines = []
     n = table.groupby(["layer", "head"]).ngroups
+    alone = table["features"].map(lambda f: _random({"features": f})) & ~table["variant"].str.contains(r"\+[ws]\d")
     for F in budgets:
-        t = table[table["F"] == F]
-        best = t.loc[t[np.isfinite(t["error"])].groupby(["layer", "head"])["error"].idxmin()]
-        below = int((best["verdict"] == "a better").sum())
-        rf = t[t["variant"].isin([v for v in t["variant"].unique() if "+" not in v and not v.startswith("none")])]
-        rf_below = rf[rf["verdict"] == "a better"].groupby(["layer", "head"]).ngroups
-        lines.append(f"- F = {F}: the best variant's error is below uniform's (verdict) on {below} of {n} heads "
-                     f"(ratios {best['ratio'].min():.3g} to {best['ratio'].max():.3g}); some random-feature map "
-                     f"alone is on {rf_below} of {n}.")
+        t = table[(table["F"] == F) & np.isfinite(table["error"])]
+        if t.empty:
+            continue
+        best = t.loc[t.groupby(["layer", "head"])["error"].idxmin()]
+        rf = t[alone[t.index]]
+        line = (f"- F = {F}: the best variant's error is below uniform's (verdict) on "
+                f"{int((best['verdict'] == 'a better').sum())} of {n} heads (ratios {best['ratio'].min():.3g} to "
+                f"{best['ratio'].max():.3g})")
+        if len(rf):
+            rbest = rf.loc[rf.groupby(["layer", "head"])["error"].idxmin()]
+            line += (f"; the best random-feature map alone: ratios {rbest['ratio'].min():.3g} to "
+                     f"{rbest['ratio'].max():.3g} (median {rbest['ratio'].median():.3g}), below uniform on "
+                     f"{rf[rf['verdict'] == 'a better'].groupby(['layer', 'head']).ngroups} of {n} heads")
+        lines.append(line + ".")
     return lines
 
 
@@ -316,15 +326,19 @@ def _figure(table, budgets, path, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
     heads = sorted({(int(a), int(b)) for a, b in zip(table["layer"], table["head"])})
     x = {hd: i for i, hd in enumerate(heads)}
     family = table["variant"].str.replace(r"\+w\d+", "+window", regex=True)   # the same map at every F
     families = list(dict.fromkeys(family))
+    hybrid = any("+window" in f for f in families)
     fin = table["ratio"][np.isfinite(table["ratio"])]
     ymin = max(min(float(fin.min()) if len(fin) else 0.1, 0.5) * 0.8, 1e-4)
-    fig, axes = plt.subplots(1, len(budgets), figsize=(max(4.5, 0.4 * len(heads) + 2.0) * len(budgets) + 2.5, 4.6),
-                             squeeze=False, sharey=True)
-    for ax, F in zip(axes[0], budgets):
+    fig, axes = plt.subplots(len(budgets), 1, figsize=(max(6.0, 0.42 * len(heads) + 2.5), 3.3 * len(budgets) + 0.6),
+                             squeeze=False, sharey=True, sharex=True)
+    axes = axes[:, 0]
+    colors = plt.get_cmap("tab10" if len(families) <= 10 else "tab20").colors
+    for ax, F in zip(axes, budgets):
         off = []
         for i, fam in enumerate(families):
             r = table[(table["F"] == F) & (family == fam)]
@@ -338,27 +352,32 @@ def _figure(table, budgets, path, title):
             r = r[np.isfinite(r["ratio"]) & (r["ratio"] <= YMAX)]
             dx = (i - (len(families) - 1) / 2) * 0.5 / max(1, len(families))   # side by side within a head
             ax.plot([x[(int(a), int(b))] + dx for a, b in zip(r["layer"], r["head"])], r["ratio"],
-                    "os^vDP*Xph<>"[i % 12], color=f"C{i % 10}", ms=5, ls="none", label=fam)
+                    "os^vDP*Xph<>"[i % 12], color=colors[i % len(colors)], ms=5, ls="none", label=fam)
         ax.axhline(1.0, color="0.4", ls=(0, (5, 3)), lw=1.2, label="uniform attention (mean of V) = 1")
         ax.set_yscale("log")
         ax.set_ylim(ymin, YMAX)
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        if YMAX / ymin < 10:   # within a decade the minor ticks carry the labels
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.tick_params(axis="y", which="minor", labelsize=7)
+        else:
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xticks(range(len(heads)))
         ax.set_xticklabels([f"{a}.{b}" for a, b in heads], rotation=90 if len(heads) > 24 else 0, fontsize=8)
-        ax.set_xlabel("layer.head")
-        ax.set_title(f"F = {F} columns (a window w: w of them)", fontsize=10)
+        ax.set_title(f"F = {F} columns" + (" (a window of w keys: w of them)" if hybrid else "")
+                     + ("".join(f"\nabove the panel: {o}" for o in off)), fontsize=9)
         ax.grid(alpha=0.3, which="both")
-        if off:
-            ax.text(0.02, 0.98, "above the panel:\n" + "\n".join(off), transform=ax.transAxes, va="top",
-                    fontsize=7, color="0.3")
-    axes[0][0].set_ylabel(f"{METRIC} / uniform attention's\n(mean of the trials; below 1: better than the mean of V)")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    for ax in axes[0][1:]:
+    axes[-1].set_xlabel("layer.head")
+    for ax in axes:
+        ax.set_ylabel(f"{METRIC} / uniform's\n(below 1: better than the mean of V)", fontsize=8)
+    handles, labels = axes[0].get_legend_handles_labels()
+    for ax in axes[1:]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             if lab not in labels:
                 handles.append(h)
                 labels.append(lab)
     fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8,
-               title="+window: a window of F/2\n(none: F; t2r: F - d)", title_fontsize=7)
+               title="+window: its window at each F" if hybrid else None, title_fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110, bbox_inches="tight")
@@ -384,7 +403,8 @@ def _publish(out, table, info, man):
              "(the mean of the visible rows of V; below 1 is better than that trivial baseline). Verdict: "
              f"`favor compare --match num_features --against uniform` (one-sample sign-flip test of the trials, "
              f"Holm over each run's {tests} or fewer tested rows, alpha {ALPHA}; deterministic variants are exact "
-             "differences). Trials: the smallest n with tests x 2/2^n <= alpha/4, at least 8 (favor.trials_for).",
+             "differences). Trials: " + ("as given." if info["trials_given"] else
+                                    "the smallest n with tests x 2/2^n <= alpha/4, at least 8 (favor.trials_for)."),
              "", "## Per head", ""]
     lines += _summary_lines(table, budgets) + [""] + report_table(table, budgets) + [""]
     if info["grad"]:
@@ -394,6 +414,8 @@ def _publish(out, table, info, man):
         lines += grad_table(table, budgets) + [""]
     lines += ["Files: study.csv (every head x variant x budget row of these tables), study.json (the settings), "
               "layer<i>/F<F>/ (each run's result set and comparisons), report.png.", ""]
+    kinds = {r["causal"] for r in info["runs"]}
+    causal_words = "causal" if kinds == {True} else "not causal" if kinds == {False} else "causal and not"
     tmp = tempfile.mkdtemp(prefix=".report.", dir=out)
     try:
         with open(os.path.join(tmp, "report.md"), "w") as f:
@@ -403,7 +425,8 @@ def _publish(out, table, info, man):
             json.dump(info, f, indent=2)
             f.write("\n")
         _figure(table, budgets, os.path.join(tmp, "report.png"),
-                f"favor study of {os.path.basename(info['capture'])}: every head, each variant's error / uniform's")
+                f"favor study of {os.path.basename(info['capture'])} ({causal_words}): every head, "
+                "each variant's error / uniform's")
         for name in ("report.md", "study.csv", "study.json", "report.png"):
             os.replace(os.path.join(tmp, name), os.path.join(out, name))
     finally:

@@ -18,7 +18,7 @@ fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 
 # Scripts that need arguments (the others do their work when called with none).
 needs_args=" sweep.sh sweep_L.sh sweep_m.sh slurm_sweep.sbatch capture_qkv.py diff_results.py
- fit_family.py fit_maps.py head_stats.py plot.py precision_report.py trained_heads_report.py headline.py 
+ fit_family.py fit_maps.py head_stats.py plot.py precision_report.py headline.py 
  plot_kernel_bias.py hybrid_report.py "
 uses_torch=" capture_qkv.py train_tiny_lm.py tiny_lm.py "
 has_torch=1
@@ -65,7 +65,7 @@ done
 
 # scripts/run.sh's summary: headline.py on committed result sets of each kind (approximation,
 # kernel, timing, per-head at equal budgets, NaN means) prints its three lines.
-for set in default fig2_kernel_mse_ratio timing_vs_L trained_heads/layer0 precision_scale_sweep/float16; do
+for set in default fig2_kernel_mse_ratio timing_vs_L trained_heads/layer0/F64 precision_scale_sweep/float16; do
   [ -f "$src/results/$set/run.json" ] || continue
   /usr/bin/python3 "$tmp/repo/scripts/headline.py" "$src/results/$set" > "$tmp/out" 2> "$tmp/err" ||
     { fail "headline.py results/$set: $(head -c 300 "$tmp/err")"; continue; }

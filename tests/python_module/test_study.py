@@ -170,3 +170,17 @@ def test_variants_from_a_config(studied, tmp_path):
                                                       ("positive-orthogonal", 24)]
     with pytest.raises(favor.Error, match="no \"variants\" list"):
         favor.study(studied["cap"], out=str(tmp_path / "t"), variants=str(tmp_path / "s" / "study.json"))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_entropy_ratio_is_head_stats(studied, causal):
+    """The report's entropy ratio (favor.study's blocked float64 computation) is
+    scripts/head_stats.py's entropy_ratio on every head, causal and not, to rounding; blocks of
+    5 rows cover the block edges."""
+    import head_stats
+    from favor._study import entropy_ratios
+    for lay in studied["man"]["layers"]:
+        q, k = (np.load(os.path.join(studied["cap"], lay["files"][w]["path"])) for w in "qk")
+        got = entropy_ratios(q, k, causal, block=5)
+        want = [head_stats.head_stats(q[0, h], k[0, h], causal=causal)["entropy_ratio"] for h in range(H)]
+        np.testing.assert_allclose(got, want, rtol=1e-12)
