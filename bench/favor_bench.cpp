@@ -10,8 +10,9 @@
 // --python    interpreter for scripts/numpy_fig4.py (default /usr/bin/python3).
 // --no-numpy  do not run the numpy script (the fig4 ratio is then not printed).
 // --only NAME  run only one section: favor, hybrid, exact, timing, python (the Python module's
-//             overhead over the library call, bench/module_overhead.py; skipped with --no-numpy)
-//             or longctx (the pairwise pass's product rate and the row-sampled metric at
+//             overhead over the library call, bench/module_overhead.py, and torch; skipped with
+//             --no-numpy), torch (favor.torch's forward + backward against the library's and
+//             against FAVOR+ written in torch, bench/torch_overhead.py) or longctx (the pairwise pass's product rate and the row-sampled metric at
 //             L = 2^20, docs/speed.md "Long contexts").
 // --blas-threads N  let the BLAS itself use N threads inside every product (with --threads 1:
 //             "OpenBLAS with its threading" of the BLAS comparison in docs/speed.md).
@@ -173,6 +174,68 @@ void long_context(int threads, int repeats) {
                 *values["output_rel_error_row_sem"], peak / 1e6);
     check("row-sampled output metric L=2^20 / FAVOR+ forward", t_rows / t_fwd, 4.0, "x");
     check("row-sampled output metric L=2^20 peak RSS", peak / 1e6, 1500, "MB");
+}
+
+// favor.torch's training step against the library's and against torch's (bench/torch_overhead.py):
+// forward + backward through favor.torch (favor's saved forward state: docs/design.md 9.2) over
+// favor_forward_saved + favor_backward_saved on the same float32 tensors (the estimator made once)
+// and over FAVOR+ written in torch with the same W, torch autograd's backward; L = 4096,
+// d = dv = 64, m = 256, positive + orthogonal, non-causal and causal. Least median of 5
+// alternating rounds (library, then a fresh python process), as the module overhead's.
+void torch_section(const std::string& python, const std::string& exe, const std::string& source_dir, int threads,
+                   int repeats) {
+    const std::size_t L = 4096, d = 64, m = 256;
+    const std::string dir = (std::filesystem::temp_directory_path() / ("favor_bench_torch." + std::to_string(::getpid()))).string();
+    std::filesystem::create_directories(dir);
+    const QKV in = random_inputs(0, L, d, d, 1.0);
+    const Mat<double> g = random_inputs(1, L, d, d, 1.0).q;
+    for (const auto& [name, x] : {std::pair{"q", &in.q}, {"k", &in.k}, {"v", &in.v}, {"g", &g}})
+        save_heads(dir + "/" + name + ".npy", {}, {*x}, true);
+    const Mat<float> Q = cast_mat<float>(in.q), K = cast_mat<float>(in.k), V = cast_mat<float>(in.v), G = cast_mat<float>(g);
+    const Variant favor_plus = parse_variant({{"features", "positive"}, {"projection", "orthogonal"}}, Field{"bench", ""},
+                                             false, "");
+    const Estimator<float> est = make_estimator<float>(favor_plus, m, d, 0, 0).for_inputs(Q, K);
+    const int reps = std::max(repeats, 21);
+    const std::string cmd = "PYTHONPATH=" + exe + "/python " + python + " " + source_dir + "/bench/torch_overhead.py " +
+                            dir + " " + std::to_string(reps) + " " + std::to_string(threads);
+    const char* cases[] = {"noncausal", "causal"};
+    double lib[2] = {0, 0}, mod[2] = {0, 0}, ref[2] = {0, 0};
+    auto least = [](double& best, double t) { if (t > 0) best = best > 0 ? std::min(best, t) : t; };
+    for (int round = 0; round < 5; ++round) {
+        for (int c = 0; c < 2; ++c)
+            least(lib[c], median_time(reps, [&] {
+                const ForwardState<float> s = favor_forward_saved(est, Q, K, V, c == 1, threads);
+                favor_backward_saved(est, Q, K, V, G, s, c == 1, threads);
+            }));
+        if (FILE* p = popen(cmd.c_str(), "r")) {
+            char line[512], name[64];
+            double t;
+            while (std::fgets(line, sizeof line, p))
+                for (int c = 0; c < 2; ++c) {
+                    if (std::sscanf(line, "torch seconds %63[a-z]: %lf", name, &t) == 2 && name == std::string(cases[c]))
+                        least(ref[c], t);
+                    if (std::sscanf(line, "favor.torch seconds %63[a-z]: %lf", name, &t) == 2 && name == std::string(cases[c]))
+                        least(mod[c], t);
+                }
+            pclose(p);
+        }
+    }
+    std::filesystem::remove_all(dir);
+    std::printf("\nfavor.torch forward + backward (L=%zu d=%zu m=%zu, positive + orthogonal, float32; %s, %s; least median "
+                "of 5 alternating rounds of %d steps after 3 warm-ups):\n",
+                L, d, m, environment_info(threads).value("cpu", std::string("?")).c_str(), blas_info().c_str(), reps);
+    for (int c = 0; c < 2; ++c) {
+        std::printf("  %-9s library (favor_forward_saved + favor_backward_saved) %.2f ms, favor.torch %.2f ms, "
+                    "FAVOR+ in torch (the faster of 1 and %d threads) %.2f ms\n",
+                    cases[c], lib[c] * 1e3, mod[c] * 1e3, threads, ref[c] * 1e3);
+        const std::string what = std::string(c ? ", causal" : "") + ", float32 L=4096 m=256";
+        if (mod[c] > 0 && ref[c] > 0) {
+            check("favor.torch fwd+bwd / library fwd+bwd" + what, mod[c] / lib[c], 1.2, "x");
+            check("favor.torch fwd+bwd / FAVOR+ in torch" + what, mod[c] / ref[c], 1.0, "x");
+        } else {
+            std::printf("  the script did not run (%s)\n", cmd.c_str());
+        }
+    }
 }
 
 }  // namespace
@@ -566,6 +629,14 @@ int main(int argc, char** argv) {
         } else {
             std::printf("\nPython module: not built beside favor_bench (%s/python), overhead not measured\n", exe.c_str());
         }
+    }
+
+    // ---- favor.torch's training step against the library's and torch's (bench/torch_overhead.py) ----
+    if ((section("python") || only == "torch") && numpy) {
+        if (std::filesystem::exists(exe_dir.string() + "/python/favor/torch.py"))
+            torch_section(python, exe_dir.string(), source_dir, threads, repeats);
+        else
+            std::printf("\nfavor.torch: the module is not built beside favor_bench, not measured\n");
     }
 
     std::printf("\ntargets (%d threads):\n", threads);
