@@ -11,6 +11,7 @@
 #include "favor/core/parallel.hpp"
 #include "favor/core/vmath.hpp"
 #include "core/tile_kernels.hpp"
+#include "core/transpose.hpp"
 
 namespace favor {
 
@@ -30,8 +31,7 @@ struct ExactOperands {
         : Lkp(round_up(K.shape(0), tiles::panel_keys<T>())), dvp(round_up(V.shape(1), tiles::lanes<T>())) {
         const std::size_t Lk = K.shape(0), d = K.shape(1), dv = V.shape(1);
         Kt.assign(d * Lkp, T(0));
-        for (std::size_t j = 0; j < Lk; ++j)
-            for (std::size_t k = 0; k < d; ++k) Kt[k * Lkp + j] = K(j, k);
+        tiles::transpose(K.data(), Lk, d, d, Kt.data(), Lkp);
         Vp = V.data();
         if (dvp != dv) {
             Vpad.assign(Lk * dvp, T(0));

@@ -30,6 +30,7 @@
 #include "favor/estimators/features.hpp"
 #include "attention/linear_sums.hpp"
 #include "core/tile_kernels.hpp"
+#include "core/transpose.hpp"
 
 namespace favor {
 
@@ -200,14 +201,8 @@ template <class T>
 void transpose_into(const T* src, std::size_t n, std::size_t k, T* dst, std::size_t ld, int threads) {
     const std::size_t blocks = (n + kBlock - 1) / kBlock;
     parallel_for(blocks, threads_for(double(n * k) * 8.0, threads), [&](std::size_t b) {
-        const std::size_t j0 = b * kBlock, j1 = std::min(n, j0 + kBlock);
-        alignas(64) T tile[kBlock * 16];   // 16 columns of the block's rows, then written out row by row
-        for (std::size_t c0 = 0; c0 < k; c0 += 16) {
-            const std::size_t nc = std::min<std::size_t>(16, k - c0);
-            for (std::size_t j = j0; j < j1; ++j)
-                for (std::size_t c = 0; c < nc; ++c) tile[c * kBlock + (j - j0)] = src[j * k + c0 + c];
-            for (std::size_t c = 0; c < nc; ++c) std::copy(tile + c * kBlock, tile + c * kBlock + (j1 - j0), dst + (c0 + c) * ld + j0);
-        }
+        const std::size_t j0 = b * kBlock;
+        tiles::transpose(src + j0 * k, std::min(n, j0 + kBlock) - j0, k, k, dst + j0, ld);
     });
 }
 
