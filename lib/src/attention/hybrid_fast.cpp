@@ -191,7 +191,7 @@ Plan plan(const Fast<T>& p, std::size_t r0, std::size_t r1) {
 // Scratch of one thread (O(B_q (w + s + B_q + B_k) + F dv)).
 template <class T>
 struct Scratch {
-    std::vector<T> S, Kf, P, num, U, G, z;
+    std::vector<T> S, Kf, num, U, G, z;   // S: the scores, then the weights in their place
     std::vector<double> c, den;
 };
 
@@ -313,23 +313,23 @@ double row_shift(const Fast<T>& p, std::size_t i, std::size_t r, const Plan& pl,
     return top == kEmpty ? c : std::max(c, p.lq[i] + top);
 }
 
-// Row r's weights over the explicit keys into P (exp(s_ij - c_i) on E(i), phi~(x_i).phi~(y_j)
-// exp(lq_i + lk_j - c_i) on the other visible keys, 0 elsewhere); returns their sum.
+// Row r's weights over the explicit keys, in place of its scores in S (exp(s_ij - c_i) on E(i),
+// phi~(x_i).phi~(y_j) exp(lq_i + lk_j - c_i) on the other visible keys, 0 elsewhere: the gaps
+// between a range's intervals are zeroed as they are passed); returns their sum.
 template <class T>
 double row_weights(const Fast<T>& p, std::size_t i, std::size_t r, const Plan& pl, Scratch<T>& x, double c) {
     const RowSplit sp = split(p.h, p.causal, i, p.K.shape(0));
-    T* P = x.P.data() + r * pl.n;
-    std::fill(P, P + pl.n, T(0));
-    const T* S = x.S.data() + r * pl.n;
+    T* P = x.S.data() + r * pl.n;
     const T* Kf = p.F ? x.Kf.data() + r * pl.n : nullptr;
     const double sh = p.F ? p.lq[i] - c : 0.0;
     double den = 0.0;
-    for (std::size_t k = 0; k < pl.count; ++k)
+    for (std::size_t k = 0; k < pl.count; ++k) {
+        std::size_t done = pl.off[k];   // columns of range k before it are final
         intervals(sp, pl.a[k], pl.b[k], [&](bool exact, std::size_t lo, std::size_t hi) {
             const std::size_t at = pl.off[k] + lo - pl.a[k], n = hi - lo;
             T* q = P + at;
+            if (exact || Kf) std::fill(P + done, q, T(0)), done = at + n;
             if (exact) {
-                std::copy(S + at, S + at + n, q);
                 exp_in_place(q, n, T(c));
                 den += sum_lanes(q, n);
             } else if (Kf) {
@@ -340,10 +340,12 @@ double row_weights(const Fast<T>& p, std::size_t i, std::size_t r, const Plan& p
                 den += sum_lanes(q, n);
             }
         });
+        std::fill(P + done, P + pl.off[k] + (pl.b[k] - pl.a[k]), T(0));
+    }
     return den;
 }
 
-// num (R x dv) = sum over the ranges of P_r V_r; then, with block sums [G, z] relative to g,
+// num (R x dv) = sum over the ranges of P_r V_r (P: the weights in S); then, with block sums [G, z] relative to g,
 // num_i += f_i phi~(x_i) G and den_i += f_i phi~(x_i).z, f_i = exp(lq_i + g - c_i).
 template <class T>
 void block_values(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl, Scratch<T>& x, const T* G,
@@ -352,7 +354,7 @@ void block_values(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& p
     T* num = grown(x.num, R * dv);
     if (pl.count == 0) std::fill(num, num + R * dv, T(0));
     for (std::size_t k = 0; k < pl.count; ++k)
-        tiles::times(x.P.data() + pl.off[k], R, pl.n, 1, pl.b[k] - pl.a[k], p.V.data() + pl.a[k] * dv, dv, dv, num, dv,
+        tiles::times(x.S.data() + pl.off[k], R, pl.n, 1, pl.b[k] - pl.a[k], p.V.data() + pl.a[k] * dv, dv, dv, num, dv,
                      k > 0);
     if (!G) return;
     const T* phi = p.phiq + r0 * F;
@@ -379,7 +381,6 @@ void run_block(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
     double g = kEmpty;
     const T* G = block_sums(p, pl, x, &g);
     x.c.resize(R), x.den.resize(R);
-    grown(x.P, R * pl.n);
     for (std::size_t r = 0; r < R; ++r) {
         x.c[r] = row_shift(p, r0 + r, r, pl, x, G ? g : kEmpty);
         x.den[r] = row_weights(p, r0 + r, r, pl, x, x.c[r]);

@@ -52,8 +52,8 @@ inline void transpose(const T* src, std::size_t n, std::size_t k, std::size_t ld
     std::size_t n0 = 0, k0 = 0;
     if constexpr (B > 0) {
         n0 = n / B * B, k0 = k / B * B;
-        for (std::size_t j = 0; j < n0; j += B)
-            for (std::size_t c = 0; c < k0; c += B) detail::block_transpose(src + j * lds + c, lds, dst + c * ldd + j, ldd);
+        for (std::size_t c = 0; c < k0; c += B)   // B rows of dst at a time, written along (few pages)
+            for (std::size_t j = 0; j < n0; j += B) detail::block_transpose(src + j * lds + c, lds, dst + c * ldd + j, ldd);
     }
     for (std::size_t j = 0; j < n; ++j)   // the edges: columns past k0 of every row, rows past n0
         for (std::size_t c = j < n0 ? k0 : 0; c < k; ++c) dst[c * ldd + j] = src[j * lds + c];
