@@ -37,11 +37,12 @@ std::size_t pow2_blocks(std::size_t d) { return next_pow2(d); }
 
 // The last draws, kept: W is a pure function of its arguments, so a caller asking again
 // (favor.torch at every training step, apply at every head) gets a copy instead of a fresh
-// draw (~0.8 ms for orthogonal m = 256, d = 64: the Gaussians and the QR). At most kBytes in
-// all, none above kBytes / 8; the least recently used go first. Thread-safe.
+// draw (~0.8 ms for orthogonal m = 256, d = 64: the Gaussians and the QR). At most kEntries
+// matrices and kBytes in all, none above kBytes / 8 (a run drawing thousands of small W keeps
+// its last 64: the search stays short); the least recently used go first. Thread-safe.
 class KeptDraws {
 public:
-    static constexpr std::size_t kBytes = std::size_t(16) << 20;
+    static constexpr std::size_t kBytes = std::size_t(16) << 20, kEntries = 64;
     using Key = std::tuple<const ProjectionEntry*, std::size_t, std::size_t, std::uint64_t, std::uint64_t>;
     std::shared_ptr<const Mat<double>> find(const Key& key) {
         const std::lock_guard<std::mutex> lock(mu_);
@@ -58,7 +59,8 @@ public:
         auto copy = std::make_shared<const Mat<double>>(W);
         const std::lock_guard<std::mutex> lock(mu_);
         kept_.emplace_front(key, std::move(copy));
-        for (bytes_ += b; bytes_ > kBytes; kept_.pop_back()) bytes_ -= kept_.back().second->size() * sizeof(double);
+        for (bytes_ += b; bytes_ > kBytes || kept_.size() > kEntries; kept_.pop_back())
+            bytes_ -= kept_.back().second->size() * sizeof(double);
     }
 
 private:

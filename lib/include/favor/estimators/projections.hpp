@@ -61,7 +61,7 @@ const ProjectionEntry* find_projection(const std::string& name);
 // (seed, projection tag, d, trial[, b]); the last block is truncated (a simplex-plus block
 // still uses all d of its norms). qmc has no blocks: row i is point i.
 // Throws Error naming the projection if d is outside [min_d, max_d]. The last draws are kept
-// (up to 16 MB): asking again costs a copy.
+// (the last 64, up to 16 MB): asking again costs a copy.
 Mat<double> draw_projection(Projection p, std::size_t m, std::size_t d, std::uint64_t seed,
                             std::uint64_t trial);
 
