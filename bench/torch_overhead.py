@@ -5,15 +5,16 @@ favor_forward_saved + favor_backward_saved on the same tensors, and with the sec
     PYTHONPATH=build/python python3 bench/torch_overhead.py DIR REPEATS THREADS
 
 DIR holds q.npy, k.npy, v.npy and g.npy (float32, L = 4096, d = dv = 64). FAVOR+ (positive
-features, orthogonal W, m = 256, seed 0, trial 0), non-causal and causal. Prints, per case, "torch
-seconds CASE: S" (the estimator in torch: W = favor.projection(...), phi(x) = exp(W x - |x|^2 / 2)
-/ sqrt(m) on x = q / d^(1/4), torch autograd's backward; causal in chunks of 256 rows (the fastest of 64-512 here): the masked
-products within a chunk, the key sums of the chunks before it as an exclusive cumulative sum,
-no (L, m, dv) tensor) and "favor.torch seconds CASE: S", each the median of REPEATS timed steps
-(out = f(q, k, v); out.backward(g)) after three warm-ups; torch's is the faster of 1 and THREADS
-(favor's count) threads of its own (its OpenMP regions stall on a busy 2-core machine). torch
-is timed first: favor's calls keep OpenBLAS, which torch's products here call too,
-single-threaded for the rest of the process (docs/design.md section 9)."""
+features, orthogonal W, m = 256, seed 0, trial 0), non-causal and causal. Prints, per case,
+"torch seconds CASE: S" (the estimator in torch: W = favor.projection(...), phi(x) =
+exp(W x - |x|^2 / 2) / sqrt(m) on x = q / d^(1/4), torch autograd's backward; causal in chunks
+of 256 rows, the fastest of 64-512 here: the masked products within a chunk, the key sums of
+the chunks before it as an exclusive cumulative sum, no (L, m, dv) tensor) and "favor.torch
+seconds CASE: S", each the median of REPEATS timed steps (out = f(q, k, v); out.backward(g))
+after three warm-ups; torch's is the faster of 1 and THREADS (favor's count) threads of its own
+(its OpenMP regions stall on a busy 2-core machine). torch is timed first: favor's calls keep
+OpenBLAS, which torch's products here call too, single-threaded for the rest of the process
+(docs/design.md section 9)."""
 import math
 import sys
 import time
