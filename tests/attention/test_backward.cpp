@@ -111,6 +111,20 @@ TEST_CASE("feature gradients hold for a key with a large log scale", "[backward]
     check_fd(p, g, [&] { return favor_attention(est, p.Q, p.K, p.V, causal).out; });
 }
 
+TEST_CASE("causal backward over several chunks equals finite differences", "[backward]") {
+    // L = 150: three chunks of the causal pass (backward_linear.cpp, 64 rows each, the last
+    // partial), with keys of large log scale in the second and third chunks so that the chunk
+    // shifts rise twice and the state is rescaled between chunks, both ways.
+    Problem p = problem(150, 150, 3, 2, 0.6, 41);
+    for (std::size_t c = 0; c < 3; ++c) p.K(70, c) *= 5.0, p.K(140, c) *= 7.0;
+    for (const char* name : {"positive", "hyperbolic"}) {
+        CAPTURE(name);
+        const Estimator<double> est = estimator(name, p, 6);
+        const Gradients<double> g = favor_backward(est, p.Q, p.K, p.V, p.G, true);
+        check_fd(p, g, [&] { return favor_attention(est, p.Q, p.K, p.V, true).out; });
+    }
+}
+
 TEST_CASE("float32 backward agrees with float64 to its rounding", "[backward]") {
     const bool causal = GENERATE(false, true);
     const std::string name = GENERATE(as<std::string>{}, "exact", "positive", "trig", "sderf");

@@ -17,7 +17,8 @@
 // phiQ_i^T a_i, reaching key j from every i >= j: the reverse prefix sums
 //   R_j = sum_{i>=j} exp(P_j - P_i) phiQ_i^T a_i = phiQ_j^T a_j + exp(P_j - P_{j+1}) R_{j+1},
 // every factor <= 1; then dphiK_j = exp(lk_j - P_j) R_j [v_j, 1], dv_j = exp(lk_j - P_j)
-// R_j[:, :dv]^T phiK_j. One pass each way, O(L F dv), in row order.
+// R_j[:, :dv]^T phiK_j. One pass each way, O(L F dv), made in chunks of rows with one shift
+// per chunk (causal_backward below: the same sums, the pairs inside a chunk as GEMMs).
 #include <algorithm>
 #include <cmath>
 
@@ -111,54 +112,81 @@ FeatureGradients<T> noncausal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, c
     return g;
 }
 
-// The forward prefix pass: a (L x (dv + 1)), dphiQ, and the running maxima P (L).
+// Rows per chunk of the causal pass: each chunk's products are GEMMs of C rows (the pairs
+// inside a chunk through its C x C lower triangle), the state between chunks F x (dv + 1).
+constexpr std::size_t kCausalChunk = 64;
+
+// x[i * ld + j] = 0 above (upper: below) the diagonal of an n x n block: j > i (j < i).
 template <class T>
-void causal_forward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk, MatView<T> V,
-                    MatView<T> G, std::vector<T>& a, std::vector<double>& P, Mat<T>& dphiQ) {
-    const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1;
-    std::vector<T> S(F * w, T(0)), num(w);
-    double p = -INFINITY;
-    for (std::size_t i = 0; i < L; ++i) {
-        const double np = std::max(p, lk[i]);
-        const T decay = T(std::exp(p - np)), s = T(std::exp(lk[i] - np));
-        P[i] = p = np;
-        for (std::size_t f = 0; f < F; ++f) {
-            const T phi = s * phiK(i, f);
-            T* row = &S[f * w];
-            for (std::size_t c = 0; c < dv; ++c) row[c] = decay * row[c] + phi * V(i, c);
-            row[dv] = decay * row[dv] + phi;
-        }
-        gemm<T>(false, false, 1, w, F, T(1), &phiQ(i, 0), F, S.data(), w, T(0), num.data(), w);
-        output_gradient(num.data(), &G(i, 0), 1, dv, &a[i * w]);
-        gemm<T>(false, true, 1, F, w, T(1), &a[i * w], w, S.data(), w, T(0), &dphiQ(i, 0), F);
+void mask_triangle(T* x, std::size_t n, std::size_t ld, bool upper) {
+    for (std::size_t i = 0; i < n; ++i) {
+        if (upper) std::fill(x + i * ld, x + i * ld + i, T(0));
+        else std::fill(x + i * ld + i + 1, x + i * ld + n, T(0));
     }
 }
 
+// Causal, in chunks of C rows t = [t0, t0 + n) with one shift P_t per chunk (the running max of
+// lk through its end; the prefix sums S relative to it, every rescale factor <= 1):
+//   forward:  psi_j = exp(lk_j - P_t) phiK_j, [N, D]_t = phiQ_t S + tril(phiQ_t psi_t^T) [V, 1]_t,
+//             a_t from them and G_t, dphiQ_t = a_t S^T + tril(a_t [V, 1]_t^T) psi_t,
+//             then S += psi_t^T [V, 1]_t;
+//   backward (chunks from the last; R the suffix sum of phiQ_i^T a_i over the later chunks,
+//             rescaled to P_t): dphiK_t = diag(exp(lk - P_t)) ([V, 1]_t R^T + triu([V, 1]_t a_t^T) phiQ_t),
+//             dV_t = psi_t R[:, :dv] + triu(psi_t phiQ_t^T) a_t[:, :dv], then R += phiQ_t^T a_t
+// (triu: key j <= query i). The row-by-row recurrences of the header, C rows at a time.
 template <class T>
 FeatureGradients<T> causal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk,
                                     MatView<T> V, MatView<T> G) {
-    const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1;
+    const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1, C = kCausalChunk;
+    const std::size_t nc = (L + C - 1) / C;
     FeatureGradients<T> g{Mat<T>::from_shape({L, F}), Mat<T>::from_shape({L, F}), Mat<T>::from_shape({L, dv})};
-    std::vector<T> a(L * w), R(F * w, T(0));
-    std::vector<double> P(L);
-    causal_forward(phiQ, phiK, lk, V, G, a, P, g.dphiQ);
-    for (std::size_t j = L; j-- > 0;) {
-        const T decay = j + 1 < L ? T(std::exp(P[j] - P[j + 1])) : T(0), s = T(std::exp(lk[j] - P[j]));
-        for (std::size_t f = 0; f < F; ++f) {
-            T* row = &R[f * w];
-            const T q = phiQ(j, f);
-            T dk = 0;
-            for (std::size_t c = 0; c < w; ++c) {
-                row[c] = decay * row[c] + q * a[j * w + c];
-                dk += row[c] * (c < dv ? V(j, c) : T(1));
-            }
-            g.dphiK(j, f) = s * dk;
+    std::vector<T> a(L * w), psi, V1, S(F * w, T(0)), num(C * w), B(C * C);
+    std::vector<T> psi_all(L * F), V1_all(L * w);
+    std::vector<double> shift(nc);
+    double p = -INFINITY;
+    for (std::size_t t = 0; t < nc; ++t) {
+        const std::size_t t0 = t * C, n = std::min(C, L - t0);
+        const double pc = std::max(p, *std::max_element(lk.begin() + std::ptrdiff_t(t0), lk.begin() + std::ptrdiff_t(t0 + n)));
+        if (p != -INFINITY && pc != p)
+            for (T& x : S) x *= T(std::exp(p - pc));
+        shift[t] = p = pc;
+        key_rows(phiK, lk, pc, V, t0, n, psi, V1);
+        T *ps = psi_all.data() + t0 * F, *v1 = V1_all.data() + t0 * w, *at = a.data() + t0 * w;
+        std::copy(psi.begin(), psi.end(), ps);
+        std::copy(V1.begin(), V1.end(), v1);
+        const T* q = &phiQ(t0, 0);
+        gemm<T>(false, false, n, w, F, T(1), q, F, S.data(), w, T(0), num.data(), w);
+        gemm<T>(false, true, n, n, F, T(1), q, F, ps, F, T(0), B.data(), n);
+        mask_triangle(B.data(), n, n, false);
+        gemm<T>(false, false, n, w, n, T(1), B.data(), n, v1, w, T(1), num.data(), w);
+        output_gradient(num.data(), &G(t0, 0), n, dv, at);
+        gemm<T>(false, true, n, F, w, T(1), at, w, S.data(), w, T(0), &g.dphiQ(t0, 0), F);
+        gemm<T>(false, true, n, n, w, T(1), at, w, v1, w, T(0), B.data(), n);
+        mask_triangle(B.data(), n, n, false);
+        gemm<T>(false, false, n, F, n, T(1), B.data(), n, ps, F, T(1), &g.dphiQ(t0, 0), F);
+        gemm<T>(true, false, F, w, n, T(1), ps, F, v1, w, T(1), S.data(), w);
+    }
+    std::vector<T>& R = S;   // the suffix sums, from zero
+    std::fill(R.begin(), R.end(), T(0));
+    for (std::size_t t = nc; t-- > 0;) {
+        const std::size_t t0 = t * C, n = std::min(C, L - t0);
+        if (t + 1 < nc && shift[t] != shift[t + 1])
+            for (T& x : R) x *= T(std::exp(shift[t] - shift[t + 1]));
+        const T *q = &phiQ(t0, 0), *ps = psi_all.data() + t0 * F, *v1 = V1_all.data() + t0 * w, *at = a.data() + t0 * w;
+        T* dk = &g.dphiK(t0, 0);
+        gemm<T>(false, true, n, F, w, T(1), v1, w, R.data(), w, T(0), dk, F);
+        gemm<T>(false, true, n, n, w, T(1), v1, w, at, w, T(0), B.data(), n);
+        mask_triangle(B.data(), n, n, true);
+        gemm<T>(false, false, n, F, n, T(1), B.data(), n, q, F, T(1), dk, F);
+        for (std::size_t r = 0; r < n; ++r) {
+            const T sc = T(std::exp(lk[t0 + r] - shift[t]));
+            for (std::size_t f = 0; f < F; ++f) dk[r * F + f] *= sc;
         }
-        for (std::size_t c = 0; c < dv; ++c) {
-            T t = 0;
-            for (std::size_t f = 0; f < F; ++f) t += R[f * w + c] * phiK(j, f);
-            g.dV(j, c) = s * t;
-        }
+        gemm<T>(false, false, n, dv, F, T(1), ps, F, R.data(), w, T(0), &g.dV(t0, 0), dv);
+        gemm<T>(false, true, n, n, F, T(1), ps, F, q, F, T(0), B.data(), n);
+        mask_triangle(B.data(), n, n, true);
+        gemm<T>(false, false, n, dv, n, T(1), B.data(), n, at, w, T(1), &g.dV(t0, 0), dv);
+        gemm<T>(true, false, F, w, n, T(1), q, F, at, w, T(1), R.data(), w);
     }
     return g;
 }
