@@ -395,9 +395,10 @@ def _publish(out, table, info, man):
     rel = os.path.relpath(info["capture"])
     lines = [f"# favor study of {info['capture'] if rel.startswith('..') else rel}", "",
              f"Every head of {len({r['layer'] for r in info['runs']})} layer(s) ({lay0.get('module', '')}: H = {lay0['H']}, "
-             f"B = {lay0['B']}, L = {lay0['L']}, d = {lay0['d']}; causal as "
-             + ", ".join(f"layer {r['layer']}: {'causal' if r['causal'] else 'not causal'}"
-                         for r in info["runs"] if r["F"] == budgets[0]) + ").",
+             f"B = {lay0['B']}, L = {lay0['L']}, d = {lay0['d']}; "
+             + ", ".join(f"layer {r['layer']} {'causal' if r['causal'] else 'not causal'}"
+                         for r in info["runs"] if r["F"] == budgets[0]) + ")"
+             + (f"; with B = {lay0['B']} inputs a head is numbered b x H + h (input b, head h)." if lay0["B"] > 1 else "."),
              f"Variants at exactly F columns (a window's keys count as columns): {', '.join(names)}. "
              f"Metric: {METRIC}, mean over {'/'.join(map(str, trials))} trials, as a ratio to uniform attention's "
              "(the mean of the visible rows of V; below 1 is better than that trivial baseline). Verdict: "
