@@ -113,15 +113,19 @@ TEST_CASE("feature gradients hold for a key with a large log scale", "[backward]
 
 TEST_CASE("causal backward over several chunks equals finite differences", "[backward]") {
     // L = 150: three chunks of the causal pass (backward_linear.cpp, 64 rows each, the last
-    // partial), with keys of large log scale in the second and third chunks so that the chunk
+    // partial; on 1 and on 2 threads, bitwise the same), with keys of large log scale in the second and third chunks so that the chunk
     // shifts rise twice and the state is rescaled between chunks, both ways.
     Problem p = problem(150, 150, 3, 2, 0.6, 41);
     for (std::size_t c = 0; c < 3; ++c) p.K(70, c) *= 5.0, p.K(140, c) *= 7.0;
     for (const char* name : {"positive", "hyperbolic"}) {
         CAPTURE(name);
         const Estimator<double> est = estimator(name, p, 6);
-        const Gradients<double> g = favor_backward(est, p.Q, p.K, p.V, p.G, true);
+        const Gradients<double> g = favor_backward(est, p.Q, p.K, p.V, p.G, true, 1);
         check_fd(p, g, [&] { return favor_attention(est, p.Q, p.K, p.V, true).out; });
+        const Gradients<double> g2 = favor_backward(est, p.Q, p.K, p.V, p.G, true, 2);   // chunks on 2 threads
+        CHECK(g2.dQ == g.dQ);
+        CHECK(g2.dK == g.dK);
+        CHECK(g2.dV == g.dV);
     }
 }
 

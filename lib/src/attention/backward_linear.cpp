@@ -126,55 +126,80 @@ void mask_triangle(T* x, std::size_t n, std::size_t ld, bool upper) {
 }
 
 // Causal, in chunks of C rows t = [t0, t0 + n) with one shift P_t per chunk (the running max of
-// lk through its end; the prefix sums S relative to it, every rescale factor <= 1):
-//   forward:  psi_j = exp(lk_j - P_t) phiK_j, [N, D]_t = phiQ_t S + tril(phiQ_t psi_t^T) [V, 1]_t,
-//             a_t from them and G_t, dphiQ_t = a_t S^T + tril(a_t [V, 1]_t^T) psi_t,
-//             then S += psi_t^T [V, 1]_t;
-//   backward (chunks from the last; R the suffix sum of phiQ_i^T a_i over the later chunks,
-//             rescaled to P_t): dphiK_t = diag(exp(lk - P_t)) ([V, 1]_t R^T + triu([V, 1]_t a_t^T) phiQ_t),
-//             dV_t = psi_t R[:, :dv] + triu(psi_t phiQ_t^T) a_t[:, :dv], then R += phiQ_t^T a_t
-// (triu: key j <= query i). The row-by-row recurrences of the header, C rows at a time.
+// lk through its end; every rescale factor <= 1):
+//   forward:  psi_j = exp(lk_j - P_t) phiK_j; S_t = the sum of psi_j^T [v_j, 1] over the chunks
+//             before t, relative to P_t; [N, D]_t = phiQ_t S_t + tril(phiQ_t psi_t^T) [V, 1]_t,
+//             a_t from them and G_t, dphiQ_t = a_t S_t^T + tril(a_t [V, 1]_t^T) psi_t;
+//   backward: R_t = the sum of phiQ_i^T a_i over the chunks after t, relative to P_t;
+//             dphiK_t = diag(exp(lk - P_t)) ([V, 1]_t R_t^T + triu([V, 1]_t a_t^T) phiQ_t),
+//             dV_t = psi_t R_t[:, :dv] + triu(psi_t phiQ_t^T) a_t[:, :dv]
+// (tril / triu: key j <= query i). Each chunk's own sums and products are independent of the
+// others (parallel over chunks, each on one thread); S_t and R_t are running sums of the
+// chunks' own sums in chunk order (serial, F (dv + 1) per chunk): the numbers do not depend on
+// the threads. The row-by-row recurrences of the header, C rows at a time.
 template <class T>
 FeatureGradients<T> causal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, const std::vector<double>& lk,
-                                    MatView<T> V, MatView<T> G) {
+                                    MatView<T> V, MatView<T> G, int threads) {
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), dv = V.shape(1), w = dv + 1, C = kCausalChunk;
-    const std::size_t nc = (L + C - 1) / C;
+    const std::size_t nc = (L + C - 1) / C, size = F * w;
     FeatureGradients<T> g{Mat<T>::from_shape({L, F}), Mat<T>::from_shape({L, F}), Mat<T>::from_shape({L, dv})};
-    std::vector<T> a(L * w), psi, V1, S(F * w, T(0)), num(C * w), B(C * C);
-    std::vector<T> psi_all(L * F), V1_all(L * w);
     std::vector<double> shift(nc);
     double p = -INFINITY;
-    for (std::size_t t = 0; t < nc; ++t) {
-        const std::size_t t0 = t * C, n = std::min(C, L - t0);
-        const double pc = std::max(p, *std::max_element(lk.begin() + std::ptrdiff_t(t0), lk.begin() + std::ptrdiff_t(t0 + n)));
-        if (p != -INFINITY && pc != p)
-            for (T& x : S) x *= T(std::exp(p - pc));
-        shift[t] = p = pc;
-        key_rows(phiK, lk, pc, V, t0, n, psi, V1);
-        T *ps = psi_all.data() + t0 * F, *v1 = V1_all.data() + t0 * w, *at = a.data() + t0 * w;
-        std::copy(psi.begin(), psi.end(), ps);
-        std::copy(V1.begin(), V1.end(), v1);
-        const T* q = &phiQ(t0, 0);
-        gemm<T>(false, false, n, w, F, T(1), q, F, S.data(), w, T(0), num.data(), w);
+    for (std::size_t t = 0; t < nc; ++t)
+        shift[t] = p = std::max(p, *std::max_element(lk.begin() + std::ptrdiff_t(t * C),
+                                                     lk.begin() + std::ptrdiff_t(std::min(L, (t + 1) * C))));
+    std::vector<T> a(L * w), psi(L * F), V1(L * w), sums(nc * size);
+    const int th = threads_for(8.0 * double(L) * double(F) * double(w + C), threads);
+    auto chunk = [&](std::size_t t) { return std::make_pair(t * C, std::min(C, L - t * C)); };
+    // Running sums in place: slot t holds the chunk sum to be added (own[t - 1] forward, own[t + 1]
+    // backward), and becomes the sum of every earlier (later) chunk, rescaled to P_t.
+    auto running = [&](bool forward) {
+        T* s = sums.data();
+        std::fill(s + (forward ? 0 : nc - 1) * size, s + (forward ? 1 : nc) * size, T(0));
+        for (std::size_t k = 1; k < nc; ++k) {
+            const std::size_t t = forward ? k : nc - 1 - k, u = forward ? t - 1 : t + 1;
+            const T f = T(std::exp(forward ? shift[u] - shift[t] : shift[t] - shift[u]));
+            for (std::size_t e = 0; e < size; ++e) s[t * size + e] = (s[u * size + e] + s[t * size + e]) * f;
+        }
+    };
+    parallel_for(nc, th, [&](std::size_t t) {   // psi, [V, 1] and each chunk's psi^T [V, 1] (into slot t + 1)
+        const auto [t0, n] = chunk(t);
+        for (std::size_t r = 0; r < n; ++r) {
+            const T sc = T(std::exp(lk[t0 + r] - shift[t]));
+            for (std::size_t f = 0; f < F; ++f) psi[(t0 + r) * F + f] = sc * phiK(t0 + r, f);
+            for (std::size_t c = 0; c < dv; ++c) V1[(t0 + r) * w + c] = V(t0 + r, c);
+            V1[(t0 + r) * w + dv] = T(1);
+        }
+        if (t + 1 < nc)
+            gemm<T>(true, false, F, w, n, T(1), &psi[t0 * F], F, &V1[t0 * w], w, T(0), &sums[(t + 1) * size], w);
+    });
+    running(true);
+    parallel_for(nc, th, [&](std::size_t t) {   // a and dphiQ from S_t
+        const auto [t0, n] = chunk(t);
+        std::vector<T> num(n * w), B(n * n);
+        const T *q = &phiQ(t0, 0), *ps = &psi[t0 * F], *v1 = &V1[t0 * w], *S = &sums[t * size];
+        T* at = &a[t0 * w];
+        gemm<T>(false, false, n, w, F, T(1), q, F, S, w, T(0), num.data(), w);
         gemm<T>(false, true, n, n, F, T(1), q, F, ps, F, T(0), B.data(), n);
         mask_triangle(B.data(), n, n, false);
         gemm<T>(false, false, n, w, n, T(1), B.data(), n, v1, w, T(1), num.data(), w);
         output_gradient(num.data(), &G(t0, 0), n, dv, at);
-        gemm<T>(false, true, n, F, w, T(1), at, w, S.data(), w, T(0), &g.dphiQ(t0, 0), F);
+        gemm<T>(false, true, n, F, w, T(1), at, w, S, w, T(0), &g.dphiQ(t0, 0), F);
         gemm<T>(false, true, n, n, w, T(1), at, w, v1, w, T(0), B.data(), n);
         mask_triangle(B.data(), n, n, false);
         gemm<T>(false, false, n, F, n, T(1), B.data(), n, ps, F, T(1), &g.dphiQ(t0, 0), F);
-        gemm<T>(true, false, F, w, n, T(1), ps, F, v1, w, T(1), S.data(), w);
-    }
-    std::vector<T>& R = S;   // the suffix sums, from zero
-    std::fill(R.begin(), R.end(), T(0));
-    for (std::size_t t = nc; t-- > 0;) {
-        const std::size_t t0 = t * C, n = std::min(C, L - t0);
-        if (t + 1 < nc && shift[t] != shift[t + 1])
-            for (T& x : R) x *= T(std::exp(shift[t] - shift[t + 1]));
-        const T *q = &phiQ(t0, 0), *ps = psi_all.data() + t0 * F, *v1 = V1_all.data() + t0 * w, *at = a.data() + t0 * w;
+    });
+    parallel_for(nc, th, [&](std::size_t t) {   // each chunk's phiQ^T a (into slot t - 1)
+        const auto [t0, n] = chunk(t);
+        if (t > 0) gemm<T>(true, false, F, w, n, T(1), &phiQ(t0, 0), F, &a[t0 * w], w, T(0), &sums[(t - 1) * size], w);
+    });
+    running(false);
+    parallel_for(nc, th, [&](std::size_t t) {   // dphiK and dV from R_t
+        const auto [t0, n] = chunk(t);
+        std::vector<T> B(n * n);
+        const T *q = &phiQ(t0, 0), *ps = &psi[t0 * F], *v1 = &V1[t0 * w], *at = &a[t0 * w], *R = &sums[t * size];
         T* dk = &g.dphiK(t0, 0);
-        gemm<T>(false, true, n, F, w, T(1), v1, w, R.data(), w, T(0), dk, F);
+        gemm<T>(false, true, n, F, w, T(1), v1, w, R, w, T(0), dk, F);
         gemm<T>(false, true, n, n, w, T(1), v1, w, at, w, T(0), B.data(), n);
         mask_triangle(B.data(), n, n, true);
         gemm<T>(false, false, n, F, n, T(1), B.data(), n, q, F, T(1), dk, F);
@@ -182,12 +207,11 @@ FeatureGradients<T> causal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, cons
             const T sc = T(std::exp(lk[t0 + r] - shift[t]));
             for (std::size_t f = 0; f < F; ++f) dk[r * F + f] *= sc;
         }
-        gemm<T>(false, false, n, dv, F, T(1), ps, F, R.data(), w, T(0), &g.dV(t0, 0), dv);
+        gemm<T>(false, false, n, dv, F, T(1), ps, F, R, w, T(0), &g.dV(t0, 0), dv);
         gemm<T>(false, true, n, n, F, T(1), ps, F, q, F, T(0), B.data(), n);
         mask_triangle(B.data(), n, n, true);
         gemm<T>(false, false, n, dv, n, T(1), B.data(), n, at, w, T(1), &g.dV(t0, 0), dv);
-        gemm<T>(true, false, F, w, n, T(1), q, F, at, w, T(1), R.data(), w);
-    }
+    });
     return g;
 }
 }  // namespace
@@ -201,7 +225,7 @@ FeatureGradients<T> linear_attention_backward(const Mat<T>& phiQ, const Mat<T>& 
         throw Error("backward: shapes do not fit: phiQ (L, F), phiK (Lk, F), V (Lk, dv), G (L, dv)");
     if (causal && Lk != phiQ.shape(0)) throw Error("backward: causal attention needs as many keys as queries");
     const std::vector<double> lk = key_log_scale.empty() ? std::vector<double>(Lk, 0.0) : key_log_scale;
-    return causal ? causal_backward(phiQ, phiK, lk, V, G) : noncausal_backward(phiQ, phiK, lk, V, G, threads);
+    return causal ? causal_backward(phiQ, phiK, lk, V, G, threads) : noncausal_backward(phiQ, phiK, lk, V, G, threads);
 }
 
 namespace {
