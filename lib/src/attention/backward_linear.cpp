@@ -50,12 +50,11 @@ void output_gradient(const T* num, const T* G, std::size_t L, std::size_t dv, T*
     }
 }
 
-// Rows [r0, r0 + n) of the keys as psi (exp(lk_j - M) phiK_j, into psi) and [V, 1] (into V1).
+// Rows [r0, r0 + n) of the keys as psi (exp(lk_j - M) phiK_j, n x F) and [V, 1] (n x (dv + 1)).
 template <class T>
 void key_rows(const Mat<T>& phiK, const std::vector<double>& lk, double M, MatView<T> V, std::size_t r0,
-              std::size_t n, std::vector<T>& psi, std::vector<T>& V1) {
+              std::size_t n, T* psi, T* V1) {
     const std::size_t F = phiK.shape(1), dv = V.shape(1), w = dv + 1;
-    psi.resize(n * F), V1.resize(n * w);
     for (std::size_t r = 0; r < n; ++r) {
         const T s = T(std::exp(lk[r0 + r] - M));
         for (std::size_t f = 0; f < F; ++f) psi[r * F + f] = s * phiK(r0 + r, f);
@@ -86,8 +85,8 @@ FeatureGradients<T> noncausal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, c
     const std::size_t R = kLinearBlockRows;
     const double M = lk.empty() ? 0.0 : *std::max_element(lk.begin(), lk.end());
     const std::vector<T> kv1 = block_sum<T>(Lk, F * w, threads, [&](std::size_t r0, std::size_t n, T* out) {
-        std::vector<T> psi, V1;
-        key_rows(phiK, lk, M, V, r0, n, psi, V1);
+        std::vector<T> psi(n * F), V1(n * w);
+        key_rows(phiK, lk, M, V, r0, n, psi.data(), V1.data());
         gemm<T>(true, false, F, w, n, T(1), psi.data(), F, V1.data(), w, T(0), out, w);
     });
     FeatureGradients<T> g{Mat<T>::from_shape({L, F}), Mat<T>::from_shape({Lk, F}), Mat<T>::from_shape({Lk, dv})};
@@ -100,8 +99,8 @@ FeatureGradients<T> noncausal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, c
     });
     parallel_for((Lk + R - 1) / R, threads, [&](std::size_t b) {
         const std::size_t r0 = b * R, n = std::min(R, Lk - r0);
-        std::vector<T> psi, V1;
-        key_rows(phiK, lk, M, V, r0, n, psi, V1);
+        std::vector<T> psi(n * F), V1(n * w);
+        key_rows(phiK, lk, M, V, r0, n, psi.data(), V1.data());
         gemm<T>(false, true, n, F, w, T(1), V1.data(), w, dkv1.data(), w, T(0), &g.dphiK(r0, 0), F);
         gemm<T>(false, false, n, dv, F, T(1), psi.data(), F, dkv1.data(), w, T(0), &g.dV(r0, 0), dv);
         for (std::size_t r = 0; r < n; ++r) {
@@ -164,12 +163,7 @@ FeatureGradients<T> causal_backward(const Mat<T>& phiQ, const Mat<T>& phiK, cons
     };
     parallel_for(nc, th, [&](std::size_t t) {   // psi, [V, 1] and each chunk's psi^T [V, 1] (into slot t + 1)
         const auto [t0, n] = chunk(t);
-        for (std::size_t r = 0; r < n; ++r) {
-            const T sc = T(std::exp(lk[t0 + r] - shift[t]));
-            for (std::size_t f = 0; f < F; ++f) psi[(t0 + r) * F + f] = sc * phiK(t0 + r, f);
-            for (std::size_t c = 0; c < dv; ++c) V1[(t0 + r) * w + c] = V(t0 + r, c);
-            V1[(t0 + r) * w + dv] = T(1);
-        }
+        key_rows(phiK, lk, shift[t], V, t0, n, &psi[t0 * F], &V1[t0 * w]);
         if (t + 1 < nc)
             gemm<T>(true, false, F, w, n, T(1), &psi[t0 * F], F, &V1[t0 * w], w, T(0), &sums[(t + 1) * size], w);
     });
