@@ -78,7 +78,25 @@ public:
             ++threads_;
             ++idle_;
         }
-        ready_.notify_all();
+        // One wake-up per offered place: waking every idle thread for one helper's place
+        // costs each of them a context switch on a machine with as many cores as threads.
+        for (std::size_t k = 0; k < helpers; ++k) ready_.notify_one();
+    }
+    // Takes back the places of `job` no thread has taken yet (its caller has claimed every
+    // index: a thread that took the place now would only find none left). Without this, a
+    // busy machine leaves stale places in the queue, each counted against the idle threads,
+    // and the next offer starts threads the work never needed.
+    void withdraw(const Job* job) {
+        std::lock_guard<std::mutex> lock(mu_);
+        queue_.erase(std::remove_if(queue_.begin(), queue_.end(),
+                                    [job](const std::shared_ptr<Job>& j) { return j.get() == job; }),
+                     queue_.end());
+    }
+
+    // Threads started so far (they are never destroyed).
+    std::size_t threads() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return threads_;
     }
 
 private:
@@ -90,16 +108,21 @@ private:
             std::shared_ptr<Job> job = std::move(queue_.front());
             queue_.pop_front();
             --idle_;
+            job->active.fetch_add(1);   // under the lock: a caller past withdraw() waits for this thread
             lock.unlock();
-            job->active.fetch_add(1);
             job->run();
+            // Idle again before the caller can see the job done: its next offer then counts
+            // this thread instead of starting another (the thread looks at the queue before
+            // it sleeps, so it takes that offer).
+            lock.lock();
+            ++idle_;
+            lock.unlock();
             if (job->active.fetch_sub(1) == 1) {
                 std::lock_guard<std::mutex> done(job->mu);
                 job->done.notify_all();
             }
             job.reset();
             lock.lock();
-            ++idle_;
         }
     }
     std::mutex mu_;
@@ -129,6 +152,7 @@ void parallel_for(std::size_t n, int threads, F&& f) {
     job->call = [](void* p, std::size_t i) { (*static_cast<Fn*>(p))(i); };
     detail::ThreadPool::get().offer(job, t - 1);
     job->run();
+    detail::ThreadPool::get().withdraw(job.get());
     {   // a helper that took the job after the last index was claimed never calls f
         std::unique_lock<std::mutex> lock(job->mu);
         job->done.wait(lock, [&] { return job->active.load() == 0; });
