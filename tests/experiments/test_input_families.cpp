@@ -206,6 +206,41 @@ TEST_CASE("families: every knob keeps the inputs nested in L and scale a plain f
     REQUIRE(std::equal(small.v.begin(), small.v.end(), iso.v.begin()));
 }
 
+TEST_CASE("families: inputs drawn in blocks, on any threads, straight to float32 or row by row, are the whole draw's bits",
+          "[families]") {
+    const InputFamily all = family({{"decay_q", 1.0}, {"decay_k", 2.0}, {"shared_basis", false}, {"offset_q", 1.0},
+                                    {"offset_k", 4.0}, {"offset_cos", -0.3}, {"key_norm_sigma", 0.5}, {"key_scale", 2.0},
+                                    {"rope_base", 1000.0}, {"key_clusters", 3}, {"cluster_spread", 0.5}});
+    const std::size_t L = 2500, d = 64, dv = 48;   // 1024 rows a block at d = 64: three blocks, the last short
+    // The whole draw made at once, as before blocks: every normal of each stream, the family on
+    // the whole matrices, then the factor.
+    const InputDraw draw{all, 3, "t.json: inputs.scale"};
+    const auto stream = [&](const char* name, std::size_t dim) { return stream_key({9, tag(name), dim, 3}); };
+    QKV whole{Mat<double>::from_shape({L, d}), Mat<double>::from_shape({L, d}), Mat<double>::from_shape({L, dv})};
+    fill_normal(stream("inputs-q", d), whole.q.data(), whole.q.size());
+    fill_normal(stream("inputs-k", d), whole.k.data(), whole.k.size());
+    fill_normal(stream("inputs-v", dv), whole.v.data(), whole.v.size());
+    apply_family(all, stream_key({9, tag("input-seed"), 3}), whole.q, whole.k);
+    for (Mat<double>* m : {&whole.q, &whole.k, &whole.v})
+        for (double& x : *m) x *= 0.75;
+    const QKV one = random_inputs(9, L, d, dv, 0.75, draw, 1), two = random_inputs(9, L, d, dv, 0.75, draw, 2);
+    const InputsOf<float> f = random_inputs_as<float>(9, L, d, dv, 0.75, draw, 2);
+    const std::vector<std::size_t> rows = {2499, 0, 1023, 1024, 17, 2048};
+    const QKV picked = random_input_rows(9, d, dv, 0.75, draw, rows);
+    for (auto [w, a, b, x, p] : {std::tuple{&whole.q, &one.q, &two.q, &f.q, &picked.q}, {&whole.k, &one.k, &two.k, &f.k, &picked.k},
+                                 {&whole.v, &one.v, &two.v, &f.v, &picked.v}}) {
+        REQUIRE(std::equal(w->begin(), w->end(), a->begin()));
+        REQUIRE(std::equal(w->begin(), w->end(), b->begin()));
+        for (std::size_t i = 0; i < w->size(); ++i) REQUIRE(x->data()[i] == float(w->data()[i]));
+        const std::size_t c = w->shape(1);
+        for (std::size_t r = 0; r < rows.size(); ++r)
+            REQUIRE(std::equal(&(*p)(r, 0), &(*p)(r, 0) + c, &(*w)(rows[r], 0)));
+    }
+    // An entry the factor makes infinite is named by its index in the whole tensor, whatever block made it.
+    REQUIRE_THROWS_WITH(random_inputs(9, L, d, dv, 1e308, draw, 2),
+                        Catch::Contains("t.json: inputs.scale: 1e+308 makes entry") && Catch::Contains(" of q infinite"));
+}
+
 TEST_CASE("families: a run on a family gives the same rows for any thread count and shard split", "[families][experiment]") {
     const json j = json::parse(R"({
         "name": "fam", "seed": 4,

@@ -81,6 +81,28 @@ struct Items {
 
 // G: the upstream gradient, or null when no gradient metric is asked. sample: the rows a
 // `query_rows` config evaluates (no rows: all; never with G: config.cpp refuses the pair).
+// A row-sampled head (docs/design.md 3.1) from its inputs in the compute type (before any half
+// rounding), the sampled rows of q in float64 (x) and, for the pairwise metrics, k in float64
+// (y; null without them).
+template <class T>
+Head<T> sampled_head(Mat<T> q, Mat<T> k, Mat<T> v, const Mat<double>& q_rows, const Mat<double>* k64, bool causal,
+                     int threads, Rounding rounding, RowSample sample) {
+    Head<T> h{std::move(q), std::move(k), std::move(v), scale_rows(q_rows), {}, {}, {}, {}, {}, {}, {}};
+    // The reference rows (3.1): a float run's in float32 products of the float32 inputs (before
+    // any half rounding) with float64 sums across key tiles; a float64 run's in float64.
+    if constexpr (std::is_same_v<T, float>) h.reference = exact_attention_rows_f32(h.q, sample.rows, h.k, h.v, causal, threads);
+    else h.reference = exact_attention_rows(h.q, sample.rows, h.k, h.v, causal, threads);
+    h.sample = std::move(sample);
+    const std::vector<std::size_t>& rows = h.sample.rows;
+    for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
+    h.q_rows = take_rows(h.q, rows);
+    if (k64) {
+        h.y = scale_rows(*k64);
+        h.softmax = softmax_rows(h.x, h.y, causal, threads, rows.data());
+    }
+    return h;
+}
+
 template <class T>
 Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads,
                   Rounding rounding, bool pairwise, const Mat<double>* G, RowSample sample) {
@@ -98,21 +120,9 @@ Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>&
             h.grad = exact_attention_backward_saved(q, k, v, *G, h.reference, f.lse, causal, threads);
         return h;
     }
-    Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(take_rows(q, sample.rows)),
-              {}, {}, {}, {}, {}, {}, {}};
-    // The reference rows (3.1): a float run's in float32 products of the float32 inputs (before
-    // any half rounding) with float64 sums across key tiles; a float64 run's in float64.
-    if constexpr (std::is_same_v<T, float>) h.reference = exact_attention_rows_f32(h.q, sample.rows, h.k, h.v, causal, threads);
-    else h.reference = exact_attention_rows(q, sample.rows, k, v, causal, threads);
-    h.sample = std::move(sample);
-    const std::vector<std::size_t>& rows = h.sample.rows;
-    for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
-    h.q_rows = take_rows(h.q, rows);
-    if (pairwise) {
-        h.y = scale_rows(k);
-        h.softmax = softmax_rows(h.x, h.y, causal, threads, rows.data());
-    }
-    return h;
+    const Mat<double> q_rows = take_rows(q, sample.rows);
+    return sampled_head<T>(cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), q_rows, pairwise ? &k : nullptr, causal,
+                           threads, rounding, std::move(sample));
 }
 
 // The first `rows` rows of m (all of them when it has no more).
@@ -175,9 +185,19 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
                                                 first_rows(files.v[h], Lk), cfg.causal, threads,
                                                 dtype_rounding(cfg.dtype), pairwise, grads ? &G : nullptr, sample));
             }
+        } else if (!sample.rows.empty() && !pairwise) {
+            // Row-sampled without the pairwise metrics: the inputs drawn straight into the
+            // compute type (random_inputs_as; no float64 whole), the sampled rows of q again
+            // in float64 for x (bitwise those rows of the whole draw).
+            const InputDraw draw{cfg.inputs.family, in.input_seed, cfg.file + ": inputs.scale"};
+            const std::size_t dv = cfg.inputs.d_v.value_or(in.d);
+            InputsOf<T> x = random_inputs_as<T>(cfg.seed, in.L, in.d, dv, *in.scale, draw, threads);
+            const QKV rows = random_input_rows(cfg.seed, in.d, dv, *in.scale, draw, sample.rows);
+            in.heads.push_back(sampled_head<T>(std::move(x.q), std::move(x.k), std::move(x.v), rows.q, nullptr,
+                                               cfg.causal, threads, dtype_rounding(cfg.dtype), sample));
         } else {
             QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale,
-                                    {cfg.inputs.family, in.input_seed, cfg.file + ": inputs.scale"});
+                                    {cfg.inputs.family, in.input_seed, cfg.file + ": inputs.scale"}, threads);
             const Mat<double> G = grads ? upstream_gradient(cfg.seed, in.L, qkv.v.shape(1), 0, in.input_seed) : Mat<double>();
             in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise,
                                             grads ? &G : nullptr, sample));
@@ -308,16 +328,25 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
     Features<double> fk{Mat<double>::from_shape({Lk, 1}), std::vector<double>(Lk, 0.0)};
     fq.phi.fill(1.0);
     fk.phi.fill(1.0);
-    Mat<double> ones = Mat<double>::from_shape({h.q.shape(0), 1});   // every query row (row-sampled: more than x's)
+    // Every query row (row-sampled: more than x's); row-sampled and non-causal, one row: each
+    // row of the whole is that row, the key sums times 1 (no (L, d_v) float64 output at L = 2^20).
+    const bool one_row = h.sampled() && !causal;
+    Mat<double> ones = Mat<double>::from_shape({one_row ? std::size_t(1) : h.q.shape(0), 1});
     ones.fill(1.0);
     const Mat<double> out_all = linear_attention(ones, fk.phi, cast_mat<double>(h.v), causal, threads);
+    const auto sampled_out = [&] {
+        if (!one_row) return take_rows(out_all, h.sample.rows);
+        Mat<double> o = Mat<double>::from_shape({h.sample.rows.size(), out_all.shape(1)});
+        for (std::size_t r = 0; r < o.shape(0); ++r) std::copy(out_all.data(), out_all.data() + o.shape(1), &o(r, 0));
+        return o;
+    };
     PairwiseRequest req = pairwise_request(wanted, causal, nullptr, 0, h.x, h.y);
     if (h.sampled()) {   // the sampled rows (fq has as many), against all keys
         req.positions = h.sample.rows.data();
         std::vector<PairwiseSums> per_row;
         if (req.any())
             pairwise_metrics(h.x, h.y, h.softmax, MatrixRows<double>(fq), MatrixRows<double>(fk), req, threads, &per_row);
-        sampled_values(wanted, h.reference, take_rows(out_all, h.sample.rows), req, per_row, h.sample, v);
+        sampled_values(wanted, h.reference, sampled_out(), req, per_row, h.sample, v);
     } else {
         output_values(wanted, h.reference, out_all, v);
         pass_values(h, MatrixRows<double>(fq), MatrixRows<double>(fk), wanted, req, threads, v);

@@ -115,13 +115,11 @@ std::vector<double> power_spectrum(double alpha, std::size_t d) {
 
 // Row i <- sum_k sqrt(lambda_k) z_ik b_k, b_k row k of the basis: covariance B^T diag(lambda) B.
 // One fixed-order loop per row, so row i depends on row i alone (nested in L, any threads).
-void anisotropic(Mat<double>& x, const Mat<double>& basis, double alpha) {
-    const std::size_t d = x.shape(1);
-    const std::vector<double> lambda = power_spectrum(alpha, d);
-    std::vector<double> root(d), row(d);
-    for (std::size_t k = 0; k < d; ++k) root[k] = std::sqrt(lambda[k]);
-    for (std::size_t i = 0; i < x.shape(0); ++i) {
-        double* z = &x(i, 0);
+void anisotropic(const RowBlock& x, const Mat<double>& basis, const std::vector<double>& root) {
+    const std::size_t d = x.d;
+    std::vector<double> row(d);
+    for (std::size_t i = 0; i < x.rows; ++i) {
+        double* z = x.row(i);
         std::fill(row.begin(), row.end(), 0.0);
         for (std::size_t k = 0; k < d; ++k) {
             const double a = root[k] * z[k];
@@ -130,6 +128,13 @@ void anisotropic(Mat<double>& x, const Mat<double>& basis, double alpha) {
         }
         std::copy(row.begin(), row.end(), z);
     }
+}
+
+// sqrt(lambda_k) of the power spectrum (the anisotropy's factors).
+std::vector<double> spectrum_roots(double alpha, std::size_t d) {
+    std::vector<double> root = power_spectrum(alpha, d);
+    for (double& r : root) r = std::sqrt(r);
+    return root;
 }
 
 // A unit vector uniform on the sphere: d normals of the stream, normalised.
@@ -152,75 +157,94 @@ std::vector<double> direction_at(const std::vector<double>& u, std::vector<doubl
     return v;
 }
 
-void add_offset(Mat<double>& x, const std::vector<double>& u, double norm) {
-    for (std::size_t i = 0; i < x.shape(0); ++i)
-        for (std::size_t c = 0; c < u.size(); ++c) x(i, c) += norm * u[c];
+void add_offset(const RowBlock& x, const std::vector<double>& u, double norm) {
+    for (std::size_t i = 0; i < x.rows; ++i)
+        for (std::size_t c = 0; c < u.size(); ++c) x.row(i)[c] += norm * u[c];
 }
 
 // Key i <- sqrt(1 - s^2) mu_c + s z_i, c = floor(n u_i): u_i from (seed, "inputs-cluster-of", d),
 // center c's entry j normal c d + j of (seed, "inputs-cluster-centers", d).
-void cluster_keys(Mat<double>& k, std::uint64_t seed, std::size_t n, double s) {
-    const std::size_t d = k.shape(1);
+void cluster_keys(const RowBlock& k, std::uint64_t seed, std::size_t n, double s) {
+    const std::size_t d = k.d;
     const std::uint64_t of = stream_key({seed, tag("inputs-cluster-of"), d});
     const std::uint64_t centers = stream_key({seed, tag("inputs-cluster-centers"), d});
     const double a = std::sqrt(std::max(0.0, 1 - s * s));
     std::vector<double> mu(d);
-    for (std::size_t i = 0; i < k.shape(0); ++i) {
-        const std::size_t c = std::min(n - 1, std::size_t(double(n) * uniform_at(of, i)));
+    for (std::size_t i = 0; i < k.rows; ++i) {
+        const std::size_t c = std::min(n - 1, std::size_t(double(n) * uniform_at(of, k.first + i)));
         fill_normal(centers, mu.data(), d, std::uint64_t(c) * d);
-        for (std::size_t j = 0; j < d; ++j) k(i, j) = a * mu[j] + s * k(i, j);
+        double* r = k.row(i);
+        for (std::size_t j = 0; j < d; ++j) r[j] = a * mu[j] + s * r[j];
     }
 }
 
 // Key i times exp(sigma g_i - sigma^2), g_i normal i of (seed, "inputs-key-norms", d).
-void heavy_tail_norms(Mat<double>& k, std::uint64_t seed, double sigma) {
-    const std::uint64_t key = stream_key({seed, tag("inputs-key-norms"), std::uint64_t(k.shape(1))});
-    for (std::size_t i = 0; i < k.shape(0); ++i) {
-        const double f = std::exp(sigma * normal_at(key, i) - sigma * sigma);
-        for (std::size_t j = 0; j < k.shape(1); ++j) k(i, j) *= f;
+void heavy_tail_norms(const RowBlock& k, std::uint64_t seed, double sigma) {
+    const std::uint64_t key = stream_key({seed, tag("inputs-key-norms"), std::uint64_t(k.d)});
+    for (std::size_t i = 0; i < k.rows; ++i) {
+        const double f = std::exp(sigma * normal_at(key, k.first + i) - sigma * sigma);
+        for (std::size_t j = 0; j < k.d; ++j) k.row(i)[j] *= f;
     }
+}
+
+void rope_rows(const RowBlock& x, double base) {
+    const std::size_t d = x.d;
+    std::vector<double> freq(d / 2);
+    for (std::size_t p = 0; p < d / 2; ++p) freq[p] = std::pow(base, -2.0 * double(p) / double(d));
+    for (std::size_t i = 0; i < x.rows; ++i)
+        for (std::size_t p = 0; p < d / 2; ++p) {
+            const double t = double(x.first + i) * freq[p], c = std::cos(t), s = std::sin(t);
+            double* r = x.row(i);
+            const double a = r[2 * p], b = r[2 * p + 1];
+            r[2 * p] = a * c - b * s;
+            r[2 * p + 1] = a * s + b * c;
+        }
 }
 }  // namespace
 
 void apply_rope(Mat<double>& x, double base) {
-    const std::size_t d = x.shape(1);
-    std::vector<double> freq(d / 2);
-    for (std::size_t p = 0; p < d / 2; ++p) freq[p] = std::pow(base, -2.0 * double(p) / double(d));
-    for (std::size_t i = 0; i < x.shape(0); ++i)
-        for (std::size_t p = 0; p < d / 2; ++p) {
-            const double t = double(i) * freq[p], c = std::cos(t), s = std::sin(t);
-            const double a = x(i, 2 * p), b = x(i, 2 * p + 1);
-            x(i, 2 * p) = a * c - b * s;
-            x(i, 2 * p + 1) = a * s + b * c;
-        }
+    rope_rows(RowBlock{x.data(), x.shape(0), x.shape(1), 0}, base);
+}
+
+FamilyTransform::FamilyTransform(const InputFamily& f, std::uint64_t seed, std::size_t d) : f_(f), seed_(seed) {
+    if (f.decay_q != 0 || f.decay_k != 0) {
+        bq_ = orthogonal_block(stream_key({seed, tag("inputs-basis-q"), d}), d, true);
+        bk_ = f.shared_basis ? bq_ : orthogonal_block(stream_key({seed, tag("inputs-basis-k"), d}), d, true);
+        root_q_ = spectrum_roots(f.decay_q, d);
+        root_k_ = spectrum_roots(f.decay_k, d);
+    }
+    if (f.offset_q != 0 || f.offset_k != 0) {
+        uq_ = unit_direction(stream_key({seed, tag("inputs-offset-q"), d}), d);
+        uk_ = unit_direction(stream_key({seed, tag("inputs-offset-k"), d}), d);
+        if (f.offset_cos) uk_ = direction_at(uq_, uk_, *f.offset_cos);
+    }
 }
 
 // Order (docs/design.md section 7): clusters (keys), anisotropy, key norm factors (the
-// centred part), offsets, key_scale, RoPE.
-void apply_family(const InputFamily& f, std::uint64_t seed, Mat<double>& q, Mat<double>& k) {
-    const std::size_t d = q.shape(1);
-    if (f.key_clusters) cluster_keys(k, seed, f.key_clusters, f.cluster_spread);
-    if (f.decay_q != 0 || f.decay_k != 0) {
-        const Mat<double> bq = orthogonal_block(stream_key({seed, tag("inputs-basis-q"), d}), d, true);
-        const Mat<double> bk =
-            f.shared_basis ? bq : orthogonal_block(stream_key({seed, tag("inputs-basis-k"), d}), d, true);
-        if (f.decay_q != 0) anisotropic(q, bq, f.decay_q);
-        if (f.decay_k != 0) anisotropic(k, bk, f.decay_k);
-    }
-    if (f.key_norm_sigma != 0) heavy_tail_norms(k, seed, f.key_norm_sigma);
+// centred part), offsets, key_scale, RoPE. Every step is row by row, so a block of rows
+// gets the bits those rows get in the whole.
+void FamilyTransform::apply(const RowBlock& q, const RowBlock& k) const {
+    const InputFamily& f = f_;
+    if (f.key_clusters) cluster_keys(k, seed_, f.key_clusters, f.cluster_spread);
+    if (f.decay_q != 0) anisotropic(q, bq_, root_q_);
+    if (f.decay_k != 0) anisotropic(k, bk_, root_k_);
+    if (f.key_norm_sigma != 0) heavy_tail_norms(k, seed_, f.key_norm_sigma);
     if (f.offset_q != 0 || f.offset_k != 0) {
-        const std::vector<double> uq = unit_direction(stream_key({seed, tag("inputs-offset-q"), d}), d);
-        std::vector<double> uk = unit_direction(stream_key({seed, tag("inputs-offset-k"), d}), d);
-        if (f.offset_cos) uk = direction_at(uq, uk, *f.offset_cos);
-        add_offset(q, uq, f.offset_q);
-        add_offset(k, uk, f.offset_k);
+        add_offset(q, uq_, f.offset_q);
+        add_offset(k, uk_, f.offset_k);
     }
     if (f.key_scale != 1)
-        for (double& x : k) x *= f.key_scale;
+        for (std::size_t i = 0; i < k.rows; ++i)
+            for (std::size_t j = 0; j < k.d; ++j) k.row(i)[j] *= f.key_scale;
     if (f.rope_base) {
-        apply_rope(q, *f.rope_base);
-        apply_rope(k, *f.rope_base);
+        rope_rows(q, *f.rope_base);
+        rope_rows(k, *f.rope_base);
     }
+}
+
+void apply_family(const InputFamily& f, std::uint64_t seed, Mat<double>& q, Mat<double>& k) {
+    const FamilyTransform t(f, seed, q.shape(1));
+    t.apply(RowBlock{q.data(), q.shape(0), q.shape(1), 0}, RowBlock{k.data(), k.shape(0), k.shape(1), 0});
 }
 
 }  // namespace favor

@@ -373,8 +373,9 @@ void measure_cells(const Config& cfg, const RunOptions& opt, int threads, std::v
     for (std::size_t L : cfg.inputs.L)
         for (std::size_t d : cfg.inputs.d) {
             const std::size_t dv = cfg.inputs.d_v.value_or(d);
-            QKV qkv = random_inputs(cfg.seed, L, d, dv, scale, {cfg.inputs.family, 0, cfg.file + ": inputs.scale"});
-            const Inputs<T> in{cast_mat<T>(qkv.q), cast_mat<T>(qkv.k), cast_mat<T>(qkv.v),
+            InputsOf<T> qkv = random_inputs_as<T>(cfg.seed, L, d, dv, scale, {cfg.inputs.family, 0, cfg.file + ": inputs.scale"},
+                                                  threads);   // straight into T: no float64 copy
+            const Inputs<T> in{std::move(qkv.q), std::move(qkv.k), std::move(qkv.v),
                                cfg.timing.backward ? cast_mat<T>(upstream_gradient(cfg.seed, L, dv, 0)) : Mat<T>()};
             for (Series& s : series) {
                 if (s.d != d) continue;

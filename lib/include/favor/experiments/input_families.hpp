@@ -61,6 +61,30 @@ void check_family_dimension(const InputFamily& f, std::size_t d, const Field& wh
 // the config key; errors "gen: --family KEY: ...".
 InputFamily parse_family_flags(const std::vector<std::string>& assignments);
 
+// Rows [first, first + rows) of an (L, d) matrix, stored at `data` (row-major, d apart).
+struct RowBlock {
+    double* data = nullptr;
+    std::size_t rows = 0, d = 0, first = 0;
+    double* row(std::size_t i) const { return data + i * d; }
+};
+
+// The family with its own draws for one seed (bases, offset directions) made once, applied
+// to any block of rows: every step is row by row (row i's draws are indexed by i), so a
+// block gets the bits those rows get when the whole matrix is transformed at once.
+class FamilyTransform {
+public:
+    FamilyTransform(const InputFamily& f, std::uint64_t seed, std::size_t d);
+    // In place, at scale 1: q's and k's rows of one block (the same rows of both).
+    void apply(const RowBlock& q, const RowBlock& k) const;
+
+private:
+    InputFamily f_;
+    std::uint64_t seed_;
+    Mat<double> bq_, bk_;                        // the anisotropy's bases
+    std::vector<double> root_q_, root_k_;        // and sqrt of its spectra
+    std::vector<double> uq_, uk_;                // the offsets' directions
+};
+
 // Applies the family to isotropic draws at scale 1, in place: q (L, d), k (Lk, d).
 void apply_family(const InputFamily& f, std::uint64_t seed, Mat<double>& q, Mat<double>& k);
 

@@ -8,15 +8,18 @@
 // draws row by row at scale 1 before the factor; the default family leaves them as they are.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "favor/core/tensor.hpp"
 #include "favor/experiments/input_families.hpp"
 
 namespace favor {
 
-struct QKV {
-    Mat<double> q, k, v;   // (L, d), (L, d), (L, d_v)
+template <class T>
+struct InputsOf {
+    Mat<T> q, k, v;   // (L, d), (L, d), (L, d_v)
 };
+using QKV = InputsOf<double>;
 
 // What a draw depends on beyond (seed, L, d, d_v, scale).
 struct InputDraw {
@@ -27,8 +30,19 @@ struct InputDraw {
 
 // Error "<field>: <scale> makes entry i of q infinite ..." when an entry overflows (scale near
 // 1.8e308): random inputs must be finite, as .npy inputs are (tensor_io.cpp, load_checked).
+// Drawn in blocks of rows on `threads` threads (the values do not depend on them).
 QKV random_inputs(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale,
-                  const InputDraw& draw = {});
+                  const InputDraw& draw = {}, int threads = 1);
+
+// random_inputs' values rounded to T, drawn straight into T in blocks of rows: no float64
+// copy of the whole (a float32 run at L = 2^20, d = 64 holds 768 MB of inputs, not 2.3 GB).
+template <class T>
+InputsOf<T> random_inputs_as(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale,
+                             const InputDraw& draw, int threads);
+
+// Rows `rows` of random_inputs' q, k and v (any order, any row of any L), bitwise those rows.
+QKV random_input_rows(std::uint64_t seed, std::size_t d, std::size_t d_v, double scale, const InputDraw& draw,
+                      const std::vector<std::size_t>& rows);
 
 // The upstream gradient G = dLoss/dOut (L, d_v) of the gradient metrics (docs/design.md
 // section 7): entry (i, c) is normal number i*d_v + c of the stream (seed, "upstream-grad",
