@@ -260,8 +260,14 @@ void hybrid_section(int threads, int repeats, double srate) {
         const double pairs = double(L) * double(causal ? w : 2 * w - 1);
         const double gf_h = (2.0 * 2.0 * L * 64 * d + 2.0 * 2.0 * L * 64 * (dv + 1) + 2.0 * pairs * (d + dv)) / 1e9;
         const double gf_f = (2.0 * 2.0 * L * 128 * d + 2.0 * 2.0 * L * 128 * (dv + 1)) / 1e9;
-        const double t_h = median_time(repeats, [&] { hybrid_forward(hyb, Q, K, V, causal, threads); });
-        const double t_f = median_time(repeats, [&] { favor_forward(fav, Q, K, V, causal, threads); });
+        // Least median of 5 alternating rounds: a slow spell of the shared machine (seconds
+        // long here) then meets both sides instead of deciding the ratio.
+        double t_h = 0, t_f = 0;
+        for (int round = 0; round < 5; ++round) {
+            const double h = median_time(repeats, [&] { hybrid_forward(hyb, Q, K, V, causal, threads); });
+            const double f = median_time(repeats, [&] { favor_forward(fav, Q, K, V, causal, threads); });
+            t_h = round ? std::min(t_h, h) : h, t_f = round ? std::min(t_f, f) : f;
+        }
         report(causal ? "hybrid w64 F64, causal (hybrid_forward)" : "hybrid w64 F64 (hybrid_forward)", t_h, gf_h, srate,
                "sgemm");
         report(causal ? "FAVOR+ F128, causal (favor_forward)" : "FAVOR+ F128 (favor_forward)", t_f, gf_f, srate, "sgemm");
