@@ -371,7 +371,8 @@ struct ApproxRun {
 };
 
 // The inputs: every instance a cell of this shard uses, with its exact reference, held for
-// the whole run; while one is made, its float64 draw (or the npy files) and the exact pass.
+// the whole run; while one is made, its float64 draw (or the npy files; row-sampled without
+// pairwise metrics, blocks of it) and the exact pass.
 struct InputCost {
     double held = 0, loading = 0, seconds = 0;
 };
@@ -380,12 +381,13 @@ InputCost input_cost(const ApproxRun& run, int threads) {
     const Config& cfg = run.cfg;
     std::vector<bool> needed(run.grid.points(), false);
     for (std::size_t c : run.cells) needed[run.grid.point(c)] = true;
-    bool pairwise = false, baseline_pairwise = false;
+    bool pairwise = false, baseline_pairwise = false, baseline = false;
     const bool grads = any_gradient(metric_columns(cfg.approximation.metrics));
     for (const auto& col : metric_columns(cfg.approximation.metrics)) {
         const MetricInfo* mi = find_metric(col);
         pairwise |= mi && mi->source == MetricInfo::Source::pairwise;
         baseline_pairwise |= mi && mi->has_baseline && mi->source == MetricInfo::Source::pairwise;
+        baseline |= mi && mi->has_baseline;
     }
     InputCost in;
     if (cfg.inputs.npy() && run.npy) in.held += double(run.npy->heads) * kFileHeadBytes;   // (read once)
@@ -409,9 +411,13 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         // npy: the files whole (all their rows), a permuted copy too with a layout (+ G's file).
         const bool known = run.npy && run.npy->file_L && run.npy->file_Lk;
         const double fL = known ? double(run.npy->file_L) : Lq, fLk = known ? double(run.npy->file_Lk) : Lkd;
+        // Random inputs: the float64 draw whole, or (row-sampled without pairwise metrics:
+        // random_inputs_as) blocks of ~64k rows' entries per thread and the sampled rows.
+        const bool blocks = x.sampled() && !pairwise;
         const double draw = cfg.inputs.npy() ? 8.0 * H * (fL * d + fLk * d + fLk * dv + (grads ? fL * dv : 0.0)) *
                                                    (cfg.inputs.layout.empty() ? 1.5 : 2.5)
-                                             : 8.0 * (2 * Lq * d + Lq * dv);
+                            : blocks ? 8.0 * (double(threads) * 65536.0 * 3.0 + R * (2 * d + dv))
+                                     : 8.0 * (2 * Lq * d + Lq * dv);
         // The exact pass: K^T laid out once (ExactOperands; row-sampled: per tile, and the
         // row draw's (uniform, index) pairs), each thread's tiles (float64; row-sampled: those
         // of the reference rows' precision, exact_rows.hpp).
@@ -421,6 +427,10 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         in.loading = std::max(in.loading, draw + (x.sampled() ? 16.0 * Lq : 8.0 * Lkd * d) + tiles);
         // The exact backward (backward_exact.cpp): the exact pass's lse, then its own buffers.
         if (grads) in.loading = std::max(in.loading, draw + 8.0 * Lq + exact_backward_bytes(threads, Lq, Lkd, d, dv, 8));
+        // The uniform baseline, after the cells (uniform_baseline): v in float64, the constant
+        // key features and the output rows (one, row-sampled and non-causal; else every row).
+        const double out_rows = x.sampled() && !cfg.causal ? 1.0 : Lq;
+        if (baseline) in.loading = std::max(in.loading, 8.0 * (Lkd * dv + 2.0 * Lkd + out_rows * (dv + 1) + R * dv));
         const double pairs = cfg.causal ? R * Lkd / 2 : R * Lkd;
         in.seconds += run.draws * H * (gemm_seconds(2.0 * pairs * double(x.d + x.dv), ref_s) + pairs / kVexpRate) / threads;
         // The exact backward from the exact pass's saved lse: 5 products over the pairs (S, P^T G,
@@ -572,7 +582,7 @@ std::pair<double, double> timing_cell(const Config& cfg, const Variant& v, std::
     return {bytes, cfg.timing.cell_seconds(secs, back)};
 }
 
-// The largest L's inputs (float64 draw and dtype copy) and its largest cell; cells the time
+// The largest L's inputs (in the compute type) and its largest cell; cells the time
 // budget would skip are left out, as the runner skips them (a series stops once over).
 Cost estimate_timing(const Config& cfg, int threads) {
     const std::size_t s = dtype_bytes(cfg.dtype);
@@ -584,7 +594,8 @@ Cost estimate_timing(const Config& cfg, int threads) {
         for (std::size_t d : cfg.inputs.d) {
             const std::size_t dv = cfg.inputs.d_v.value_or(d);
             const double Ld = double(L);
-            const double inputs = 8.0 * (2 * Ld * d + Ld * dv) + double(s) * (2 * Ld * d + Ld * dv);
+            // (drawn straight into the compute type: random_inputs_as's float64 blocks per thread)
+            const double inputs = 8.0 * double(threads) * 65536.0 * 3.0 + double(s) * (2 * Ld * d + Ld * dv);
             double work = 0;
             std::string w;
             for (const TimingSeries& ser : grid.series()) {
