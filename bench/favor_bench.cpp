@@ -26,10 +26,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -175,6 +179,56 @@ void long_context(int threads, int repeats) {
                 *values["output_rel_error_row_sem"], peak / 1e6);
     check("row-sampled output metric L=2^20 / FAVOR+ forward", t_rows / t_fwd, 4.0, "x");
     check("row-sampled output metric L=2^20 peak RSS", peak / 1e6, 1500, "MB");
+}
+
+// The whole `favor run` process of a row-sampled config (issue 42 item 5): L = 2^20, d = 64,
+// positive-orthogonal m = 64, N = 1024 rows, float32, random inputs, output_rel_error, 1
+// trial; wall time (fork to exit) against the FAVOR+ forward of those inputs at that L and m,
+// and the process's peak RSS (wait4's ru_maxrss). The run's own inputs, drawn here as it
+// draws them (random_inputs_as), for the forward.
+void long_context_run(const std::filesystem::path& exe_dir, int threads, int repeats) {
+    const std::size_t L = std::size_t(1) << 20, d = 64, m = 64, N = 1024;
+    double t_fwd = 0;
+    {
+        const InputsOf<float> in = random_inputs_as<float>(0, L, d, d, 1.0, {}, threads);
+        const Variant v = parse_variant({{"features", "positive"}, {"projection", "orthogonal"}}, Field{"bench", ""}, false, "");
+        const Estimator<float> est = make_estimator<float>(v, m, d, 0, 0).for_inputs(in.q, in.k);
+        Mat<float> out;
+        t_fwd = median_time(std::max(1, std::min(repeats, 3)), [&] { favor_forward_into(est, in.q, in.k, in.v, out, false, threads); });
+    }
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("favor_bench_run." + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const nlohmann::json cfg = {{"name", "longctx"}, {"seed", 0}, {"dtype", "float32"},
+                                {"inputs", {{"source", "random"}, {"L", {L}}, {"d", d}, {"scale", 1.0}}},
+                                {"variants", {{{"features", "positive"}, {"projection", "orthogonal"}}}},
+                                {"m", m}, {"trials", 1}, {"query_rows", N}, {"metrics", {"output_rel_error"}}};
+    std::ofstream((dir / "longctx.json").string()) << cfg.dump(1);
+    const std::string favor = (exe_dir / "favor").string(), config = (dir / "longctx.json").string(),
+                      out_dir = (dir / "out").string(), nthreads = std::to_string(threads);
+    const double t0 = now();
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        const int null = ::open("/dev/null", O_WRONLY);
+        ::dup2(null, 1), ::dup2(null, 2);
+        ::execl(favor.c_str(), "favor", "run", config.c_str(), "--out", out_dir.c_str(), "--threads", nthreads.c_str(),
+                "--quiet", static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    int status = 0;
+    struct rusage ru {};
+    const bool ran = pid > 0 && ::wait4(pid, &status, 0, &ru) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    const double t_run = now() - t0, peak_mb = double(ru.ru_maxrss) * 1024.0 / 1e6;
+    std::filesystem::remove_all(dir);
+    std::printf("\nthe whole `favor run` process, row-sampled, positive-orthogonal, float32, L=2^20 d=%zu m=%zu, N=%zu rows:\n",
+                d, m, N);
+    if (!ran) {
+        std::printf("  %s run %s did not finish (exit status %d)\n", favor.c_str(), config.c_str(), status);
+        return;
+    }
+    std::printf("  FAVOR+ forward %.3f s; favor run %.2f s = %.1fx the forward, peak RSS %.0f MB\n", t_fwd, t_run,
+                t_run / t_fwd, peak_mb);
+    check("favor run L=2^20 m=64 row-sampled / FAVOR+ forward (whole process)", t_run / t_fwd, 4.0, "x");
+    check("favor run L=2^20 m=64 row-sampled peak RSS (whole process)", peak_mb, 1500, "MB");
 }
 
 // favor.torch's training step against the library's and against torch's (bench/torch_overhead.py):
@@ -358,6 +412,7 @@ int main(int argc, char** argv) {
     if (section("longctx")) {
         pairwise_rate(threads, repeats, drate);
         long_context(threads, repeats);
+        long_context_run(exe_dir, threads, repeats);
         std::printf("\n");
     }
     // ---- FAVOR forward, float32, L = 16384, d = 64, m = 256, positive + orthogonal ------

@@ -91,6 +91,7 @@ InputsOf<T> random_inputs_as(std::uint64_t seed, std::size_t L, std::size_t d, s
                              const InputDraw& draw, int threads) {
     const Draw dr(seed, d, d_v, scale, draw);
     InputsOf<T> out{Mat<T>::from_shape({L, d}), Mat<T>::from_shape({L, d}), Mat<T>::from_shape({L, d_v})};
+    for (Mat<T>* m : {&out.q, &out.k, &out.v}) advise_hugepages(m->data(), m->size() * sizeof(T));   // before the first write
     const std::size_t rb = block_rows(std::max(d, d_v)), nb = (L + rb - 1) / rb;
     std::vector<std::array<std::size_t, 3>> bad(nb);
     parallel_for(nb, threads, [&](std::size_t b) {
