@@ -241,6 +241,37 @@ TEST_CASE("families: inputs drawn in blocks, on any threads, straight to float32
                         Catch::Contains("t.json: inputs.scale: 1e+308 makes entry") && Catch::Contains(" of q infinite"));
 }
 
+TEST_CASE("families: a row-sampled run drawing its inputs in blocks gives the numbers of the whole draw",
+          "[families][experiment]") {
+    // Without pairwise metrics a row-sampled run draws q, k, v straight into the compute type in
+    // blocks and x from its sampled rows drawn again, and the non-causal uniform baseline makes
+    // one output row; with a pairwise metric it draws the float64 whole as before. The output
+    // metric, its row SEM and the baseline must not tell the two apart: float32 and float64,
+    // causal and not, a family on, several blocks (2048 rows a block at d = 32).
+    for (const char* dtype : {"float32", "float64"})
+        for (const bool causal : {false, true}) {
+            json j = json::parse(R"({
+                "name": "blocks", "seed": 5,
+                "inputs": {"source": "random", "L": [2500], "d": 32, "scale": 0.8, "decay_k": 1.5, "rope_base": 500,
+                           "key_norm_sigma": 0.5},
+                "variants": [{"features": "positive", "projection": "orthogonal"}],
+                "m": 16, "trials": 2, "query_rows": 40, "metrics": ["output_rel_error"]})");
+            j["dtype"] = dtype;
+            j["causal"] = causal;
+            json with_pairwise = j;
+            with_pairwise["metrics"].push_back("attention_tv");
+            const RunResult a = run_experiment(parse_config(j, "b.json"), {});
+            const RunResult b = run_experiment(parse_config(with_pairwise, "b.json"), {});
+            for (const std::string col : {"output_rel_error", "output_rel_error_row_sem"}) {
+                REQUIRE(a.errors.rows.size() == b.errors.rows.size());
+                for (std::size_t r = 0; r < a.errors.rows.size(); ++r)
+                    REQUIRE(a.errors.rows[r][a.errors.column(col)] == b.errors.rows[r][b.errors.column(col)]);
+            }
+            for (const std::string col : {"output_rel_error_mean", "baseline_output_rel_error"})
+                REQUIRE(a.summary.rows.at(0)[a.summary.column(col)] == b.summary.rows.at(0)[b.summary.column(col)]);
+        }
+}
+
 TEST_CASE("families: a run on a family gives the same rows for any thread count and shard split", "[families][experiment]") {
     const json j = json::parse(R"({
         "name": "fam", "seed": 4,
