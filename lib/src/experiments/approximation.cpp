@@ -79,8 +79,6 @@ struct Items {
     }
 };
 
-// G: the upstream gradient, or null when no gradient metric is asked. sample: the rows a
-// `query_rows` config evaluates (no rows: all; never with G: config.cpp refuses the pair).
 // A row-sampled head (docs/design.md 3.1) from its inputs in the compute type (before any half
 // rounding), the sampled rows of q in float64 (x) and, for the pairwise metrics, k in float64
 // (y; null without them).
@@ -103,6 +101,8 @@ Head<T> sampled_head(Mat<T> q, Mat<T> k, Mat<T> v, const Mat<double>& q_rows, co
     return h;
 }
 
+// G: the upstream gradient, or null when no gradient metric is asked. sample: the rows a
+// `query_rows` config evaluates (no rows: all; never with G: config.cpp refuses the pair).
 template <class T>
 Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads,
                   Rounding rounding, bool pairwise, const Mat<double>* G, RowSample sample) {
@@ -174,6 +174,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
         const RowSample sample = cfg.approximation.samples(in.L)
                                      ? draw_query_rows(cfg.seed, in.input_seed, in.L, *cfg.approximation.query_rows, cfg.causal)
                                      : RowSample{};
+        const InputDraw draw{cfg.inputs.family, in.input_seed, cfg.file + ": inputs.scale"};   // random inputs
         if (npy) {
             // The first L query rows (inputs.L), their keys and values as key_rows says (all of
             // them unless the files are self-attention's: docs/design.md section 5).
@@ -189,15 +190,13 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
             // Row-sampled without the pairwise metrics: the inputs drawn straight into the
             // compute type (random_inputs_as; no float64 whole), the sampled rows of q again
             // in float64 for x (bitwise those rows of the whole draw).
-            const InputDraw draw{cfg.inputs.family, in.input_seed, cfg.file + ": inputs.scale"};
             const std::size_t dv = cfg.inputs.d_v.value_or(in.d);
             InputsOf<T> x = random_inputs_as<T>(cfg.seed, in.L, in.d, dv, *in.scale, draw, threads);
             const QKV rows = random_input_rows(cfg.seed, in.d, dv, *in.scale, draw, sample.rows);
             in.heads.push_back(sampled_head<T>(std::move(x.q), std::move(x.k), std::move(x.v), rows.q, nullptr,
                                                cfg.causal, threads, dtype_rounding(cfg.dtype), sample));
         } else {
-            QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale,
-                                    {cfg.inputs.family, in.input_seed, cfg.file + ": inputs.scale"}, threads);
+            QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale, draw, threads);
             const Mat<double> G = grads ? upstream_gradient(cfg.seed, in.L, qkv.v.shape(1), 0, in.input_seed) : Mat<double>();
             in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise,
                                             grads ? &G : nullptr, sample));

@@ -86,6 +86,10 @@ void check_finite(const std::vector<std::array<std::size_t, 3>>& bad, double sca
 }
 }  // namespace
 
+std::size_t input_block_bytes(std::size_t d, std::size_t d_v) {
+    return block_rows(std::max(d, d_v)) * (2 * d + d_v) * sizeof(double);
+}
+
 template <class T>
 InputsOf<T> random_inputs_as(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale,
                              const InputDraw& draw, int threads) {

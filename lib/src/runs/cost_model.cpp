@@ -13,7 +13,6 @@
 #include <tuple>
 
 #include "favor/attention/attention_blocks.hpp"
-#include "favor/attention/attention_blocks.hpp"
 #include "favor/attention/exact_attention.hpp"
 #include "favor/attention/exact_rows.hpp"
 #include "favor/attention/favor_forward.hpp"
@@ -22,6 +21,7 @@
 #include "favor/core/error.hpp"
 #include "favor/estimators/projections.hpp"
 #include "favor/experiments/cells.hpp"
+#include "favor/experiments/inputs.hpp"
 #include "favor/metrics/metric_table.hpp"
 
 namespace favor {
@@ -412,11 +412,11 @@ InputCost input_cost(const ApproxRun& run, int threads) {
         const bool known = run.npy && run.npy->file_L && run.npy->file_Lk;
         const double fL = known ? double(run.npy->file_L) : Lq, fLk = known ? double(run.npy->file_Lk) : Lkd;
         // Random inputs: the float64 draw whole, or (row-sampled without pairwise metrics:
-        // random_inputs_as) blocks of ~64k rows' entries per thread and the sampled rows.
+        // random_inputs_as) a block per thread and the sampled rows.
         const bool blocks = x.sampled() && !pairwise;
         const double draw = cfg.inputs.npy() ? 8.0 * H * (fL * d + fLk * d + fLk * dv + (grads ? fL * dv : 0.0)) *
                                                    (cfg.inputs.layout.empty() ? 1.5 : 2.5)
-                            : blocks ? 8.0 * (double(threads) * 65536.0 * 3.0 + R * (2 * d + dv))
+                            : blocks ? double(threads) * double(input_block_bytes(x.d, x.dv)) + 8.0 * R * (2 * d + dv)
                                      : 8.0 * (2 * Lq * d + Lq * dv);
         // The exact pass: K^T laid out once (ExactOperands; row-sampled: per tile, and the
         // row draw's (uniform, index) pairs), each thread's tiles (float64; row-sampled: those
@@ -594,8 +594,8 @@ Cost estimate_timing(const Config& cfg, int threads) {
         for (std::size_t d : cfg.inputs.d) {
             const std::size_t dv = cfg.inputs.d_v.value_or(d);
             const double Ld = double(L);
-            // (drawn straight into the compute type: random_inputs_as's float64 blocks per thread)
-            const double inputs = 8.0 * double(threads) * 65536.0 * 3.0 + double(s) * (2 * Ld * d + Ld * dv);
+            // (drawn straight into the compute type: random_inputs_as's float64 block per thread)
+            const double inputs = double(threads) * double(input_block_bytes(d, dv)) + double(s) * (2 * Ld * d + Ld * dv);
             double work = 0;
             std::string w;
             for (const TimingSeries& ser : grid.series()) {

@@ -40,6 +40,9 @@ template <class T>
 InputsOf<T> random_inputs_as(std::uint64_t seed, std::size_t L, std::size_t d, std::size_t d_v, double scale,
                              const InputDraw& draw, int threads);
 
+// The float64 scratch (bytes) one thread holds while random_inputs_as draws a block of rows.
+std::size_t input_block_bytes(std::size_t d, std::size_t d_v);
+
 // Rows `rows` of random_inputs' q, k and v (any order, any row of any L), bitwise those rows.
 QKV random_input_rows(std::uint64_t seed, std::size_t d, std::size_t d_v, double scale, const InputDraw& draw,
                       const std::vector<std::size_t>& rows);
