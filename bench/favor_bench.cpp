@@ -435,7 +435,13 @@ int main(int argc, char** argv) {
             fq = compute_features(map, Q, xs, W, Side::query, threads);
             fk = compute_features(map, K, xs, W, Side::key, threads);
         });
-        report("feature maps (Q and K)", t_feat, gf_features, srate, "sgemm");
+        report("feature maps (Q and K) into (L, F) matrices", t_feat, gf_features, srate, "sgemm");
+        // The pass as the fused forward runs it (favor_feature_pass): blocks of rows into
+        // cache-resident buffers the threads keep, no (L, F) matrix. compute_features above
+        // also writes the two 16 MB matrices, fresh per call (the kernel maps and zeroes their
+        // pages), and counts their +-Inf entries.
+        const double t_pass = median_time(repeats, [&] { favor_feature_pass(est, Q, K, threads); });
+        report("feature pass of the fused forward (Q and K)", t_pass, gf_features, srate, "sgemm");
         const double t_lin = median_time(repeats, [&] { linear_attention(fq.phi, fk.phi, fk.log_scale, V, false, threads); });
         report("linear attention (K'^T V, Q'(K'^T V), normalise)", t_lin, gf_linear, srate, "sgemm");
         const double t_fwd = median_time(repeats, [&] { favor_attention(est, Q, K, V, false, threads); });
@@ -455,9 +461,10 @@ int main(int argc, char** argv) {
         const double t_causal = median_time(repeats, [&] { favor_forward(est, Q, K, V, true, threads); });
         report("causal forward (favor_forward, causal)", t_causal, gf_features + gf_linear, srate, "sgemm");
         // Issue 42's goals (docs/speed.md): the fused forward within 1.2x the sgemm time of its
-        // flops, the feature pass at >= 0.6 and linear attention at >= 0.7 of the sgemm rate.
+        // flops, the feature pass (as that forward runs it) at >= 0.6 and linear attention at
+        // >= 0.7 of the sgemm rate.
         check("FAVOR forward float32 L=16384 vs sgemm time of its flops", t_fused / ((gf_features + gf_linear) / srate), 1.2, "x");
-        check("feature maps (Q and K) rate / sgemm rate", gf_features / t_feat / srate, 0.6, "", false);
+        check("feature pass (fused forward's, Q and K) rate / sgemm rate", gf_features / t_pass / srate, 0.6, "", false);
         check("linear attention rate / sgemm rate", gf_linear / t_lin / srate, 0.7, "", false);
         {   // the backward pass (issue 24). The goal is checked on the backward from the forward's
             // saved state (favor_backward_saved: the training-step convention, autograd keeps the

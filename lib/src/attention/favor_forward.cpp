@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -133,14 +134,8 @@ void fused_queries(const FusedFeatures<T>& f, MatView<T> Q, const std::vector<T>
     const double work = f.map.feature_flops(L, 0, f.W.shape(0), f.d) + 2.0 * double(L * F * e);
     parallel_for(nq, threads_for(work, threads), [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        const T* phi = f.block(Q, r0, rows, Side::query).first;
-        T* o = out.data() + r0 * dv;
-        tiles::times(phi, rows, F, 1, F, KV1.data(), e, dv, o, dv, false);
-        for (std::size_t i = 0; i < rows; ++i) {
-            const T D = dot_lanes(phi + i * F, z.data(), F);
-            if (den) den[r0 + i] = D;
-            scale_in_place(o + i * dv, dv, T(1) / D);
-        }
+        query_rows(f.block(Q, r0, rows, Side::query).first, rows, F, KV1.data(), z.data(), dv, out.data() + r0 * dv,
+                   true, den ? den + r0 : nullptr);
     });
 }
 }  // namespace
@@ -164,6 +159,22 @@ void favor_forward_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, Mat
     if (out.shape(0) != L || out.shape(1) != dv) out = Mat<T>::from_shape({L, dv});   // else reused as it is
     if (causal) fused_causal(f, Q, K, V, out, threads);
     else fused_queries(f, Q, fused_kv1(f, K, V, threads), dv, out, threads);
+}
+
+template <class T>
+void favor_feature_pass(const Estimator<T>& est, MatView<T> Q, MatView<T> K, int threads) {
+    const FeatureMap& map = est.ready_map();
+    if (!forward_fused(map, est.rounding, est.shift, false))
+        throw std::logic_error("favor_feature_pass: '" + map.name() + "' does not run fused");
+    const FusedFeatures<T> f(map, est.W, Q.shape(1));
+    const std::size_t L = Q.shape(0), Lk = K.shape(0);
+    const std::size_t qb = fused_rows(L, f.F, f.d, sizeof(T)), kb = fused_rows(Lk, f.F, f.d, sizeof(T));
+    const std::size_t nq = (L + qb - 1) / qb, nk = (Lk + kb - 1) / kb;
+    const double work = map.feature_flops(L, Lk, est.W.shape(0), f.d);
+    parallel_for(nq + nk, threads_for(work, threads), [&](std::size_t blk) {   // as fused_kv1 and fused_queries
+        if (blk < nq) f.block(Q, blk * qb, std::min(qb, L - blk * qb), Side::query);
+        else f.block(K, (blk - nq) * kb, std::min(kb, Lk - (blk - nq) * kb), Side::key);
+    });
 }
 
 bool backward_saves(const FeatureMap& map, Rounding rounding, bool causal, std::size_t keys) {
@@ -191,6 +202,7 @@ ForwardState<T> favor_forward_saved(const Estimator<T>& est, MatView<T> Q, MatVi
 #define FAVOR_INSTANTIATE(T)                                                                        \
     template Approximation<T> favor_attention<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int); \
     template Mat<T> favor_forward<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int); \
+    template void favor_feature_pass<T>(const Estimator<T>&, MatView<T>, MatView<T>, int); \
     template void favor_forward_into<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, Mat<T>&, bool, int); \
     template ForwardState<T> favor_forward_saved<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int);
 FAVOR_INSTANTIATE(float)

@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "favor/core/blas.hpp"
 #include "favor/core/memory.hpp"
 #include "favor/core/parallel.hpp"
 #include "favor/core/vmath.hpp"
@@ -54,21 +53,22 @@ double max_log(const double* lk, std::size_t rows) {
     return lk && rows ? max_of(lk, rows) : 0.0;
 }
 
-// out rows = num[:, :dv] / num[:, dv] for `rows` rows of num (ld dv + 1); without
-// `normalise`, num[:, :dv] as it is (maps that are not row-normalised).
-template <class T>
-void normalise_rows(const T* num, std::size_t rows, std::size_t dv, T* out, bool normalise) {
-    const std::size_t e = dv + 1;
-    for (std::size_t i = 0; i < rows; ++i) {
-        const T inv = normalise ? T(1) / num[i * e + dv] : T(1);
-        for (std::size_t c = 0; c < dv; ++c) out[i * dv + c] = num[i * e + c] * inv;
-    }
-}
-
 const double* log_or_null(const std::vector<double>& lk, std::size_t rows) {
     return lk.empty() ? nullptr : (assert(lk.size() == rows), lk.data());
 }
 }  // namespace
+
+template <class T>
+void query_rows(const T* phi, std::size_t rows, std::size_t F, const T* KV1, const T* z, std::size_t dv, T* out,
+                bool normalise, T* den) {
+    tiles::times(phi, rows, F, 1, F, KV1, dv + 1, dv, out, dv, false);
+    if (!normalise) return;
+    for (std::size_t i = 0; i < rows; ++i) {
+        const T D = dot_lanes(phi + i * F, z, F);
+        if (den) den[i] = D;
+        scale_in_place(out + i * dv, dv, T(1) / D);
+    }
+}
 
 template <class T>
 double own_kv(const T* phiK, const double* lk, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T* acc) {
@@ -87,23 +87,27 @@ Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_lo
     const std::size_t nblocks = std::max<std::size_t>((Lk + kLinearBlockRows - 1) / kLinearBlockRows, 1);
     // Block b with its own shift M_b (the largest key log scale in it; rows scaled by
     // exp(lk_j - M_b) <= 1), then the blocks rescaled by exp(M_b - M) <= 1 to the largest.
-    std::vector<std::vector<T>> part(nblocks);
+    // The blocks' parts in storage the calling thread keeps (no fresh buffer per block or call).
+    thread_local std::vector<T> kept;
+    T* const parts = grown(kept, nblocks * F * e);
     std::vector<double> shift(nblocks, 0.0);
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * kLinearBlockRows, rows = std::min(kLinearBlockRows, Lk - std::min(Lk, r0));
-        part[blk].assign(F * e, T(0));
-        shift[blk] = own_kv(phiK.data() + r0 * F, lk ? lk + r0 : nullptr, V.data() + r0 * dv, rows, F, dv, part[blk].data());
+        T* const part = parts + blk * F * e;
+        std::fill(part, part + F * e, T(0));
+        shift[blk] = own_kv(phiK.data() + r0 * F, lk ? lk + r0 : nullptr, V.data() + r0 * dv, rows, F, dv, part);
     });
     const double smax = max_of(shift.data(), nblocks);
     Mat<T> KV = Mat<T>::from_shape({F, e});
-    std::copy(part[0].begin(), part[0].end(), KV.data());
+    std::copy(parts, parts + F * e, KV.data());
     if (shift[0] != smax) scale_in_place(KV.data(), F * e, T(std::exp(shift[0] - smax)));
     for (std::size_t b = 1; b < nblocks; ++b) {   // in block order
+        const T* const part = parts + b * F * e;
         if (shift[b] == smax) {
-            for (std::size_t k = 0; k < F * e; ++k) KV.data()[k] += part[b][k];
+            for (std::size_t k = 0; k < F * e; ++k) KV.data()[k] += part[k];
         } else {
             const T cb = T(std::exp(shift[b] - smax));
-            for (std::size_t k = 0; k < F * e; ++k) KV.data()[k] += cb * part[b][k];
+            for (std::size_t k = 0; k < F * e; ++k) KV.data()[k] += cb * part[k];
         }
     }
     return KV;
@@ -118,12 +122,12 @@ template <class T>
 Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads, bool normalise) {
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), e = KV1.shape(1), dv = e - 1;
     Mat<T> out = Mat<T>::from_shape({L, dv});
+    std::vector<T> z(F);
+    for (std::size_t k = 0; k < F; ++k) z[k] = KV1(k, dv);
     const std::size_t rb = kLinearQueryRows, nblocks = (L + rb - 1) / rb;
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        std::vector<T> num(rows * e);
-        gemm<T>(false, false, rows, e, F, T(1), phiQ.data() + r0 * F, F, KV1.data(), e, T(0), num.data(), e);
-        normalise_rows(num.data(), rows, dv, out.data() + r0 * dv, normalise);
+        query_rows(phiQ.data() + r0 * F, rows, F, KV1.data(), z.data(), dv, out.data() + r0 * dv, normalise);
     });
     return out;
 }
@@ -152,6 +156,7 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, MatView<T> V, bo
 }
 
 #define FAVOR_INSTANTIATE(T)                                                                        \
+    template void query_rows<T>(const T*, std::size_t, std::size_t, const T*, const T*, std::size_t, T*, bool, T*); \
     template double own_kv<T>(const T*, const double*, const T*, std::size_t, std::size_t, std::size_t, T*); \
     template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, MatView<T>, bool, int, bool); \
     template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const std::vector<double>&,    \

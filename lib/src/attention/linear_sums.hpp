@@ -33,6 +33,15 @@ bool row_factors(const double* lk, std::size_t r0, std::size_t rows, double shif
 template <class T>
 double own_kv(const T* phiK, const double* lk, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T* acc);
 
+// The query side of non-causal linear attention for `rows` query rows phi (rows x F):
+// out (rows x dv) = phi KV1[:, :dv], each row divided by its denominator phi_i . z (z =
+// KV1[:, dv], F entries) when `normalise` (the denominators into den when given). The tile
+// kernel for the product, a lane-order dot per row while the row is in cache: the fused
+// forward and linear_attention_apply make the same bits.
+template <class T>
+void query_rows(const T* phi, std::size_t rows, std::size_t F, const T* KV1, const T* z, std::size_t dv, T* out,
+                bool normalise, T* den = nullptr);
+
 // Where causal_linear reads the features of a chunk of rows [r0, r0 + rows): the caller can
 // keep them all (linear_attention) or make them per chunk (favor_forward). A chunk's pointers
 // are used until the same thread asks for the next chunk's.

@@ -50,6 +50,12 @@ Mat<T> favor_forward(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatVie
 template <class T>
 void favor_forward_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, Mat<T>& out,
                         bool causal = false, int threads = 1);
+// The non-causal fused forward's feature pass alone, for benchmarks (favor_bench's feature-map
+// rate): the features of every row of Q and of K made block by block as favor_forward makes
+// them (fused_rows rows, each block into a buffer the running thread keeps, each row with its
+// own shift), then dropped. Throws std::logic_error where favor_forward would not run fused.
+template <class T>
+void favor_feature_pass(const Estimator<T>& est, MatView<T> Q, MatView<T> K, int threads = 1);
 // Whether favor_forward(_into) runs fused for an estimator of `map` with this rounding and
 // shift (and some keys); otherwise it returns favor_attention's output, made from both (L, F)
 // feature matrices. The memory estimate (cost_model.cpp) charges the path this names.
