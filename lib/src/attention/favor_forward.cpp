@@ -110,14 +110,9 @@ std::vector<T> fused_kv1(const FusedFeatures<T>& f, MatView<T> K, MatView<T> V, 
         const auto [phi, lk] = f.block(K, r0, rows, Side::key);
         shift[blk] = own_kv(phi, lk, V.data() + r0 * dv, rows, F, dv, parts + blk * F * e);
     });
-    const double smax = max_of(shift.data(), nk);
+    std::vector<T> KV1(F * e);
+    const double smax = add_parts(parts, shift, F * e, KV1.data(), threads);
     if (common) *common = smax;
-    std::vector<T> KV1(F * e, T(0));
-    for (std::size_t b = 0; b < nk; ++b) {
-        const T c = T(std::exp(shift[b] - smax));
-        const T* p = parts + b * F * e;
-        for (std::size_t k = 0; k < F * e; ++k) KV1[k] += c * p[k];
-    }
     return KV1;
 }
 

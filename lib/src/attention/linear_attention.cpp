@@ -71,6 +71,24 @@ void query_rows(const T* phi, std::size_t rows, std::size_t F, const T* KV1, con
 }
 
 template <class T>
+double add_parts(const T* parts, const std::vector<double>& shift, std::size_t size, T* out, int threads) {
+    const std::size_t nb = shift.size(), chunk = 2048;
+    const double smax = nb ? max_of(shift.data(), nb) : 0.0;
+    std::vector<T> c(nb);
+    for (std::size_t b = 0; b < nb; ++b) c[b] = T(std::exp(shift[b] - smax));
+    parallel_for((size + chunk - 1) / chunk, threads_for(2.0 * double(nb * size), threads), [&](std::size_t ch) {
+        const std::size_t k0 = ch * chunk, k1 = std::min(size, k0 + chunk);
+        std::fill(out + k0, out + k1, T(0));
+        for (std::size_t b = 0; b < nb; ++b) {
+            const T cb = c[b];
+            const T* p = parts + b * size;
+            for (std::size_t k = k0; k < k1; ++k) out[k] += cb * p[k];
+        }
+    });
+    return smax;
+}
+
+template <class T>
 double own_kv(const T* phiK, const double* lk, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T* acc) {
     const double shift = max_log(lk, rows);
     thread_local std::vector<T> c;
@@ -97,19 +115,8 @@ Mat<T> linear_attention_kv(const Mat<T>& phiK, const std::vector<double>& key_lo
         std::fill(part, part + F * e, T(0));
         shift[blk] = own_kv(phiK.data() + r0 * F, lk ? lk + r0 : nullptr, V.data() + r0 * dv, rows, F, dv, part);
     });
-    const double smax = max_of(shift.data(), nblocks);
     Mat<T> KV = Mat<T>::from_shape({F, e});
-    std::copy(parts, parts + F * e, KV.data());
-    if (shift[0] != smax) scale_in_place(KV.data(), F * e, T(std::exp(shift[0] - smax)));
-    for (std::size_t b = 1; b < nblocks; ++b) {   // in block order
-        const T* const part = parts + b * F * e;
-        if (shift[b] == smax) {
-            for (std::size_t k = 0; k < F * e; ++k) KV.data()[k] += part[k];
-        } else {
-            const T cb = T(std::exp(shift[b] - smax));
-            for (std::size_t k = 0; k < F * e; ++k) KV.data()[k] += cb * part[k];
-        }
-    }
+    add_parts(parts, shift, F * e, KV.data(), threads);
     return KV;
 }
 
@@ -157,6 +164,7 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, MatView<T> V, bo
 
 #define FAVOR_INSTANTIATE(T)                                                                        \
     template void query_rows<T>(const T*, std::size_t, std::size_t, const T*, const T*, std::size_t, T*, bool, T*); \
+    template double add_parts<T>(const T*, const std::vector<double>&, std::size_t, T*, int);  \
     template double own_kv<T>(const T*, const double*, const T*, std::size_t, std::size_t, std::size_t, T*); \
     template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, MatView<T>, bool, int, bool); \
     template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, const std::vector<double>&,    \

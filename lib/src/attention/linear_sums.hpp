@@ -42,6 +42,13 @@ template <class T>
 void query_rows(const T* phi, std::size_t rows, std::size_t F, const T* KV1, const T* z, std::size_t dv, T* out,
                 bool normalise, T* den = nullptr);
 
+// out (size entries) = sum_b exp(shift_b - M) parts_b over the blocks b < shift.size() (parts_b:
+// `size` entries at parts + b size), M = max_b shift_b, which it returns: the blocks' own sums
+// rescaled to the largest shift and added in block order, every entry in that order whatever
+// the threads (the entries split over them in fixed chunks).
+template <class T>
+double add_parts(const T* parts, const std::vector<double>& shift, std::size_t size, T* out, int threads);
+
 // Where causal_linear reads the features of a chunk of rows [r0, r0 + rows): the caller can
 // keep them all (linear_attention) or make them per chunk (favor_forward). A chunk's pointers
 // are used until the same thread asks for the next chunk's.
