@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "favor/core/memory.hpp"
 #include "favor/core/parallel.hpp"
 #include "favor/core/vmath.hpp"
 #include "core/tile_kernels.hpp"
@@ -82,7 +83,7 @@ template <class T>
 void exact_forward(MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads, Mat<T>& out,
                    double* lse) {
     const std::size_t L = Q.shape(0), d = Q.shape(1), Lk = K.shape(0), dv = V.shape(1);
-    out = Mat<T>::from_shape({L, dv});
+    if (out.shape(0) != L || out.shape(1) != dv) out = Mat<T>::from_shape({L, dv});   // else reused: every entry is written
     const ExactOperands<T> op(K, V);
     // Key tiles of exact_tile_keys (fewer keys: one tile of them all, the same partition).
     const std::size_t rb = exact_query_rows(L), kt = std::min(exact_tile_keys(sizeof(T)), op.Lkp), dvp = op.dvp;
@@ -94,15 +95,24 @@ void exact_forward(MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int th
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
         // Causal rows r0..r0+rows-1 only see keys < r0 + rows.
         const std::size_t cols = causal ? std::min(Lk, r0 + rows) : Lk;
-        std::vector<T> S(rows * kt), acc(rows * dvp, T(0)), row_max(rows, neg_inf);
-        std::vector<double> row_sum(rows, 0.0);
+        // The block's scores (512 kB), sums and maxima in storage the running thread keeps: a
+        // fresh buffer per block was mapped and zeroed by the kernel each time under favor's
+        // fixed malloc thresholds (use_predictable_allocator), ~128 page faults a block.
+        thread_local std::vector<T> S_kept, acc_kept, max_kept;
+        thread_local std::vector<double> sum_kept;
+        T* const S = grown(S_kept, rows * kt);
+        T* const acc = grown(acc_kept, rows * dvp);
+        T* const row_max = grown(max_kept, rows);
+        double* const row_sum = grown(sum_kept, rows);
+        std::fill(acc, acc + rows * dvp, T(0));
+        std::fill(row_max, row_max + rows, neg_inf);
+        std::fill(row_sum, row_sum + rows, 0.0);
         for (std::size_t c0 = 0; c0 < cols; c0 += kt) {
             const std::size_t nc = std::min(kt, cols - c0);
             tiles::times_transposed(Q.data() + r0 * d, rows, d, op.Kt.data() + c0, op.Lkp, round_up(nc, tiles::panel_keys<T>()),
-                                    alpha, S.data(), kt);
-            online_tile(S.data(), rows, kt, c0, nc, causal, [r0](std::size_t i) { return r0 + i; }, row_max.data(),
-                        row_sum.data(), acc.data(), dvp);
-            tiles::times(S.data(), rows, kt, 1, nc, op.Vp + c0 * dvp, dvp, dvp, acc.data(), dvp, true);
+                                    alpha, S, kt);
+            online_tile(S, rows, kt, c0, nc, causal, [r0](std::size_t i) { return r0 + i; }, row_max, row_sum, acc, dvp);
+            tiles::times(S, rows, kt, 1, nc, op.Vp + c0 * dvp, dvp, dvp, acc, dvp, true);
         }
         for (std::size_t i = 0; i < rows; ++i) {
             const T inv = T(1.0 / row_sum[i]);
@@ -119,6 +129,11 @@ Mat<T> exact_attention(MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, in
     Mat<T> out;
     exact_forward(Q, K, V, causal, threads, out, nullptr);
     return out;
+}
+
+template <class T>
+void exact_attention_into(MatView<T> Q, MatView<T> K, MatView<T> V, Mat<T>& out, bool causal, int threads) {
+    exact_forward(Q, K, V, causal, threads, out, nullptr);
 }
 
 template <class T>
@@ -171,6 +186,8 @@ template Mat<double> exact_attention_rows<double>(const Mat<double>&, const std:
                                                   const Mat<double>&, const Mat<double>&, bool, int);
 template Mat<float> exact_attention<float>(MatView<float>, MatView<float>, MatView<float>, bool, int);
 template Mat<double> exact_attention<double>(MatView<double>, MatView<double>, MatView<double>, bool, int);
+template void exact_attention_into<float>(MatView<float>, MatView<float>, MatView<float>, Mat<float>&, bool, int);
+template void exact_attention_into<double>(MatView<double>, MatView<double>, MatView<double>, Mat<double>&, bool, int);
 template ExactForward<float> exact_attention_saved<float>(const Mat<float>&, const Mat<float>&, const Mat<float>&, bool,
                                                            int);
 template ExactForward<double> exact_attention_saved<double>(const Mat<double>&, const Mat<double>&, const Mat<double>&,

@@ -404,15 +404,10 @@ void transposed_keys(Fast<T>& p, int threads) {
     p.Kt = t, p.phiKt = t + p.d * p.ldt;
 }
 
-}  // namespace
-
+// hybrid_fast into `out` (reshaped only when its shape is not (L, dv); every entry written).
 template <class T>
-bool hybrid_fast_applies(const Estimator<T>& est) {
-    return est.hybrid.active() && !est.hybrid.topk && est.rounding == Rounding::none;
-}
-
-template <class T>
-Mat<T> hybrid_fast(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads) {
+void fast_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads,
+               Mat<T>& out) {
     const FeatureMap& map = est.ready_map();
     Fast<T> p{Q, K, V, est.hybrid, causal, Q.shape(1), V.shape(1), map.num_features(est.W.shape(0), Q.shape(1))};
     if (p.F) {
@@ -430,22 +425,44 @@ Mat<T> hybrid_fast(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<
     transposed_keys(p, threads);
     p.sums = key_sums(p, threads);
     const std::size_t L = Q.shape(0), nb = (L + kRows - 1) / kRows;
-    Mat<T> out = Mat<T>::from_shape({L, p.dv});
+    if (out.shape(0) != L || out.shape(1) != p.dv) out = Mat<T>::from_shape({L, p.dv});
     const double work = 2.0 * double(L) * double(2 * p.h.window + p.h.sinks + 2 * kBlock) * double(p.d + p.F + p.dv);
     parallel_for(nb, threads_for(work, threads), [&](std::size_t b) { run_block(p, b, out); });
+}
+
+}  // namespace
+
+template <class T>
+bool hybrid_fast_applies(const Estimator<T>& est) {
+    return est.hybrid.active() && !est.hybrid.topk && est.rounding == Rounding::none;
+}
+
+template <class T>
+Mat<T> hybrid_fast(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads) {
+    Mat<T> out;
+    fast_into(est, Q, K, V, causal, threads, out);
     return out;
 }
 
 template <class T>
+void hybrid_forward_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, Mat<T>& out, bool causal,
+                         int threads) {
+    if (hybrid_fast_applies(est)) fast_into(est, Q, K, V, causal, threads, out);
+    else out = hybrid_attention(est, Q, K, V, causal, threads);
+}
+
+template <class T>
 Mat<T> hybrid_forward(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, bool causal, int threads) {
-    if (hybrid_fast_applies(est)) return hybrid_fast(est, Q, K, V, causal, threads);
-    return hybrid_attention(est, Q, K, V, causal, threads);
+    Mat<T> out;
+    hybrid_forward_into(est, Q, K, V, out, causal, threads);
+    return out;
 }
 
 #define FAVOR_INSTANTIATE(T)                                                                                       \
     template bool hybrid_fast_applies<T>(const Estimator<T>&);                                                     \
     template Mat<T> hybrid_fast<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int);            \
-    template Mat<T> hybrid_forward<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int);
+    template Mat<T> hybrid_forward<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, bool, int);      \
+    template void hybrid_forward_into<T>(const Estimator<T>&, MatView<T>, MatView<T>, MatView<T>, Mat<T>&, bool, int);
 FAVOR_INSTANTIATE(float)
 FAVOR_INSTANTIATE(double)
 #undef FAVOR_INSTANTIATE

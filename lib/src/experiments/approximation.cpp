@@ -233,8 +233,11 @@ Values hybrid_values(const Estimator<T>& est, const Head<T>& h, const std::vecto
     Values v;
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<std::size_t>* rows = h.sampled() ? &h.sample.rows : nullptr;
-    const Mat<T> out = rows ? hybrid_attention(est, h.q, h.k, h.v, causal, inner_threads, rows)
-                            : hybrid_forward(est, h.q, h.k, h.v, causal, inner_threads);
+    thread_local Mat<T> all_rows;   // reused across the cells this worker runs (no page faults)
+    Mat<T> sampled_rows;
+    if (rows) sampled_rows = hybrid_attention(est, h.q, h.k, h.v, causal, inner_threads, rows);
+    else hybrid_forward_into(est, h.q, h.k, h.v, all_rows, causal, inner_threads);
+    const Mat<T>& out = rows ? sampled_rows : all_rows;
     clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
     PairwiseRequest req = pairwise_request(cols, causal, est.map, est.W.shape(0), h.x, h.y);
     req.theory = {}, req.row_normalised = true;

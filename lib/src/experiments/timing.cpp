@@ -146,7 +146,7 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     Phases p;
     if (var.exact) {
         const auto t0 = Clock::now();
-        out = exact_attention(in.q, in.k, in.v, cfg.causal, threads);
+        exact_attention_into<T>(in.q, in.k, in.v, out, cfg.causal, threads);
         p.total = since(t0);
         return p;
     }
@@ -155,7 +155,7 @@ Phases run_once(const Config& cfg, const Variant& var, const Inputs<T>& in, std:
     p.projection = since(t);
     t = Clock::now();
     if (var.hybrid.active())   // window / sinks: the fast path (hybrid_fast.hpp; top-k: the reference)
-        out = hybrid_forward(drawn.for_inputs(in.q, in.k), in.q, in.k, in.v, cfg.causal, threads);
+        hybrid_forward_into(drawn.for_inputs(in.q, in.k), in.q, in.k, in.v, out, cfg.causal, threads);
     else
         favor_forward_into(drawn.for_inputs(in.q, in.k), in.q, in.k, in.v, out, cfg.causal, threads);
     p.total = since(t);

@@ -21,6 +21,10 @@ template <class T>
 Mat<T> exact_attention(const Mat<T>& Q, const Mat<T>& K, const Mat<T>& V, bool causal = false, int threads = 1) {
     return exact_attention<T>(MatView<T>(Q), MatView<T>(K), MatView<T>(V), causal, threads);
 }
+// The same into `out`, whose storage is reused when it already has the shape (L, dv) (the
+// timing experiment's repeats: no fresh output pages per call).
+template <class T>
+void exact_attention_into(MatView<T> Q, MatView<T> K, MatView<T> V, Mat<T>& out, bool causal = false, int threads = 1);
 
 // exact_attention with the statistics its backward needs (backward_exact.hpp, as
 // FlashAttention's forward saves them): out bitwise equal to exact_attention's, and each

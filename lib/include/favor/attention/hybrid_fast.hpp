@@ -31,4 +31,11 @@ template <class T>
 Mat<T> hybrid_forward(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, bool causal = false,
                       int threads = 1);
 
+// The same into `out`, whose storage is reused when it already has the shape (L, dv), as
+// favor_forward_into: a caller that runs or times many calls (the timing experiment, the
+// approximation runner's workers) maps and zeroes no fresh output pages per call.
+template <class T>
+void hybrid_forward_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V, Mat<T>& out,
+                         bool causal = false, int threads = 1);
+
 }  // namespace favor
