@@ -2,13 +2,16 @@
 // against the reference path (hybrid_attention): equal up to the rounding of the compute dtype
 // (float64 1e-12, float32 1e-5 of the largest output), causal and not, features "none", sinks
 // only, window and sinks, w = 1, w >= L, windows and sinks past one block, L not a multiple of
-// the block, fewer keys than queries, large scores; 1, 2 and 3 threads bitwise.
+// the block, fewer keys than queries, large scores; 1, 2 and 3 threads bitwise; the _into forms
+// write every entry of a reused output.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
+#include "favor/attention/exact_attention.hpp"
 #include "favor/attention/hybrid_attention.hpp"
 #include "favor/attention/hybrid_fast.hpp"
 #include "favor/estimators/estimator.hpp"
@@ -175,4 +178,34 @@ TEST_CASE("hybrid fast path: timing experiments take hybrids, kernel experiments
     const json k = json::parse(R"({"name": "k", "experiment": "kernel", "d": 4, "m": 4, "norm": [0.5],
         "angle": [0.0, 1.0], "trials": 2, "variants": [{"features": "positive", "window": 4}]})");
     REQUIRE_THROWS_WITH(parse_config(k, "k.json"), Catch::Contains("run in approximation and timing experiments only"));
+}
+
+// The timing experiment and the runner pass a buffer from an earlier call (docs/design.md 6):
+// hybrid_forward_into and exact_attention_into must write every entry of it, whatever it held.
+TEST_CASE("hybrid_forward_into and exact_attention_into: a reused output gives the bits of a fresh one",
+          "[hybrid][hybrid_fast][attention]") {
+    const QKV x = random_inputs(4, 300, 16, 8, 1.0);
+    const Mat<float> q = cast_mat<float>(x.q), k = cast_mat<float>(x.k), v = cast_mat<float>(x.v);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    for (const bool causal : {false, true})
+        for (const json& variant : {hybrid("positive", 64, 3), hybrid("none", 5, 0),
+                                    json{{"features", "positive"}, {"window", 4}, {"support", "topk"}}}) {
+            INFO(variant.dump() << " causal " << causal);
+            const Estimator<float> e = estimator_of<float>(variant, 32, q, k);
+            const Mat<float> fresh = hybrid_forward(e, q, k, v, causal, 2);
+            Mat<float> reused = Mat<float>::from_shape({300, 8});
+            reused.fill(nan);
+            hybrid_forward_into(e, q, k, v, reused, causal, 2);
+            REQUIRE(std::equal(fresh.begin(), fresh.end(), reused.begin(), reused.end()));
+        }
+    for (const bool causal : {false, true}) {
+        const Mat<float> fresh = exact_attention<float>(q, k, v, causal, 2);
+        Mat<float> reused = Mat<float>::from_shape({300, 8});
+        reused.fill(nan);
+        exact_attention_into<float>(q, k, v, reused, causal, 2);
+        REQUIRE(std::equal(fresh.begin(), fresh.end(), reused.begin(), reused.end()));
+        // a second call on the same thread reuses the score tile the first one left behind
+        exact_attention_into<float>(q, k, v, reused, causal, 2);
+        REQUIRE(std::equal(fresh.begin(), fresh.end(), reused.begin(), reused.end()));
+    }
 }
