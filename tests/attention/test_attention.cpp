@@ -453,3 +453,13 @@ TEST_CASE("small forwards skip the thread pool and give the bits of any thread c
         REQUIRE(same);
     }
 }
+
+TEST_CASE("favor_feature_pass runs where the fused forward runs and refuses where it would not", "[attention]") {
+    const QKV in = random_inputs(12, 300, 16, 8, 1.0);
+    const Mat<double> W = draw_projection(Projection("orthogonal"), 64, 16, 12, 0);
+    Estimator<double> e = fitted(map_named("positive"), W, in.q, in.k);
+    REQUIRE_NOTHROW(favor_feature_pass(e, in.q, in.k, 2));
+    e.shift = false;   // unshifted features: favor_forward takes favor_attention's path
+    REQUIRE_FALSE(forward_fused(e.ready_map(), e.rounding, e.shift, false));
+    REQUIRE_THROWS_AS(favor_feature_pass(e, in.q, in.k, 2), std::logic_error);
+}
