@@ -66,8 +66,12 @@ struct Fast {
     // storage the calling thread keeps (a fresh 4 MB matrix per call costs a page fault per 4 kB).
     const T *phiq = nullptr, *phik = nullptr;
     const double *lq = nullptr, *lk = nullptr;
-    // K^T (d x Lk) and phi~(Y)^T (F x Lk), rows ldt apart (Lk rounded up plus one cache line, so
-    // that the rows a tile kernel reads do not all map to the same L1 set), laid out once.
+    // K^T and phi~(Y)^T by key blocks: block b's keys [b B, (b + 1) B) as a d x B tile (and an
+    // F x B one) whose rows are ldt apart (B plus one SIMD vector, so that a tile's rows do not
+    // all map to the same L1 sets), tiles one after another: a product over a block's keys reads
+    // one contiguous tile, and the transpose writes one, instead of d rows Lk apart (a page per
+    // row: the layout of one K^T matrix cost 5-15% more time whenever the host made page
+    // walks dear). Laid out once per call.
     const T *Kt = nullptr, *phiKt = nullptr;
     std::size_t ldt = 0;
     KeySums<T> sums;
@@ -195,22 +199,29 @@ struct Scratch {
     std::vector<double> c, den;
 };
 
-// dst[c * ld + j] = src[j * k + c] for the rows j < n of src (n x k): the transposed keys, a
-// block of rows per parallel item.
+// The rows j < n of src (n x k) transposed by key blocks: block b's rows into the k x ld tile
+// at dst + b k ld (dst[b k ld + c ld + (j - b B)] = src[j k + c]), a block per parallel item.
 template <class T>
 void transpose_into(const T* src, std::size_t n, std::size_t k, T* dst, std::size_t ld, int threads) {
     const std::size_t blocks = (n + kBlock - 1) / kBlock;
     parallel_for(blocks, threads_for(double(n * k) * 8.0, threads), [&](std::size_t b) {
         const std::size_t j0 = b * kBlock;
-        tiles::transpose(src + j0 * k, std::min(n, j0 + kBlock) - j0, k, k, dst + j0, ld);
+        tiles::transpose(src + j0 * k, std::min(n, j0 + kBlock) - j0, k, k, dst + b * k * ld, ld);
     });
 }
 
-// C[:, lo - a, hi - a) (ld ldc) = alpha A Bt[:, lo, hi) for A (R x k, ld k) and Bt (k x Lk, ld ldt).
+// C[:, 0, hi - lo) (ld ldc) = alpha A B^T[:, lo, hi) for A (R x k, ld k) and the k x Lk matrix
+// B^T in key-block tiles (k x ldt each, Fast::Kt): one product per tile the keys cross. lo is
+// a multiple of the SIMD width, so every tile's part starts on a whole vector and each entry
+// is the same FMA chain as from one k x Lk matrix (the same bits).
 template <class T>
 void product(const T* A, std::size_t R, std::size_t k, const T* Bt, std::size_t ldt, std::size_t lo, std::size_t hi,
              T alpha, T* C, std::size_t ldc) {
-    tiles::times_transposed(A, R, k, Bt + lo, ldt, hi - lo, alpha, C, ldc);
+    for (std::size_t j = lo; j < hi;) {
+        const std::size_t b = j / kBlock, e = std::min(hi, (b + 1) * kBlock);
+        tiles::times_transposed(A, R, k, Bt + b * k * ldt + (j - b * kBlock), ldt, e - j, alpha, C + (j - lo), ldc);
+        j = e;
+    }
 }
 
 // The keys some row of [r0, r1) sees exactly (the sinks, the window hull) and in its
@@ -392,16 +403,17 @@ void run_block(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
     }
 }
 
-// p.Kt, p.phiKt: the keys and their features transposed, in storage the calling thread keeps.
+// p.Kt, p.phiKt: the keys and their features transposed in key-block tiles, in storage the
+// calling thread keeps.
 template <class T>
 void transposed_keys(Fast<T>& p, int threads) {
     thread_local std::vector<T> kept;
-    const std::size_t Lk = p.K.shape(0), W = tiles::lanes<T>();
-    p.ldt = (Lk + W - 1) / W * W + 64 / sizeof(T);
-    T* t = grown(kept, (p.d + p.F) * p.ldt);
+    const std::size_t Lk = p.K.shape(0), nkb = (Lk + kBlock - 1) / kBlock;
+    p.ldt = kBlock + tiles::lanes<T>();
+    T* t = grown(kept, nkb * (p.d + p.F) * p.ldt);
     transpose_into(p.K.data(), Lk, p.d, t, p.ldt, threads);
-    if (p.F) transpose_into(p.phik, Lk, p.F, t + p.d * p.ldt, p.ldt, threads);
-    p.Kt = t, p.phiKt = t + p.d * p.ldt;
+    if (p.F) transpose_into(p.phik, Lk, p.F, t + nkb * p.d * p.ldt, p.ldt, threads);
+    p.Kt = t, p.phiKt = t + nkb * p.d * p.ldt;
 }
 
 // hybrid_fast into `out` (reshaped only when its shape is not (L, dv); every entry written).

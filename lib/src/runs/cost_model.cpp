@@ -224,7 +224,8 @@ double hybrid_backward_cost(const ItemShape& x, const Variant& v, bool causal, b
 
 // hybrid_fast (docs/design.md 2.8; window / sinks, all rows, no half emulation) on `threads`
 // threads: both sides' features and log scales (kept per calling thread), K^T and phi~(Y)^T
-// (rows padded), the key blocks' own sums and their prefix (non-causal: and suffix) sums,
+// (in tiles of 64 keys whose rows are padded by one vector: at most 80 entries a tile row),
+// the key blocks' own sums and their prefix (non-causal: and suffix) sums,
 // (Lk / 64 + 1) F (dv + 1) each, per thread a query block's S, Kf and P (32 rows x its
 // explicit keys: about w + 96 causal, 2w + 160 non-causal, plus the sinks); time: the map's
 // features, the key sums and the far remainder's product (4 (L + Lk) F (dv + 1)), and per row
@@ -236,7 +237,7 @@ double hybrid_fast_cost(const ItemShape& x, const Variant& v, bool causal, doubl
     const double expl = std::min(Lk, (causal ? w + 96.0 : 2.0 * w + 160.0) + sinks);
     const double sums = F > 0 ? (std::ceil(Lk / 64.0) + 1.0) * F * (dv + 1.0) * s * (causal ? 2.0 : 3.0) : 0.0;
     const double feats = F > 0 ? s * (L + Lk) * F + 16.0 * (L + Lk) : 0.0;
-    c.features = W + feats + out + s * (d + F) * (Lk + 32.0) + sums + double(threads) * (3.0 * 32.0 * expl * s + 8.0 * F * dv * s);
+    c.features = W + feats + out + s * (d + F) * std::ceil(Lk / 64.0) * 80.0 + sums + double(threads) * (3.0 * 32.0 * expl * s + 8.0 * F * dv * s);
     const double maps = F > 0 ? gemm_seconds(v.map->feature_flops(x.L, x.Lk, x.m, x.d) + 4.0 * (L + Lk) * F * (dv + 1.0), x.s) +
                                     (L + Lk) * F / kVexpRate
                               : 0.0;
