@@ -118,19 +118,17 @@ std::vector<T> fused_kv1(const FusedFeatures<T>& f, MatView<T> K, MatView<T> V, 
 
 // favor_forward, non-causal queries, per block: features (per-row shift) -> times KV1 ->
 // normalise, the numerators straight into the output rows, then each row's denominator
-// phiQ_i . z (z: KV1's last column) while the features are in cache, kept in den (L) when given.
+// phiQ_i . KV1[:, dv] while the features are in cache (query_rows), kept in den (L) when given.
 template <class T>
 void fused_queries(const FusedFeatures<T>& f, MatView<T> Q, const std::vector<T>& KV1, std::size_t dv, Mat<T>& out,
                    int threads, T* den = nullptr) {
     const std::size_t L = Q.shape(0), F = f.F, e = dv + 1;
-    std::vector<T> z(F);
-    for (std::size_t k = 0; k < F; ++k) z[k] = KV1[k * e + dv];
     const std::size_t rb = fused_rows(L, F, f.d, sizeof(T)), nq = (L + rb - 1) / rb;
     const double work = f.map.feature_flops(L, 0, f.W.shape(0), f.d) + 2.0 * double(L * F * e);
     parallel_for(nq, threads_for(work, threads), [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        query_rows(f.block(Q, r0, rows, Side::query).first, rows, F, KV1.data(), z.data(), dv, out.data() + r0 * dv,
-                   true, den ? den + r0 : nullptr);
+        query_rows(f.block(Q, r0, rows, Side::query).first, rows, F, KV1.data(), dv, out.data() + r0 * dv, true,
+                   den ? den + r0 : nullptr);
     });
 }
 }  // namespace

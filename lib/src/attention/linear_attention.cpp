@@ -59,12 +59,14 @@ const double* log_or_null(const std::vector<double>& lk, std::size_t rows) {
 }  // namespace
 
 template <class T>
-void query_rows(const T* phi, std::size_t rows, std::size_t F, const T* KV1, const T* z, std::size_t dv, T* out,
-                bool normalise, T* den) {
+void query_rows(const T* phi, std::size_t rows, std::size_t F, const T* KV1, std::size_t dv, T* out, bool normalise,
+                T* den) {
     tiles::times(phi, rows, F, 1, F, KV1, dv + 1, dv, out, dv, false);
     if (!normalise) return;
+    std::vector<T> z(F);   // KV1's last column, contiguous for the dots
+    for (std::size_t f = 0; f < F; ++f) z[f] = KV1[f * (dv + 1) + dv];
     for (std::size_t i = 0; i < rows; ++i) {
-        const T D = dot_lanes(phi + i * F, z, F);
+        const T D = dot_lanes(phi + i * F, z.data(), F);
         if (den) den[i] = D;
         scale_in_place(out + i * dv, dv, T(1) / D);
     }
@@ -129,12 +131,10 @@ template <class T>
 Mat<T> linear_attention_apply(const Mat<T>& phiQ, const Mat<T>& KV1, int threads, bool normalise) {
     const std::size_t L = phiQ.shape(0), F = phiQ.shape(1), e = KV1.shape(1), dv = e - 1;
     Mat<T> out = Mat<T>::from_shape({L, dv});
-    std::vector<T> z(F);
-    for (std::size_t k = 0; k < F; ++k) z[k] = KV1(k, dv);
     const std::size_t rb = kLinearQueryRows, nblocks = (L + rb - 1) / rb;
     parallel_for(nblocks, threads, [&](std::size_t blk) {
         const std::size_t r0 = blk * rb, rows = std::min(rb, L - r0);
-        query_rows(phiQ.data() + r0 * F, rows, F, KV1.data(), z.data(), dv, out.data() + r0 * dv, normalise);
+        query_rows(phiQ.data() + r0 * F, rows, F, KV1.data(), dv, out.data() + r0 * dv, normalise);
     });
     return out;
 }
@@ -163,7 +163,7 @@ Mat<T> linear_attention(const Mat<T>& phiQ, const Mat<T>& phiK, MatView<T> V, bo
 }
 
 #define FAVOR_INSTANTIATE(T)                                                                        \
-    template void query_rows<T>(const T*, std::size_t, std::size_t, const T*, const T*, std::size_t, T*, bool, T*); \
+    template void query_rows<T>(const T*, std::size_t, std::size_t, const T*, std::size_t, T*, bool, T*); \
     template double add_parts<T>(const T*, const std::vector<double>&, std::size_t, T*, int);  \
     template double own_kv<T>(const T*, const double*, const T*, std::size_t, std::size_t, std::size_t, T*); \
     template Mat<T> linear_attention<T>(const Mat<T>&, const Mat<T>&, MatView<T>, bool, int, bool); \

@@ -34,13 +34,13 @@ template <class T>
 double own_kv(const T* phiK, const double* lk, const T* V, std::size_t rows, std::size_t F, std::size_t dv, T* acc);
 
 // The query side of non-causal linear attention for `rows` query rows phi (rows x F):
-// out (rows x dv) = phi KV1[:, :dv], each row divided by its denominator phi_i . z (z =
-// KV1[:, dv], F entries) when `normalise` (the denominators into den when given). The tile
-// kernel for the product, a lane-order dot per row while the row is in cache: the fused
-// forward and linear_attention_apply make the same bits.
+// out (rows x dv) = phi KV1[:, :dv], each row divided by its denominator phi_i . KV1[:, dv]
+// when `normalise` (the denominators into den when given). The tile kernel for the product, a
+// lane-order dot per row while the row is in cache: the fused forward and
+// linear_attention_apply make the same bits.
 template <class T>
-void query_rows(const T* phi, std::size_t rows, std::size_t F, const T* KV1, const T* z, std::size_t dv, T* out,
-                bool normalise, T* den = nullptr);
+void query_rows(const T* phi, std::size_t rows, std::size_t F, const T* KV1, std::size_t dv, T* out, bool normalise,
+                T* den = nullptr);
 
 // out (size entries) = sum_b exp(shift_b - M) parts_b over the blocks b < shift.size() (parts_b:
 // `size` entries at parts + b size), M = max_b shift_b, which it returns: the blocks' own sums
