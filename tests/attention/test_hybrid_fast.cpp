@@ -112,6 +112,26 @@ TEST_CASE("hybrid fast path: large scores (one shift per row) stay finite and ne
         }
 }
 
+TEST_CASE("hybrid fast path: key log scales far apart (remainder weights one by one) stay near the reference",
+          "[hybrid][hybrid_fast]") {
+    // trig's log scales are +|y|^2 / 2: a few keys ten times longer than the rest have lk_j ~100
+    // above the others', and the rows that see them in the window see their neighbours in the
+    // remainder: the non-causal band's factor exp(lq_i + max lk - c_i) passes e^30 there, and
+    // those weights are made one by one (hybrid_fast.cpp, run_band).
+    QKV x = random_inputs(4, 150, 16, 16, 1.0);
+    for (std::size_t j = 40; j < 44; ++j)
+        for (std::size_t c = 0; c < 16; ++c) x.k(j, c) *= 10.0;
+    for (const bool causal : {false, true}) {
+        INFO("causal " << causal);
+        const json v = hybrid("trig", 6, 1);
+        const Estimator<double> e = estimator_of<double>(v, 16, x.q, x.k);
+        REQUIRE(max_rel(hybrid_attention(e, x.q, x.k, x.v, causal), hybrid_fast(e, x.q, x.k, x.v, causal)) < 1e-12);
+        const Mat<float> q32 = cast_mat<float>(x.q), k32 = cast_mat<float>(x.k), v32 = cast_mat<float>(x.v);
+        const Estimator<float> e32 = estimator_of<float>(v, 16, q32, k32);
+        REQUIRE(max_rel(hybrid_attention(e32, q32, k32, v32, causal), hybrid_fast(e32, q32, k32, v32, causal)) < 1e-5);
+    }
+}
+
 TEST_CASE("hybrid fast path: 1, 2 and 3 threads give the same bits", "[hybrid][hybrid_fast]") {
     const QKV x = random_inputs(9, 700, 32, 32, 1.0);
     const Mat<float> q = cast_mat<float>(x.q), k = cast_mat<float>(x.k), v = cast_mat<float>(x.v);

@@ -40,7 +40,7 @@ namespace {
 // per key block. A query block's explicit keys are about w + B_q + B_k causal, 2w + B_q + B_k
 // non-causal (the band's hull rounded out to key blocks), so B_q = 32 wastes less of them than 64;
 // B_k = 64 keeps the prefix sums at (L / 64) F (dv + 1).
-constexpr std::size_t kRows = 32, kBlock = 64;
+constexpr std::size_t kRows = 32, kBlock = 64, kBandChunk = 32;
 constexpr double kEmpty = -std::numeric_limits<double>::infinity();   // the shift of an empty sum
 
 // Sums of Psi_j [v_j, 1] over key blocks k = keys [k B, min((k + 1) B, Lk)), blocks from
@@ -48,7 +48,7 @@ constexpr double kEmpty = -std::numeric_limits<double>::infinity();   // the shi
 // [max(k, first), nkb), each F x (dv + 1) relative to its shift (kEmpty: the sum is empty).
 template <class T>
 struct KeySums {
-    std::size_t first = 0, nkb = 0, size = 0;
+    std::size_t B = 0, first = 0, nkb = 0, size = 0;   // B: keys per block
     T *pre = nullptr, *suf = nullptr;   // (nkb + 1) x size each, in storage the calling thread keeps
     std::vector<double> pre_shift, suf_shift;
 };
@@ -77,38 +77,49 @@ struct Fast {
     KeySums<T> sums;
 };
 
-// Running sums of the blocks' own sums `own` (each relative to shift[b]) in block order
-// (backward: from the last), in double: out[k] as KeySums says. The entries are independent:
-// split in fixed column chunks over the threads, each entry summed in block order.
+// The running sums of the blocks' own sums `own` (each relative to shift[b]) in block order,
+// in double: the prefix sums s.pre (and, non-causal, from the last block backward, the suffix
+// sums s.suf) as KeySums says, each slot relative to its running shift. The entries are
+// independent: both directions split in fixed column chunks over the threads (a chunk of 128
+// entries keeps both threads busy to the end), each entry summed in block order.
 template <class T>
-T* running(const T* own, const std::vector<double>& shift, const KeySums<T>& s, bool backward, std::vector<T>& kept,
-           std::vector<double>& out_shift, int threads) {
-    const std::size_t size = s.size, n = s.nkb - s.first, chunk = 512;
-    T* out = grown(kept, (s.nkb + 1) * size);   // slots never written have out_shift kEmpty: never read
-    out_shift.assign(s.nkb + 1, kEmpty);
-    std::vector<double> rs(n + 1, kEmpty), rescale(n, 1.0), f(n, 1.0);   // the running shift before step t
-    for (std::size_t t = 0; t < n; ++t) {
-        const std::size_t b = backward ? n - 1 - t : t;
-        const double m = std::max(rs[t], shift[b]);
-        if (rs[t] != kEmpty && rs[t] != m) rescale[t] = std::exp(rs[t] - m);
-        f[t] = std::exp(shift[b] - m);
-        rs[t + 1] = m;
-        out_shift[s.first + b + (backward ? 0 : 1)] = m;
+void running_sums(const T* own, const std::vector<double>& shift, KeySums<T>& s, bool both, int threads) {
+    thread_local std::vector<T> pre_kept, suf_kept;
+    const std::size_t size = s.size, n = s.nkb - s.first, chunk = 128, dirs = both ? 2 : 1;
+    T* out[2] = {grown(pre_kept, (s.nkb + 1) * size), both ? grown(suf_kept, (s.nkb + 1) * size) : nullptr};
+    std::vector<double>* out_shift[2] = {&s.pre_shift, &s.suf_shift};
+    // Per direction and step t: the factor on the running sum (rescale) and on block b's own (f).
+    std::vector<double> rescale(dirs * n, 1.0), f(dirs * n, 1.0);
+    for (std::size_t dir = 0; dir < dirs; ++dir) {
+        const bool backward = dir == 1;
+        out_shift[dir]->assign(s.nkb + 1, kEmpty);   // slots never written stay kEmpty: never read
+        double rs = kEmpty;                          // the running shift before step t
+        for (std::size_t t = 0; t < n; ++t) {
+            const std::size_t b = backward ? n - 1 - t : t;
+            const double m = std::max(rs, shift[b]);
+            if (rs != kEmpty && rs != m) rescale[dir * n + t] = std::exp(rs - m);
+            f[dir * n + t] = std::exp(shift[b] - m);
+            rs = m;
+            (*out_shift[dir])[s.first + b + (backward ? 0 : 1)] = m;
+        }
     }
-    parallel_for((size + chunk - 1) / chunk, threads_for(4.0 * double(n * size), threads), [&](std::size_t c) {
-        const std::size_t k0 = c * chunk, k1 = std::min(size, k0 + chunk);
+    const std::size_t chunks = (size + chunk - 1) / chunk;
+    parallel_for(dirs * chunks, threads_for(4.0 * double(dirs * n * size), threads), [&](std::size_t item) {
+        const std::size_t dir = item / chunks, k0 = item % chunks * chunk, k1 = std::min(size, k0 + chunk);
+        const bool backward = dir == 1;
+        const double *rsc = rescale.data() + dir * n, *fs = f.data() + dir * n;
         double acc[chunk] = {};
         for (std::size_t t = 0; t < n; ++t) {
             const std::size_t b = backward ? n - 1 - t : t, slot = s.first + b + (backward ? 0 : 1);
             const T* o = own + b * size;
-            T* dst = out + slot * size;
+            T* dst = out[dir] + slot * size;
             for (std::size_t k = k0; k < k1; ++k) {
-                acc[k - k0] = acc[k - k0] * rescale[t] + f[t] * double(o[k]);
+                acc[k - k0] = acc[k - k0] * rsc[t] + fs[t] * double(o[k]);
                 dst[k] = T(acc[k - k0]);
             }
         }
     });
-    return out;
+    s.pre = out[0], s.suf = out[1];
 }
 
 // The key blocks' own sums (own_kv: Psi relative to the block's largest lk_j), each block on
@@ -117,21 +128,21 @@ template <class T>
 KeySums<T> key_sums(const Fast<T>& p, int threads) {
     KeySums<T> s;
     const std::size_t Lk = p.K.shape(0), F = p.F, dv = p.dv;
-    s.nkb = (Lk + kBlock - 1) / kBlock;
-    s.first = std::min(s.nkb, (p.h.sinks + kBlock - 1) / kBlock);
+    s.B = p.causal ? kBlock : kBandChunk;
+    s.nkb = (Lk + s.B - 1) / s.B;
+    s.first = std::min(s.nkb, (p.h.sinks + s.B - 1) / s.B);
     s.size = F * (dv + 1);
     const std::size_t n = s.nkb - s.first;
     if (F == 0) return s;   // no remainder: no sums (the block bounds above still plan the blocks)
-    thread_local std::vector<T> own_kept, pre_kept, suf_kept;
+    thread_local std::vector<T> own_kept;
     T* own = grown(own_kept, n * s.size);
     std::vector<double> shift(n);
     parallel_for(n, threads_for(2.0 * double(Lk * s.size), threads), [&](std::size_t b) {
-        const std::size_t k0 = (s.first + b) * kBlock, rows = std::min(kBlock, Lk - k0);
+        const std::size_t k0 = (s.first + b) * s.B, rows = std::min(s.B, Lk - k0);
         shift[b] = own_kv(p.phik + k0 * F, p.lk + k0, p.V.data() + k0 * dv, rows, F, dv,
                           own + b * s.size);
     });
-    s.pre = running(own, shift, s, false, pre_kept, s.pre_shift, threads);
-    if (!p.causal) s.suf = running(own, shift, s, true, suf_kept, s.suf_shift, threads);
+    running_sums(own, shift, s, !p.causal, threads);
     return s;
 }
 
@@ -169,14 +180,13 @@ struct Plan {
 // suffix blocks: every key j >= k0 >= r1 - 1 + w has j >= i + w for every row i < r1.
 template <class T>
 Plan plan(const Fast<T>& p, std::size_t r0, std::size_t r1) {
-    const std::size_t Lk = p.K.shape(0), w = p.h.window, nkb = p.sums.nkb, first = p.sums.first;
+    const std::size_t Lk = p.K.shape(0), w = p.h.window, nkb = p.sums.nkb, first = p.sums.first, B = p.sums.B;
     Plan pl;
-    pl.kp = r0 + 1 < w ? 0 : (r0 + 1 - w >= Lk ? nkb : (r0 + 1 - w) / kBlock);
+    pl.kp = r0 + 1 < w ? 0 : (r0 + 1 - w >= Lk ? nkb : (r0 + 1 - w) / B);
     pl.kp = std::max(pl.kp, first);
-    pl.kq = p.causal ? nkb : std::max(pl.kp, std::min(nkb, (r1 - 1 + w + kBlock - 1) / kBlock));
+    pl.kq = p.causal ? nkb : std::max(pl.kp, std::min(nkb, (r1 - 1 + w + B - 1) / B));
     const std::size_t end = p.causal ? std::min(r1, Lk) : Lk;
-    const std::size_t sink_hi = std::min(first * kBlock, end), lo = std::min(pl.kp * kBlock, end),
-                      hi = std::min(pl.kq * kBlock, end);
+    const std::size_t sink_hi = std::min(first * B, end), lo = std::min(pl.kp * B, end), hi = std::min(pl.kq * B, end);
     auto add = [&](std::size_t a, std::size_t b) {
         if (a >= b) return;
         if (pl.count && pl.b[pl.count - 1] == a) {   // adjacent to the last: one range
@@ -197,6 +207,7 @@ template <class T>
 struct Scratch {
     std::vector<T> S, Kf, num, U, G, z;   // S: the scores, then the weights in their place
     std::vector<double> c, den;
+    std::vector<T> Qt, Pt, E;             // the non-causal band's (run_band)
 };
 
 // The rows j < n of src (n x k) transposed by key blocks: block b's rows into the k x ld tile
@@ -356,19 +367,13 @@ double row_weights(const Fast<T>& p, std::size_t i, std::size_t r, const Plan& p
     return den;
 }
 
-// num (R x dv) = sum over the ranges of P_r V_r (P: the weights in S); then, with block sums [G, z] relative to g,
-// num_i += f_i phi~(x_i) G and den_i += f_i phi~(x_i).z, f_i = exp(lq_i + g - c_i).
+// With block sums [G, z] relative to g: num_i += f_i phi~(x_i) G and den_i += f_i phi~(x_i).z,
+// f_i = exp(lq_i + g - c_i), for the R rows from r0 (num: x.num, R x dv).
 template <class T>
-void block_values(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl, Scratch<T>& x, const T* G,
-                  double g) {
+void remainder_values(const Fast<T>& p, std::size_t r0, std::size_t R, Scratch<T>& x, const T* G, double g) {
     const std::size_t dv = p.dv, F = p.F, e = dv + 1;
-    T* num = grown(x.num, R * dv);
-    if (pl.count == 0) std::fill(num, num + R * dv, T(0));
-    for (std::size_t k = 0; k < pl.count; ++k)
-        tiles::times(x.S.data() + pl.off[k], R, pl.n, 1, pl.b[k] - pl.a[k], p.V.data() + pl.a[k] * dv, dv, dv, num, dv,
-                     k > 0);
-    if (!G) return;
     const T* phi = p.phiq + r0 * F;
+    T* num = x.num.data();
     T* U = grown(x.U, R * dv);
     T* z = grown(x.z, F);
     tiles::times(phi, R, F, 1, F, G, e, dv, U, dv, false);
@@ -380,6 +385,19 @@ void block_values(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& p
         for (std::size_t k = 0; k < dv; ++k) num[r * dv + k] += t * U[r * dv + k];
         x.den[r] += fi * double(dot_lanes(phi + r * F, z, F));
     }
+}
+
+// num (R x dv) = sum over the ranges of P_r V_r (P: the weights in S), then the block sums'.
+template <class T>
+void block_values(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl, Scratch<T>& x, const T* G,
+                  double g) {
+    const std::size_t dv = p.dv;
+    T* num = grown(x.num, R * dv);
+    if (pl.count == 0) std::fill(num, num + R * dv, T(0));
+    for (std::size_t k = 0; k < pl.count; ++k)
+        tiles::times(x.S.data() + pl.off[k], R, pl.n, 1, pl.b[k] - pl.a[k], p.V.data() + pl.a[k] * dv, dv, dv, num, dv,
+                     k > 0);
+    if (G) remainder_values(p, r0, R, x, G, g);
 }
 
 // Query rows [blk B_q, min((blk + 1) B_q, L)) of the output.
@@ -400,6 +418,176 @@ void run_block(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
     for (std::size_t r = 0; r < R; ++r) {
         const T inv = T(1.0 / x.den[r]);
         for (std::size_t k = 0; k < dv; ++k) out.data()[(r0 + r) * dv + k] = x.num[r * dv + k] * inv;
+    }
+}
+
+// ---- Non-causal: the band in transposed tiles ----
+// A block's explicit keys (the sinks' blocks and the band [kp B, kq B), B = kBandChunk: the
+// rows' windows' hull rounded out to 32 keys) are the rows of St (n x 32), column i query r0 + i:
+// the value kernel's product of K's rows with Q_b^T (no K^T), and likewise the feature products
+// (phi~(Y)'s rows against phi~(X_b)^T) on the 32-key chunks that hold a remainder pair. A key
+// row's support test (exact: j < s or |i - j| < w) is a compare over the lanes, the shift, the
+// exps and the weights vector passes over the rows, and the values read St as P^T.
+
+// Whether every key of [c0, c1) is exact for every row of [r0, r1) (non-causal): a sink, or
+// |i - j| < w at the rectangle's farthest corner.
+bool all_exact(const HybridSupport& h, std::size_t c0, std::size_t c1, std::size_t r0, std::size_t r1) {
+    const std::size_t lo = std::max(c0, h.sinks);
+    if (lo >= c1) return true;
+    const auto dist = [](std::size_t a, std::size_t b) { return a > b ? a - b : b - a; };
+    return std::max(dist(r1 - 1, lo), dist(r0, c1 - 1)) < h.window;
+}
+
+// The lanes of key j (one bit per lane, lane i: query r0 + i) in row i's window or sinks.
+template <class T>
+void exact_lanes(const HybridSupport& h, std::size_t j, std::size_t r0, const tiles::Vec<T>* lane,
+                 typename tiles::Vec<T>::batch_bool_type* ex, std::size_t nv) {
+    using Bv = tiles::Vec<T>;
+    const double dj = double(j) - double(r0), w = double(h.window);
+    if (j < h.sinks || dj + w <= 0.0 || dj - double(kRows) >= w) {   // all or none of the lanes
+        for (std::size_t v = 0; v < nv; ++v) ex[v] = Bv(T(0)) == Bv(T(j < h.sinks ? 0 : 1));
+        return;
+    }
+    for (std::size_t v = 0; v < nv; ++v) ex[v] = xsimd::abs(lane[v] - Bv(T(dj))) < Bv(T(w));
+}
+
+// Query rows [blk B_q, min((blk + 1) B_q, L)) of the non-causal output.
+template <class T>
+void run_band(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
+    using Bv = tiles::Vec<T>;
+    using Bb = typename Bv::batch_bool_type;
+    constexpr std::size_t W = Bv::size, NV = kRows / W, C = kBandChunk;
+    static_assert(kRows % W == 0 && C % W == 0);
+    thread_local Scratch<T> x;
+    thread_local std::vector<unsigned char> mixed;
+    const std::size_t r0 = blk * kRows, R = std::min(kRows, p.Q.shape(0) - r0), d = p.d, F = p.F, dv = p.dv;
+    const Plan pl = plan(p, r0, r0 + R);
+    const std::size_t n = pl.n;
+    // Q_b^T / sqrt(d) (d x 32) and phi~(X_b)^T (F x 32), the lanes past R zero.
+    T* Qt = grown(x.Qt, d * kRows);
+    T* Pt = F ? grown(x.Pt, F * kRows) : nullptr;
+    if (R < kRows) {
+        std::fill(Qt, Qt + d * kRows, T(0));
+        if (Pt) std::fill(Pt, Pt + F * kRows, T(0));
+    }
+    tiles::transpose(p.Q.data() + r0 * d, R, d, d, Qt, kRows);
+    const Bv alpha(T(1.0 / std::sqrt(double(d))));
+    for (std::size_t k = 0; k < d * kRows; k += W) (Bv::load_unaligned(Qt + k) * alpha).store_unaligned(Qt + k);
+    if (Pt) tiles::transpose(p.phiq + r0 * F, R, F, F, Pt, kRows);
+
+    // St = K_range Qt; Kft = phi~(Y_range) phi~(X_b)^T and E_j = exp(lk_j - Mk) on the chunks
+    // holding a remainder pair (Mk: their largest lk_j).
+    T* St = grown(x.S, std::max<std::size_t>(n, 1) * kRows);
+    T* Kft = F ? grown(x.Kf, std::max<std::size_t>(n, 1) * kRows) : nullptr;
+    T* E = F ? grown(x.E, std::max<std::size_t>(n, 1)) : nullptr;
+    mixed.assign((n + C - 1) / C, 0);
+    double Mk = kEmpty;
+    for (std::size_t r = 0; r < pl.count; ++r) {
+        const std::size_t a = pl.a[r], b = pl.b[r], off = pl.off[r];
+        tiles::times(p.K.data() + a * d, b - a, d, 1, d, Qt, kRows, kRows, St + off * kRows, kRows, false);
+        for (std::size_t c0 = a; c0 < b; c0 += C) {
+            const std::size_t c1 = std::min(b, c0 + C), at = off + c0 - a;
+            if (!F || all_exact(p.h, c0, c1, r0, r0 + R)) continue;
+            mixed[at / C] = 1;
+            tiles::times(p.phik + c0 * F, c1 - c0, F, 1, F, Pt, kRows, kRows, Kft + at * kRows, kRows, false);
+            Mk = std::max(Mk, max_of(p.lk + c0, c1 - c0));
+        }
+    }
+    double g = kEmpty;
+    const T* G = block_sums(p, pl, x, &g);
+
+    // Pass 1: per lane the largest exact score and remainder lk_j - Mk.
+    alignas(64) T idx[kRows];
+    for (std::size_t i = 0; i < kRows; ++i) idx[i] = T(i);
+    Bv lane[NV];
+    Bb valid[NV];
+    for (std::size_t v = 0; v < NV; ++v) lane[v] = Bv::load_aligned(idx + v * W), valid[v] = lane[v] < Bv(T(R));
+    const Bv neg(-std::numeric_limits<T>::infinity());
+    Bv smax[NV], rmax[NV];
+    for (std::size_t v = 0; v < NV; ++v) smax[v] = neg, rmax[v] = neg;
+    Bb ex[NV];
+    for (std::size_t r = 0; r < pl.count; ++r)
+        for (std::size_t j = pl.a[r]; j < pl.b[r]; ++j) {
+            const std::size_t row = pl.off[r] + j - pl.a[r];
+            const T* srow = St + row * kRows;
+            exact_lanes<T>(p.h, j, r0, lane, ex, NV);
+            const bool m = mixed[row / C];
+            if (m) E[row] = T(std::exp(p.lk[j] - Mk));
+            const Bv lrel(T(m ? p.lk[j] - Mk : 0.0));
+            for (std::size_t v = 0; v < NV; ++v) {
+                smax[v] = xsimd::max(smax[v], xsimd::select(ex[v] && valid[v], Bv::load_unaligned(srow + v * W), neg));
+                if (m) rmax[v] = xsimd::max(rmax[v], xsimd::select(!ex[v] && valid[v], lrel, neg));
+            }
+        }
+    // The row shifts c_i (the reference's, up to the rounding of lk_j - Mk to T) and the
+    // remainder factors exp(lq_i + Mk - c_i): above e^30 (a key far larger than the row's
+    // remainder keys that another row sees exactly) the weights are made one by one instead.
+    alignas(64) T sm[kRows], rm[kRows], cT[kRows], fT[kRows];
+    for (std::size_t v = 0; v < NV; ++v) smax[v].store_aligned(sm + v * W), rmax[v].store_aligned(rm + v * W);
+    x.c.assign(R, 0.0), x.den.assign(R, 0.0);
+    bool one_by_one = false;
+    for (std::size_t i = 0; i < kRows; ++i) {
+        cT[i] = T(0), fT[i] = T(0);
+        if (i >= R) continue;
+        double c = std::isinf(sm[i]) ? kEmpty : double(sm[i]), top = G ? g : kEmpty;
+        if (!std::isinf(rm[i])) top = std::max(top, Mk + double(rm[i]));
+        if (top != kEmpty) c = std::max(c, p.lq[r0 + i] + top);
+        if (c == kEmpty) c = 0.0;   // no visible key: 0 / 0, as the reference
+        x.c[i] = c, cT[i] = T(c);
+        if (Mk != kEmpty) {
+            const double e = p.lq[r0 + i] + Mk - c;
+            one_by_one = one_by_one || e > 30.0;
+            fT[i] = T(std::exp(std::min(e, 30.0)));
+        }
+    }
+
+    // Pass 2: the weights in place of the scores, their sums per lane in T over a chunk, then in double.
+    Bv cv[NV], fv[NV];
+    for (std::size_t v = 0; v < NV; ++v) cv[v] = Bv::load_aligned(cT + v * W), fv[v] = Bv::load_aligned(fT + v * W);
+    for (std::size_t r = 0; r < pl.count; ++r)
+        for (std::size_t c0 = pl.a[r]; c0 < pl.b[r]; c0 += C) {
+            const std::size_t c1 = std::min(pl.b[r], c0 + C), at = pl.off[r] + c0 - pl.a[r];
+            const bool m = mixed[at / C];
+            Bv acc[NV];
+            for (std::size_t v = 0; v < NV; ++v) acc[v] = Bv(T(0));
+            for (std::size_t j = c0; j < c1; ++j) {
+                const std::size_t row = at + j - c0;
+                T* srow = St + row * kRows;
+                exact_lanes<T>(p.h, j, r0, lane, ex, NV);
+                for (std::size_t v = 0; v < NV; ++v) {
+                    Bv wv = xsimd::select(ex[v] && valid[v], vexp(Bv::load_unaligned(srow + v * W) - cv[v]), Bv(T(0)));
+                    if (m) {
+                        const Bv kf = Bv::load_unaligned(Kft + row * kRows + v * W);
+                        wv = xsimd::select(!ex[v] && valid[v], kf * (Bv(E[row]) * fv[v]), wv);
+                    }
+                    wv.store_unaligned(srow + v * W);
+                    acc[v] += wv;
+                }
+                if (m && one_by_one)
+                    for (std::size_t i = 0; i < R; ++i)
+                        if (!p.h.in_window_or_sinks(r0 + i, j))
+                            srow[i] = Kft[row * kRows + i] * T(std::exp(p.lq[r0 + i] + p.lk[j] - x.c[i]));
+            }
+            if (m && one_by_one) {   // the chunk's sums again from the weights as stored
+                for (std::size_t v = 0; v < NV; ++v) acc[v] = Bv(T(0));
+                for (std::size_t row = at; row < at + (c1 - c0); ++row)
+                    for (std::size_t v = 0; v < NV; ++v) acc[v] += Bv::load_unaligned(St + row * kRows + v * W);
+            }
+            alignas(64) T part[kRows];
+            for (std::size_t v = 0; v < NV; ++v) acc[v].store_aligned(part + v * W);
+            for (std::size_t i = 0; i < R; ++i) x.den[i] += double(part[i]);
+        }
+
+    // num = P V over the ranges (St read as P^T), then the block sums'.
+    T* num = grown(x.num, R * dv);
+    if (pl.count == 0) std::fill(num, num + R * dv, T(0));
+    for (std::size_t r = 0; r < pl.count; ++r)
+        tiles::times(St + pl.off[r] * kRows, R, 1, kRows, pl.b[r] - pl.a[r], p.V.data() + pl.a[r] * dv, dv, dv, num,
+                     dv, r > 0);
+    if (G) remainder_values(p, r0, R, x, G, g);
+    for (std::size_t r = 0; r < R; ++r) {
+        const T inv = T(1.0 / x.den[r]);
+        for (std::size_t k = 0; k < dv; ++k) out.data()[(r0 + r) * dv + k] = num[r * dv + k] * inv;
     }
 }
 
@@ -434,12 +622,15 @@ void fast_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V
         compute_features_into(map, K, xs, est.W, Side::key, threads, f + L * p.F, l + L, est.rounding, est.shift);
         p.phiq = f, p.lq = l, p.phik = f + L * p.F, p.lk = l + L;
     }
-    transposed_keys(p, threads);
+    if (causal) transposed_keys(p, threads);
     p.sums = key_sums(p, threads);
     const std::size_t L = Q.shape(0), nb = (L + kRows - 1) / kRows;
     if (out.shape(0) != L || out.shape(1) != p.dv) out = Mat<T>::from_shape({L, p.dv});
     const double work = 2.0 * double(L) * double(2 * p.h.window + p.h.sinks + 2 * kBlock) * double(p.d + p.F + p.dv);
-    parallel_for(nb, threads_for(work, threads), [&](std::size_t b) { run_block(p, b, out); });
+    parallel_for(nb, threads_for(work, threads), [&](std::size_t b) {
+        if (causal) run_block(p, b, out);
+        else run_band(p, b, out);
+    });
 }
 
 }  // namespace
