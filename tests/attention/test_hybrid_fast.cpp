@@ -116,8 +116,8 @@ TEST_CASE("hybrid fast path: key log scales far apart (remainder weights one by 
           "[hybrid][hybrid_fast]") {
     // trig's log scales are +|y|^2 / 2: a few keys ten times longer than the rest have lk_j ~100
     // above the others', and the rows that see them in the window see their neighbours in the
-    // remainder: the non-causal band's factor exp(lq_i + max lk - c_i) passes e^30 there, and
-    // those weights are made one by one (hybrid_fast.cpp, run_band).
+    // remainder: the band's factor exp(lq_i + max lk - c_i) passes e^30 there, and those
+    // weights are made one by one (hybrid_fast.cpp, band_shifts); without that, 3x off.
     QKV x = random_inputs(4, 150, 16, 16, 1.0);
     for (std::size_t j = 40; j < 44; ++j)
         for (std::size_t c = 0; c < 16; ++c) x.k(j, c) *= 10.0;

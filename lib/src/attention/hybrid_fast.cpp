@@ -1,11 +1,11 @@
 // Hybrid attention, the fast path (docs/design.md section 2.8): window / sinks supports in
-// O(L (w + s + F) d) time. Query rows in blocks of kRows rows; for block [r0, r1):
-//  - explicit keys: the sink blocks [0, first B) and the band [kp B, kq B) around the window,
-//    every pair there made as the reference makes it: the exact score s_ij = q_i.k_j / sqrt(d)
-//    on E(i), the feature product phi~(x_i).phi~(y_j) with its log scales lq_i + lk_j on the
-//    other visible keys (tile-kernel products of the block against the range);
-//  - the remainder keys in whole key blocks farther away: causal, the prefix sum over the key
-//    blocks [first, kp) of Psi_j [v_j, 1] (Psi_j = exp(lk_j - g) phi~(y_j), g the largest lk_j
+// O(L (w + s + F) d) time. Query rows in blocks of kRows = 32 rows; for block [r0, r1):
+//  - explicit keys: the sinks' chunks [0, first C) and the band [kp C, kq C) (the rows' windows'
+//    hull rounded out to chunks of C = 32 keys), every pair there made as the reference makes
+//    it: the exact score s_ij = q_i.k_j / sqrt(d) on E(i), the feature product
+//    phi~(x_i).phi~(y_j) with its log scales lq_i + lk_j on the other visible keys;
+//  - the remainder keys in whole chunks farther away: causal, the prefix sum over the chunks
+//    [first, kp) of Psi_j [v_j, 1] (Psi_j = exp(lk_j - g) phi~(y_j), g the largest lk_j
 //    summed); non-causal, that prefix plus the suffix sum over [kq, nkb) (summed outside the
 //    band directly, never the total minus the band: every term added is a remainder term,
 //    so no cancellation, and each sum is relative to the largest lk_j it holds, so no key
@@ -15,6 +15,11 @@
 //    weight overflows and the largest exact one is 1;
 //  - Out_i = (sum_j w_ij v_j + f_i phi~(x_i) G) / (sum_j w_ij + f_i phi~(x_i) z),
 //    f_i = exp(lq_i + g - c_i), [G, z] the block sums.
+// The explicit keys are the rows of a score tile St (n x 32) whose column i is query r0 + i
+// (the "transposed band"): the value kernel's product of K's rows with Q_b^T (so no K^T), the
+// feature products likewise (phi~(Y)'s rows against phi~(X_b)^T) on the chunks holding a
+// remainder pair; a key's support test is a compare over the 32 lanes, the shift, the exps
+// and the weights are vector passes over St's rows, and the values read St as P^T.
 #include "favor/attention/hybrid_fast.hpp"
 
 #include <algorithm>
@@ -36,19 +41,19 @@ namespace favor {
 
 namespace {
 
-// Fixed sizes (the numbers depend on them, never on the threads): query rows per block, keys
-// per key block. A query block's explicit keys are about w + B_q + B_k causal, 2w + B_q + B_k
-// non-causal (the band's hull rounded out to key blocks), so B_q = 32 wastes less of them than 64;
-// B_k = 64 keeps the prefix sums at (L / 64) F (dv + 1).
-constexpr std::size_t kRows = 32, kBlock = 64, kBandChunk = 32;
+// Fixed sizes (the numbers depend on them, never on the threads): query rows per block (the
+// lanes of the score tile) and keys per chunk (the remainder sums' blocks, the hull's unit).
+// A block's explicit keys are the hull of w + 31 causal, 2w + 30 non-causal keys rounded out to
+// 32: 96 and 160 for w = 64.
+constexpr std::size_t kRows = 32, kChunk = 32;
 constexpr double kEmpty = -std::numeric_limits<double>::infinity();   // the shift of an empty sum
 
-// Sums of Psi_j [v_j, 1] over key blocks k = keys [k B, min((k + 1) B, Lk)), blocks from
-// `first` (the first wholly past the sinks): pre[k] over blocks [first, k), suf[k] over
+// Sums of Psi_j [v_j, 1] over chunks k = keys [k C, min((k + 1) C, Lk)), chunks from `first`
+// (the first wholly past the sinks): pre[k] over chunks [first, k), suf[k] over
 // [max(k, first), nkb), each F x (dv + 1) relative to its shift (kEmpty: the sum is empty).
 template <class T>
 struct KeySums {
-    std::size_t B = 0, first = 0, nkb = 0, size = 0;   // B: keys per block
+    std::size_t first = 0, nkb = 0, size = 0;
     T *pre = nullptr, *suf = nullptr;   // (nkb + 1) x size each, in storage the calling thread keeps
     std::vector<double> pre_shift, suf_shift;
 };
@@ -66,14 +71,6 @@ struct Fast {
     // storage the calling thread keeps (a fresh 4 MB matrix per call costs a page fault per 4 kB).
     const T *phiq = nullptr, *phik = nullptr;
     const double *lq = nullptr, *lk = nullptr;
-    // K^T and phi~(Y)^T by key blocks: block b's keys [b B, (b + 1) B) as a d x B tile (and an
-    // F x B one) whose rows are ldt apart (B plus one SIMD vector, so that a tile's rows do not
-    // all map to the same L1 sets), tiles one after another: a product over a block's keys reads
-    // one contiguous tile, and the transpose writes one, instead of d rows Lk apart (a page per
-    // row: the layout of one K^T matrix cost 5-15% more time whenever the host made page
-    // walks dear). Laid out once per call.
-    const T *Kt = nullptr, *phiKt = nullptr;
-    std::size_t ldt = 0;
     KeySums<T> sums;
 };
 
@@ -128,9 +125,8 @@ template <class T>
 KeySums<T> key_sums(const Fast<T>& p, int threads) {
     KeySums<T> s;
     const std::size_t Lk = p.K.shape(0), F = p.F, dv = p.dv;
-    s.B = p.causal ? kBlock : kBandChunk;
-    s.nkb = (Lk + s.B - 1) / s.B;
-    s.first = std::min(s.nkb, (p.h.sinks + s.B - 1) / s.B);
+    s.nkb = (Lk + kChunk - 1) / kChunk;
+    s.first = std::min(s.nkb, (p.h.sinks + kChunk - 1) / kChunk);
     s.size = F * (dv + 1);
     const std::size_t n = s.nkb - s.first;
     if (F == 0) return s;   // no remainder: no sums (the block bounds above still plan the blocks)
@@ -138,35 +134,12 @@ KeySums<T> key_sums(const Fast<T>& p, int threads) {
     T* own = grown(own_kept, n * s.size);
     std::vector<double> shift(n);
     parallel_for(n, threads_for(2.0 * double(Lk * s.size), threads), [&](std::size_t b) {
-        const std::size_t k0 = (s.first + b) * s.B, rows = std::min(s.B, Lk - k0);
+        const std::size_t k0 = (s.first + b) * kChunk, rows = std::min(kChunk, Lk - k0);
         shift[b] = own_kv(p.phik + k0 * F, p.lk + k0, p.V.data() + k0 * dv, rows, F, dv,
                           own + b * s.size);
     });
     running_sums(own, shift, s, !p.causal, threads);
     return s;
-}
-
-// Row i's visible keys [0, vis) in four intervals: the sinks [0, se), remainder [se, wl),
-// the window [wl, wh) (causal (i - w, i], else (i - w, i + w), past the sinks), remainder [wh, vis).
-struct RowSplit {
-    std::size_t se, wl, wh, vis;
-};
-RowSplit split(const HybridSupport& h, bool causal, std::size_t i, std::size_t Lk) {
-    const std::size_t vis = causal ? std::min(i + 1, Lk) : Lk, w = h.window, se = std::min(h.sinks, vis);
-    std::size_t lo = i + 1 >= w ? i + 1 - w : 0, hi = causal ? i + 1 : i + w;
-    if (w == 0) lo = hi = se;
-    const std::size_t wl = std::clamp(lo, se, vis);
-    return {se, wl, std::clamp(hi, wl, vis), vis};
-}
-
-// f(exact, lo, hi) for row i's four intervals cut to the keys [a, b), the empty ones skipped.
-template <class Fn>
-void intervals(const RowSplit& s, std::size_t a, std::size_t b, Fn&& f) {
-    const std::size_t edge[5] = {0, s.se, s.wl, s.wh, s.vis};
-    for (int k = 0; k < 4; ++k) {
-        const std::size_t lo = std::max(edge[k], a), hi = std::min(edge[k + 1], b);
-        if (lo < hi) f(k % 2 == 0, lo, hi);
-    }
 }
 
 // A query block's explicit key ranges (side by side in its score matrices, range r at
@@ -180,7 +153,7 @@ struct Plan {
 // suffix blocks: every key j >= k0 >= r1 - 1 + w has j >= i + w for every row i < r1.
 template <class T>
 Plan plan(const Fast<T>& p, std::size_t r0, std::size_t r1) {
-    const std::size_t Lk = p.K.shape(0), w = p.h.window, nkb = p.sums.nkb, first = p.sums.first, B = p.sums.B;
+    const std::size_t Lk = p.K.shape(0), w = p.h.window, nkb = p.sums.nkb, first = p.sums.first, B = kChunk;
     Plan pl;
     pl.kp = r0 + 1 < w ? 0 : (r0 + 1 - w >= Lk ? nkb : (r0 + 1 - w) / B);
     pl.kp = std::max(pl.kp, first);
@@ -202,87 +175,22 @@ Plan plan(const Fast<T>& p, std::size_t r0, std::size_t r1) {
     return pl;
 }
 
-// Scratch of one thread (O(B_q (w + s + B_q + B_k) + F dv)).
+// Scratch of one thread (O(kRows (w + s + kRows + kChunk + d + F) + F dv)).
 template <class T>
 struct Scratch {
-    std::vector<T> S, Kf, num, U, G, z;   // S: the scores, then the weights in their place
+    std::vector<T> S, Kf, E, Qt, Pt, num, U, G, z;   // S: the scores, then the weights in their place
     std::vector<double> c, den;
-    std::vector<T> Qt, Pt, E;             // the non-causal band's (run_band)
+    // The explicit keys' chunks: keys [j0, j1) at rows [at, at + j1 - j0) of St; exact: every
+    // pair visible and exact (no lane tests); kf: Kf and E made for it (a remainder pair).
+    struct Chunk {
+        std::size_t j0, j1, at;
+        bool exact, kf;
+    };
+    std::vector<Chunk> chunks;
+    double Mk = kEmpty;       // the largest lk_j of the kf chunks (E_j = exp(lk_j - Mk))
+    bool one_by_one = false;  // the remainder weights made one by one (band_shifts)
+    alignas(64) T cT[kRows], fT[kRows];   // c_i and exp(lq_i + Mk - c_i) per lane, in T
 };
-
-// The rows j < n of src (n x k) transposed by key blocks: block b's rows into the k x ld tile
-// at dst + b k ld (dst[b k ld + c ld + (j - b B)] = src[j k + c]), a block per parallel item.
-template <class T>
-void transpose_into(const T* src, std::size_t n, std::size_t k, T* dst, std::size_t ld, int threads) {
-    const std::size_t blocks = (n + kBlock - 1) / kBlock;
-    parallel_for(blocks, threads_for(double(n * k) * 8.0, threads), [&](std::size_t b) {
-        const std::size_t j0 = b * kBlock;
-        tiles::transpose(src + j0 * k, std::min(n, j0 + kBlock) - j0, k, k, dst + b * k * ld, ld);
-    });
-}
-
-// C[:, 0, hi - lo) (ld ldc) = alpha A B^T[:, lo, hi) for A (R x k, ld k) and the k x Lk matrix
-// B^T in key-block tiles (k x ldt each, Fast::Kt): one product per tile the keys cross. lo is
-// a multiple of the SIMD width, so every tile's part starts on a whole vector and each entry
-// is the same FMA chain as from one k x Lk matrix (the same bits).
-template <class T>
-void product(const T* A, std::size_t R, std::size_t k, const T* Bt, std::size_t ldt, std::size_t lo, std::size_t hi,
-             T alpha, T* C, std::size_t ldc) {
-    for (std::size_t j = lo; j < hi;) {
-        const std::size_t b = j / kBlock, e = std::min(hi, (b + 1) * kBlock);
-        tiles::times_transposed(A, R, k, Bt + b * k * ldt + (j - b * kBlock), ldt, e - j, alpha, C + (j - lo), ldc);
-        j = e;
-    }
-}
-
-// The keys some row of [r0, r1) sees exactly (the sinks, the window hull) and in its
-// remainder (causal [s, r1 - w); non-causal also [r0 + w, Lk)): only those columns of S and
-// Kf are made, and a row reads only its own intervals (split), which lie inside them.
-template <class T>
-void key_hulls(const Fast<T>& p, std::size_t r0, std::size_t r1, std::size_t ex[2][2], std::size_t rm[2][2]) {
-    const std::size_t w = p.h.window, s = p.h.sinks, Lk = p.K.shape(0);
-    ex[0][0] = 0, ex[0][1] = s;
-    ex[1][0] = r0 + 1 > w ? r0 + 1 - w : 0, ex[1][1] = w == 0 ? 0 : (p.causal ? r1 : r1 - 1 + w);
-    rm[0][0] = s, rm[0][1] = r1 > w ? r1 - w : 0;
-    rm[1][0] = p.causal ? Lk : std::max(r0 + w, s), rm[1][1] = Lk;
-}
-
-// Column bounds of a hull inside a range [a, b) moved out to whole SIMD vectors from a (the
-// tile kernels make the last n % W columns as scalar chains): extra columns are never read.
-template <class T>
-std::size_t aligned_down(std::size_t a, std::size_t lo) {
-    return a + (lo - a) / tiles::lanes<T>() * tiles::lanes<T>();
-}
-template <class T>
-std::size_t aligned_up(std::size_t a, std::size_t b, std::size_t hi) {
-    const std::size_t W = tiles::lanes<T>();
-    return std::min(b, a + (hi - a + W - 1) / W * W);
-}
-
-// S (R x n, ld pl.n) = Q_b K_r^T / sqrt(d) and Kf = phi~(X_b) phi~(Y_r)^T for every range r,
-// on the columns key_hulls names.
-template <class T>
-void products(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl, Scratch<T>& x) {
-    T* S = grown(x.S, R * pl.n);
-    T* Kf = p.F ? grown(x.Kf, R * pl.n) : nullptr;
-    const T alpha = T(1.0 / std::sqrt(double(p.d)));
-    std::size_t ex[2][2], rm[2][2];
-    key_hulls(p, r0, r0 + R, ex, rm);
-    for (std::size_t r = 0; r < pl.count; ++r)
-        for (int h = 0; h < 2; ++h) {
-            const std::size_t a = pl.a[r], b = pl.b[r], off = pl.off[r];
-            std::size_t lo = std::max(a, ex[h][0]), hi = std::min(b, ex[h][1]);
-            if (lo < hi) {
-                lo = aligned_down<T>(a, lo), hi = aligned_up<T>(a, b, hi);
-                product(p.Q.data() + r0 * p.d, R, p.d, p.Kt, p.ldt, lo, hi, alpha, S + (off + lo - a), pl.n);
-            }
-            lo = std::max(a, rm[h][0]), hi = std::min(b, rm[h][1]);
-            if (Kf && lo < hi) {
-                lo = aligned_down<T>(a, lo), hi = aligned_up<T>(a, b, hi);
-                product(p.phiq + r0 * p.F, R, p.F, p.phiKt, p.ldt, lo, hi, T(1), Kf + (off + lo - a), pl.n);
-            }
-        }
-}
 
 // The block sums a block adds ([G, z] relative to *g; null: none): causal the prefix, else
 // the prefix and the suffix rescaled to the larger shift and added.
@@ -301,70 +209,6 @@ const T* block_sums(const Fast<T>& p, const Plan& pl, Scratch<T>& x, double* g) 
     const T fp = T(std::exp(ps - *g)), fs = T(std::exp(ss - *g));
     for (std::size_t k = 0; k < s.size; ++k) G[k] = fp * pre[k] + fs * suf[k];
     return G;
-}
-
-// q[j] = exp(q[j] - shift) for j < n, whole vectors and the tail as one padded vector (no
-// scalar exp: a row's intervals are rarely whole vectors).
-template <class T>
-void exp_in_place(T* q, std::size_t n, T shift) {
-    using B = xsimd::batch<T>;
-    constexpr std::size_t W = B::size;
-    const B sh(shift);
-    std::size_t j = 0;
-    for (; j + W <= n; j += W) vexp(B::load_unaligned(q + j) - sh).store_unaligned(q + j);
-    if (j == n) return;
-    alignas(64) T t[W] = {};
-    std::copy(q + j, q + n, t);
-    vexp(B::load_aligned(t) - sh).store_aligned(t);
-    std::copy(t, t + (n - j), q + j);
-}
-
-// c_i = max(max_{j in E(i)} s_ij, lq_i + max(g, max of the explicit remainder keys' lk_j))
-// (g = kEmpty: no block sums), as the reference's row shift.
-template <class T>
-double row_shift(const Fast<T>& p, std::size_t i, std::size_t r, const Plan& pl, const Scratch<T>& x, double g) {
-    const RowSplit sp = split(p.h, p.causal, i, p.K.shape(0));
-    const T* S = x.S.data() + r * pl.n;
-    const double* lk = p.F ? p.lk : nullptr;
-    double c = kEmpty, top = g;
-    for (std::size_t k = 0; k < pl.count; ++k)
-        intervals(sp, pl.a[k], pl.b[k], [&](bool exact, std::size_t lo, std::size_t hi) {
-            if (exact) c = std::max(c, double(max_of(S + pl.off[k] + lo - pl.a[k], hi - lo)));
-            else if (lk) top = std::max(top, max_of(lk + lo, hi - lo));
-        });
-    return top == kEmpty ? c : std::max(c, p.lq[i] + top);
-}
-
-// Row r's weights over the explicit keys, in place of its scores in S (exp(s_ij - c_i) on E(i),
-// phi~(x_i).phi~(y_j) exp(lq_i + lk_j - c_i) on the other visible keys, 0 elsewhere: the gaps
-// between a range's intervals are zeroed as they are passed); returns their sum.
-template <class T>
-double row_weights(const Fast<T>& p, std::size_t i, std::size_t r, const Plan& pl, Scratch<T>& x, double c) {
-    const RowSplit sp = split(p.h, p.causal, i, p.K.shape(0));
-    T* P = x.S.data() + r * pl.n;
-    const T* Kf = p.F ? x.Kf.data() + r * pl.n : nullptr;
-    const double sh = p.F ? p.lq[i] - c : 0.0;
-    double den = 0.0;
-    for (std::size_t k = 0; k < pl.count; ++k) {
-        std::size_t done = pl.off[k];   // columns of range k before it are final
-        intervals(sp, pl.a[k], pl.b[k], [&](bool exact, std::size_t lo, std::size_t hi) {
-            const std::size_t at = pl.off[k] + lo - pl.a[k], n = hi - lo;
-            T* q = P + at;
-            if (exact || Kf) std::fill(P + done, q, T(0)), done = at + n;
-            if (exact) {
-                exp_in_place(q, n, T(c));
-                den += sum_lanes(q, n);
-            } else if (Kf) {
-                const double* lk = p.lk + lo;
-                for (std::size_t j = 0; j < n; ++j) q[j] = T(lk[j] + sh);
-                exp_in_place(q, n, T(0));
-                for (std::size_t j = 0; j < n; ++j) q[j] *= Kf[at + j];
-                den += sum_lanes(q, n);
-            }
-        });
-        std::fill(P + done, P + pl.off[k] + (pl.b[k] - pl.a[k]), T(0));
-    }
-    return den;
 }
 
 // With block sums [G, z] relative to g: num_i += f_i phi~(x_i) G and den_i += f_i phi~(x_i).z,
@@ -387,83 +231,50 @@ void remainder_values(const Fast<T>& p, std::size_t r0, std::size_t R, Scratch<T
     }
 }
 
-// num (R x dv) = sum over the ranges of P_r V_r (P: the weights in S), then the block sums'.
-template <class T>
-void block_values(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl, Scratch<T>& x, const T* G,
-                  double g) {
-    const std::size_t dv = p.dv;
-    T* num = grown(x.num, R * dv);
-    if (pl.count == 0) std::fill(num, num + R * dv, T(0));
-    for (std::size_t k = 0; k < pl.count; ++k)
-        tiles::times(x.S.data() + pl.off[k], R, pl.n, 1, pl.b[k] - pl.a[k], p.V.data() + pl.a[k] * dv, dv, dv, num, dv,
-                     k > 0);
-    if (G) remainder_values(p, r0, R, x, G, g);
-}
-
-// Query rows [blk B_q, min((blk + 1) B_q, L)) of the output.
-template <class T>
-void run_block(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
-    thread_local Scratch<T> x;
-    const std::size_t r0 = blk * kRows, R = std::min(kRows, p.Q.shape(0) - r0), dv = p.dv;
-    const Plan pl = plan(p, r0, r0 + R);
-    products(p, r0, R, pl, x);
-    double g = kEmpty;
-    const T* G = block_sums(p, pl, x, &g);
-    x.c.resize(R), x.den.resize(R);
-    for (std::size_t r = 0; r < R; ++r) {
-        x.c[r] = row_shift(p, r0 + r, r, pl, x, G ? g : kEmpty);
-        x.den[r] = row_weights(p, r0 + r, r, pl, x, x.c[r]);
-    }
-    block_values(p, r0, R, pl, x, G, g);
-    for (std::size_t r = 0; r < R; ++r) {
-        const T inv = T(1.0 / x.den[r]);
-        for (std::size_t k = 0; k < dv; ++k) out.data()[(r0 + r) * dv + k] = x.num[r * dv + k] * inv;
-    }
-}
-
-// ---- Non-causal: the band in transposed tiles ----
-// A block's explicit keys (the sinks' blocks and the band [kp B, kq B), B = kBandChunk: the
-// rows' windows' hull rounded out to 32 keys) are the rows of St (n x 32), column i query r0 + i:
-// the value kernel's product of K's rows with Q_b^T (no K^T), and likewise the feature products
-// (phi~(Y)'s rows against phi~(X_b)^T) on the 32-key chunks that hold a remainder pair. A key
-// row's support test (exact: j < s or |i - j| < w) is a compare over the lanes, the shift, the
-// exps and the weights vector passes over the rows, and the values read St as P^T.
-
-// Whether every key of [c0, c1) is exact for every row of [r0, r1) (non-causal): a sink, or
-// |i - j| < w at the rectangle's farthest corner.
-bool all_exact(const HybridSupport& h, std::size_t c0, std::size_t c1, std::size_t r0, std::size_t r1) {
+// Whether every pair of keys [c0, c1) and rows [r0, r1) is visible and exact (a sink, or in
+// the window at the rectangle's farthest corner), and whether some pair is visible and not.
+bool all_exact(const HybridSupport& h, bool causal, std::size_t c0, std::size_t c1, std::size_t r0, std::size_t r1) {
+    if (causal && c1 - 1 > r0) return false;
     const std::size_t lo = std::max(c0, h.sinks);
     if (lo >= c1) return true;
     const auto dist = [](std::size_t a, std::size_t b) { return a > b ? a - b : b - a; };
-    return std::max(dist(r1 - 1, lo), dist(r0, c1 - 1)) < h.window;
+    return (causal ? r1 - 1 - lo : std::max(dist(r1 - 1, lo), dist(r0, c1 - 1))) < h.window;
+}
+bool any_remainder(const HybridSupport& h, bool causal, std::size_t c0, std::size_t c1, std::size_t r0, std::size_t r1) {
+    const std::size_t lo = std::max(c0, h.sinks);
+    if (lo >= c1) return false;
+    if (causal) return lo + h.window <= r1 - 1;
+    return !all_exact(h, false, c0, c1, r0, r1);
 }
 
-// The lanes of key j (one bit per lane, lane i: query r0 + i) in row i's window or sinks.
+// The lanes (lane i: query r0 + i) that see key j exactly (ex) and in the remainder (rem).
 template <class T>
-void exact_lanes(const HybridSupport& h, std::size_t j, std::size_t r0, const tiles::Vec<T>* lane,
-                 typename tiles::Vec<T>::batch_bool_type* ex, std::size_t nv) {
+void support_lanes(const HybridSupport& h, bool causal, std::size_t j, std::size_t r0, const tiles::Vec<T>* lane,
+                   typename tiles::Vec<T>::batch_bool_type* ex, typename tiles::Vec<T>::batch_bool_type* rem,
+                   std::size_t nv) {
     using Bv = tiles::Vec<T>;
     const double dj = double(j) - double(r0), w = double(h.window);
-    if (j < h.sinks || dj + w <= 0.0 || dj - double(kRows) >= w) {   // all or none of the lanes
-        for (std::size_t v = 0; v < nv; ++v) ex[v] = Bv(T(0)) == Bv(T(j < h.sinks ? 0 : 1));
-        return;
+    const Bv none(T(0)), one(T(1));
+    const bool sink = j < h.sinks, far = dj + w <= 0.0 || (!causal && dj - double(kRows) >= w);
+    for (std::size_t v = 0; v < nv; ++v) {
+        const auto vis = causal ? lane[v] >= Bv(T(dj)) : none == none;   // i >= j, or every lane
+        if (sink || far) {   // every visible lane exact, or none
+            ex[v] = sink ? vis : none == one;
+            rem[v] = sink ? none == one : vis;
+            continue;
+        }
+        ex[v] = vis && xsimd::abs(lane[v] - Bv(T(dj))) < Bv(T(w));
+        rem[v] = vis && !ex[v];
     }
-    for (std::size_t v = 0; v < nv; ++v) ex[v] = xsimd::abs(lane[v] - Bv(T(dj))) < Bv(T(w));
 }
 
-// Query rows [blk B_q, min((blk + 1) B_q, L)) of the non-causal output.
+// Q_b^T / sqrt(d) (d x 32) and phi~(X_b)^T (F x 32), the lanes past R zero; St = K_range Q_b^T;
+// the chunks, and on those holding a remainder pair Kf = phi~(Y_chunk) phi~(X_b)^T and E.
 template <class T>
-void run_band(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
+void band_tiles(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl, Scratch<T>& x) {
     using Bv = tiles::Vec<T>;
-    using Bb = typename Bv::batch_bool_type;
-    constexpr std::size_t W = Bv::size, NV = kRows / W, C = kBandChunk;
-    static_assert(kRows % W == 0 && C % W == 0);
-    thread_local Scratch<T> x;
-    thread_local std::vector<unsigned char> mixed;
-    const std::size_t r0 = blk * kRows, R = std::min(kRows, p.Q.shape(0) - r0), d = p.d, F = p.F, dv = p.dv;
-    const Plan pl = plan(p, r0, r0 + R);
-    const std::size_t n = pl.n;
-    // Q_b^T / sqrt(d) (d x 32) and phi~(X_b)^T (F x 32), the lanes past R zero.
+    constexpr std::size_t W = Bv::size;
+    const std::size_t d = p.d, F = p.F, n = std::max<std::size_t>(pl.n, 1);
     T* Qt = grown(x.Qt, d * kRows);
     T* Pt = F ? grown(x.Pt, F * kRows) : nullptr;
     if (R < kRows) {
@@ -474,134 +285,162 @@ void run_band(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
     const Bv alpha(T(1.0 / std::sqrt(double(d))));
     for (std::size_t k = 0; k < d * kRows; k += W) (Bv::load_unaligned(Qt + k) * alpha).store_unaligned(Qt + k);
     if (Pt) tiles::transpose(p.phiq + r0 * F, R, F, F, Pt, kRows);
-
-    // St = K_range Qt; Kft = phi~(Y_range) phi~(X_b)^T and E_j = exp(lk_j - Mk) on the chunks
-    // holding a remainder pair (Mk: their largest lk_j).
-    T* St = grown(x.S, std::max<std::size_t>(n, 1) * kRows);
-    T* Kft = F ? grown(x.Kf, std::max<std::size_t>(n, 1) * kRows) : nullptr;
-    T* E = F ? grown(x.E, std::max<std::size_t>(n, 1)) : nullptr;
-    mixed.assign((n + C - 1) / C, 0);
-    double Mk = kEmpty;
+    T* St = grown(x.S, n * kRows);
+    T* Kft = F ? grown(x.Kf, n * kRows) : nullptr;
+    T* E = F ? grown(x.E, n) : nullptr;
+    x.chunks.clear();
+    x.Mk = kEmpty;
     for (std::size_t r = 0; r < pl.count; ++r) {
         const std::size_t a = pl.a[r], b = pl.b[r], off = pl.off[r];
         tiles::times(p.K.data() + a * d, b - a, d, 1, d, Qt, kRows, kRows, St + off * kRows, kRows, false);
-        for (std::size_t c0 = a; c0 < b; c0 += C) {
-            const std::size_t c1 = std::min(b, c0 + C), at = off + c0 - a;
-            if (!F || all_exact(p.h, c0, c1, r0, r0 + R)) continue;
-            mixed[at / C] = 1;
+        for (std::size_t c0 = a; c0 < b; c0 += kChunk) {
+            const std::size_t c1 = std::min(b, c0 + kChunk), at = off + c0 - a;
+            const bool kf = F && any_remainder(p.h, p.causal, c0, c1, r0, r0 + R);
+            x.chunks.push_back({c0, c1, at, all_exact(p.h, p.causal, c0, c1, r0, r0 + R), kf});
+            if (!kf) continue;
             tiles::times(p.phik + c0 * F, c1 - c0, F, 1, F, Pt, kRows, kRows, Kft + at * kRows, kRows, false);
-            Mk = std::max(Mk, max_of(p.lk + c0, c1 - c0));
+            x.Mk = std::max(x.Mk, max_of(p.lk + c0, c1 - c0));
         }
     }
-    double g = kEmpty;
-    const T* G = block_sums(p, pl, x, &g);
+    for (const auto& ch : x.chunks)
+        if (ch.kf)
+            for (std::size_t j = ch.j0; j < ch.j1; ++j) E[ch.at + j - ch.j0] = T(std::exp(p.lk[j] - x.Mk));
+}
 
-    // Pass 1: per lane the largest exact score and remainder lk_j - Mk.
+// The lane indices 0..31 as NV vectors.
+template <class T>
+void lane_indices(tiles::Vec<T>* lane) {
+    using Bv = tiles::Vec<T>;
     alignas(64) T idx[kRows];
     for (std::size_t i = 0; i < kRows; ++i) idx[i] = T(i);
-    Bv lane[NV];
-    Bb valid[NV];
-    for (std::size_t v = 0; v < NV; ++v) lane[v] = Bv::load_aligned(idx + v * W), valid[v] = lane[v] < Bv(T(R));
+    for (std::size_t v = 0; v < kRows / Bv::size; ++v) lane[v] = Bv::load_aligned(idx + v * Bv::size);
+}
+
+// The row shifts c_i (the reference's, up to the rounding of lk_j - Mk to T; g: the block
+// sums' shift or kEmpty) from each lane's largest exact score and remainder lk_j, and the
+// remainder factors exp(lq_i + Mk - c_i): above e^30 (a key far larger than a row's remainder
+// keys that the row sees exactly) the remainder weights are made one by one instead.
+template <class T>
+void band_shifts(const Fast<T>& p, std::size_t r0, std::size_t R, Scratch<T>& x, double g) {
+    using Bv = tiles::Vec<T>;
+    constexpr std::size_t W = Bv::size, NV = kRows / W;
+    Bv lane[NV], smax[NV], rmax[NV];
+    lane_indices<T>(lane);
     const Bv neg(-std::numeric_limits<T>::infinity());
-    Bv smax[NV], rmax[NV];
     for (std::size_t v = 0; v < NV; ++v) smax[v] = neg, rmax[v] = neg;
-    Bb ex[NV];
-    for (std::size_t r = 0; r < pl.count; ++r)
-        for (std::size_t j = pl.a[r]; j < pl.b[r]; ++j) {
-            const std::size_t row = pl.off[r] + j - pl.a[r];
-            const T* srow = St + row * kRows;
-            exact_lanes<T>(p.h, j, r0, lane, ex, NV);
-            const bool m = mixed[row / C];
-            if (m) E[row] = T(std::exp(p.lk[j] - Mk));
-            const Bv lrel(T(m ? p.lk[j] - Mk : 0.0));
+    typename Bv::batch_bool_type ex[NV], rem[NV];
+    for (const auto& ch : x.chunks) {
+        const T* srow = x.S.data() + ch.at * kRows;
+        if (ch.exact) {   // lanes past R hold scores of zero rows: never read
+            for (std::size_t j = ch.j0; j < ch.j1; ++j, srow += kRows)
+                for (std::size_t v = 0; v < NV; ++v) smax[v] = xsimd::max(smax[v], Bv::load_unaligned(srow + v * W));
+            continue;
+        }
+        for (std::size_t j = ch.j0; j < ch.j1; ++j, srow += kRows) {
+            support_lanes<T>(p.h, p.causal, j, r0, lane, ex, rem, NV);
+            const Bv lrel(T(ch.kf ? p.lk[j] - x.Mk : 0.0));
             for (std::size_t v = 0; v < NV; ++v) {
-                smax[v] = xsimd::max(smax[v], xsimd::select(ex[v] && valid[v], Bv::load_unaligned(srow + v * W), neg));
-                if (m) rmax[v] = xsimd::max(rmax[v], xsimd::select(!ex[v] && valid[v], lrel, neg));
+                smax[v] = xsimd::max(smax[v], xsimd::select(ex[v], Bv::load_unaligned(srow + v * W), neg));
+                if (ch.kf) rmax[v] = xsimd::max(rmax[v], xsimd::select(rem[v], lrel, neg));
             }
         }
-    // The row shifts c_i (the reference's, up to the rounding of lk_j - Mk to T) and the
-    // remainder factors exp(lq_i + Mk - c_i): above e^30 (a key far larger than the row's
-    // remainder keys that another row sees exactly) the weights are made one by one instead.
-    alignas(64) T sm[kRows], rm[kRows], cT[kRows], fT[kRows];
+    }
+    alignas(64) T sm[kRows], rm[kRows];
     for (std::size_t v = 0; v < NV; ++v) smax[v].store_aligned(sm + v * W), rmax[v].store_aligned(rm + v * W);
-    x.c.assign(R, 0.0), x.den.assign(R, 0.0);
-    bool one_by_one = false;
+    x.c.assign(R, 0.0);
+    x.one_by_one = false;
     for (std::size_t i = 0; i < kRows; ++i) {
-        cT[i] = T(0), fT[i] = T(0);
+        x.cT[i] = T(0), x.fT[i] = T(0);
         if (i >= R) continue;
-        double c = std::isinf(sm[i]) ? kEmpty : double(sm[i]), top = G ? g : kEmpty;
-        if (!std::isinf(rm[i])) top = std::max(top, Mk + double(rm[i]));
+        double c = std::isinf(sm[i]) ? kEmpty : double(sm[i]), top = g;
+        if (!std::isinf(rm[i])) top = std::max(top, x.Mk + double(rm[i]));
         if (top != kEmpty) c = std::max(c, p.lq[r0 + i] + top);
         if (c == kEmpty) c = 0.0;   // no visible key: 0 / 0, as the reference
-        x.c[i] = c, cT[i] = T(c);
-        if (Mk != kEmpty) {
-            const double e = p.lq[r0 + i] + Mk - c;
-            one_by_one = one_by_one || e > 30.0;
-            fT[i] = T(std::exp(std::min(e, 30.0)));
+        x.c[i] = c, x.cT[i] = T(c);
+        if (x.Mk != kEmpty) {
+            const double e = p.lq[r0 + i] + x.Mk - c;
+            x.one_by_one = x.one_by_one || e > 30.0;
+            x.fT[i] = T(std::exp(std::min(e, 30.0)));
         }
     }
+}
 
-    // Pass 2: the weights in place of the scores, their sums per lane in T over a chunk, then in double.
-    Bv cv[NV], fv[NV];
-    for (std::size_t v = 0; v < NV; ++v) cv[v] = Bv::load_aligned(cT + v * W), fv[v] = Bv::load_aligned(fT + v * W);
-    for (std::size_t r = 0; r < pl.count; ++r)
-        for (std::size_t c0 = pl.a[r]; c0 < pl.b[r]; c0 += C) {
-            const std::size_t c1 = std::min(pl.b[r], c0 + C), at = pl.off[r] + c0 - pl.a[r];
-            const bool m = mixed[at / C];
-            Bv acc[NV];
-            for (std::size_t v = 0; v < NV; ++v) acc[v] = Bv(T(0));
-            for (std::size_t j = c0; j < c1; ++j) {
-                const std::size_t row = at + j - c0;
-                T* srow = St + row * kRows;
-                exact_lanes<T>(p.h, j, r0, lane, ex, NV);
+// The weights in place of the scores (exact chunks: exp(s_ij - c_i) on every lane; else by the
+// lane tests, the remainder's Kf_ij E_j f_i, 0 where j is not visible), and their sums x.den
+// (per lane in T over a chunk, then in double).
+template <class T>
+void band_weights(const Fast<T>& p, std::size_t r0, std::size_t R, Scratch<T>& x) {
+    using Bv = tiles::Vec<T>;
+    constexpr std::size_t W = Bv::size, NV = kRows / W;
+    Bv lane[NV], cv[NV], fv[NV];
+    lane_indices<T>(lane);
+    for (std::size_t v = 0; v < NV; ++v) cv[v] = Bv::load_aligned(x.cT + v * W), fv[v] = Bv::load_aligned(x.fT + v * W);
+    const Bv zero(T(0));
+    typename Bv::batch_bool_type ex[NV], rem[NV];
+    x.den.assign(R, 0.0);
+    for (const auto& ch : x.chunks) {
+        Bv acc[NV];
+        for (std::size_t v = 0; v < NV; ++v) acc[v] = zero;
+        T* srow = x.S.data() + ch.at * kRows;
+        if (ch.exact) {
+            for (std::size_t j = ch.j0; j < ch.j1; ++j, srow += kRows)
                 for (std::size_t v = 0; v < NV; ++v) {
-                    Bv wv = xsimd::select(ex[v] && valid[v], vexp(Bv::load_unaligned(srow + v * W) - cv[v]), Bv(T(0)));
-                    if (m) {
-                        const Bv kf = Bv::load_unaligned(Kft + row * kRows + v * W);
-                        wv = xsimd::select(!ex[v] && valid[v], kf * (Bv(E[row]) * fv[v]), wv);
-                    }
+                    const Bv wv = vexp(Bv::load_unaligned(srow + v * W) - cv[v]);
                     wv.store_unaligned(srow + v * W);
                     acc[v] += wv;
                 }
-                if (m && one_by_one)
+        } else {
+            const T* kf = ch.kf ? x.Kf.data() + ch.at * kRows : nullptr;
+            const T* Ej = ch.kf ? x.E.data() + ch.at : nullptr;
+            for (std::size_t j = ch.j0; j < ch.j1; ++j, srow += kRows) {
+                support_lanes<T>(p.h, p.causal, j, r0, lane, ex, rem, NV);
+                for (std::size_t v = 0; v < NV; ++v) {
+                    const Bv r = kf ? xsimd::select(rem[v], Bv::load_unaligned(kf + v * W) * (Bv(*Ej) * fv[v]), zero)
+                                    : zero;
+                    const Bv wv = xsimd::select(ex[v], vexp(Bv::load_unaligned(srow + v * W) - cv[v]), r);
+                    wv.store_unaligned(srow + v * W);
+                    acc[v] += wv;
+                }
+                if (kf && x.one_by_one)
                     for (std::size_t i = 0; i < R; ++i)
-                        if (!p.h.in_window_or_sinks(r0 + i, j))
-                            srow[i] = Kft[row * kRows + i] * T(std::exp(p.lq[r0 + i] + p.lk[j] - x.c[i]));
+                        if (!p.h.in_window_or_sinks(r0 + i, j) && (!p.causal || j <= r0 + i))
+                            srow[i] = kf[i] * T(std::exp(p.lq[r0 + i] + p.lk[j] - x.c[i]));
+                if (kf) kf += kRows, ++Ej;
             }
-            if (m && one_by_one) {   // the chunk's sums again from the weights as stored
-                for (std::size_t v = 0; v < NV; ++v) acc[v] = Bv(T(0));
-                for (std::size_t row = at; row < at + (c1 - c0); ++row)
-                    for (std::size_t v = 0; v < NV; ++v) acc[v] += Bv::load_unaligned(St + row * kRows + v * W);
+            if (ch.kf && x.one_by_one) {   // the chunk's sums again, from the weights as stored
+                for (std::size_t v = 0; v < NV; ++v) acc[v] = zero;
+                for (const T* q = x.S.data() + ch.at * kRows; q < srow; q += kRows)
+                    for (std::size_t v = 0; v < NV; ++v) acc[v] += Bv::load_unaligned(q + v * W);
             }
-            alignas(64) T part[kRows];
-            for (std::size_t v = 0; v < NV; ++v) acc[v].store_aligned(part + v * W);
-            for (std::size_t i = 0; i < R; ++i) x.den[i] += double(part[i]);
         }
+        alignas(64) T part[kRows];
+        for (std::size_t v = 0; v < NV; ++v) acc[v].store_aligned(part + v * W);
+        for (std::size_t i = 0; i < R; ++i) x.den[i] += double(part[i]);
+    }
+}
 
-    // num = P V over the ranges (St read as P^T), then the block sums'.
+// Query rows [blk kRows, min((blk + 1) kRows, L)) of the output: the band's tiles, shifts and
+// weights, num = P V over the ranges (St read as P^T) plus the block sums', num / den.
+template <class T>
+void run_block(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
+    thread_local Scratch<T> x;
+    const std::size_t r0 = blk * kRows, R = std::min(kRows, p.Q.shape(0) - r0), dv = p.dv;
+    const Plan pl = plan(p, r0, r0 + R);
+    band_tiles(p, r0, R, pl, x);
+    double g = kEmpty;
+    const T* G = block_sums(p, pl, x, &g);
+    band_shifts(p, r0, R, x, G ? g : kEmpty);
+    band_weights(p, r0, R, x);
     T* num = grown(x.num, R * dv);
     if (pl.count == 0) std::fill(num, num + R * dv, T(0));
     for (std::size_t r = 0; r < pl.count; ++r)
-        tiles::times(St + pl.off[r] * kRows, R, 1, kRows, pl.b[r] - pl.a[r], p.V.data() + pl.a[r] * dv, dv, dv, num,
-                     dv, r > 0);
+        tiles::times(x.S.data() + pl.off[r] * kRows, R, 1, kRows, pl.b[r] - pl.a[r], p.V.data() + pl.a[r] * dv, dv, dv,
+                     num, dv, r > 0);
     if (G) remainder_values(p, r0, R, x, G, g);
     for (std::size_t r = 0; r < R; ++r) {
         const T inv = T(1.0 / x.den[r]);
         for (std::size_t k = 0; k < dv; ++k) out.data()[(r0 + r) * dv + k] = num[r * dv + k] * inv;
     }
-}
-
-// p.Kt, p.phiKt: the keys and their features transposed in key-block tiles, in storage the
-// calling thread keeps.
-template <class T>
-void transposed_keys(Fast<T>& p, int threads) {
-    thread_local std::vector<T> kept;
-    const std::size_t Lk = p.K.shape(0), nkb = (Lk + kBlock - 1) / kBlock;
-    p.ldt = kBlock + tiles::lanes<T>();
-    T* t = grown(kept, nkb * (p.d + p.F) * p.ldt);
-    transpose_into(p.K.data(), Lk, p.d, t, p.ldt, threads);
-    if (p.F) transpose_into(p.phik, Lk, p.F, t + nkb * p.d * p.ldt, p.ldt, threads);
-    p.Kt = t, p.phiKt = t + nkb * p.d * p.ldt;
 }
 
 // hybrid_fast into `out` (reshaped only when its shape is not (L, dv); every entry written).
@@ -622,15 +461,11 @@ void fast_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V
         compute_features_into(map, K, xs, est.W, Side::key, threads, f + L * p.F, l + L, est.rounding, est.shift);
         p.phiq = f, p.lq = l, p.phik = f + L * p.F, p.lk = l + L;
     }
-    if (causal) transposed_keys(p, threads);
     p.sums = key_sums(p, threads);
     const std::size_t L = Q.shape(0), nb = (L + kRows - 1) / kRows;
     if (out.shape(0) != L || out.shape(1) != p.dv) out = Mat<T>::from_shape({L, p.dv});
-    const double work = 2.0 * double(L) * double(2 * p.h.window + p.h.sinks + 2 * kBlock) * double(p.d + p.F + p.dv);
-    parallel_for(nb, threads_for(work, threads), [&](std::size_t b) {
-        if (causal) run_block(p, b, out);
-        else run_band(p, b, out);
-    });
+    const double work = 2.0 * double(L) * double(2 * p.h.window + p.h.sinks + 2 * kChunk) * double(p.d + p.F + p.dv);
+    parallel_for(nb, threads_for(work, threads), [&](std::size_t b) { run_block(p, b, out); });
 }
 
 }  // namespace
