@@ -223,25 +223,29 @@ double hybrid_backward_cost(const ItemShape& x, const Variant& v, bool causal, b
 }
 
 // hybrid_fast (docs/design.md 2.8; window / sinks, all rows, no half emulation) on `threads`
-// threads: both sides' features and log scales (kept per calling thread), K^T and phi~(Y)^T
-// (in tiles of 64 keys whose rows are padded by one vector: at most 80 entries a tile row),
-// the key blocks' own sums and their prefix (non-causal: and suffix) sums,
-// (Lk / 64 + 1) F (dv + 1) each, per thread a query block's S, Kf and P (32 rows x its
-// explicit keys: about w + 96 causal, 2w + 160 non-causal, plus the sinks); time: the map's
-// features, the key sums and the far remainder's product (4 (L + Lk) F (dv + 1)), and per row
-// its explicit keys' products (2 (d + F + dv) each) and exps. Seconds of one head, one thread.
+// threads: both sides' features and log scales (kept per calling thread), the 32-key chunks'
+// own sums and their prefix (non-causal: and suffix) sums, (Lk / 32 + 1) F (dv + 1) each, per
+// thread a query block's score and feature tiles (its explicit keys x 32: the window's hull
+// rounded out to chunks, at most w + 64 causal, 2w + 96 non-causal, plus the sinks' chunks),
+// Q_b^T and phi~(X_b)^T; time: the map's features, the key sums and the far remainder's
+// product (4 (L + Lk) F (dv + 1)), and per row its explicit keys' score and value products
+// (2 (d + dv) each), the feature products of the two chunks at the hull's ends (2 F each),
+// and the exps. Seconds of one head, one thread.
 double hybrid_fast_cost(const ItemShape& x, const Variant& v, bool causal, double W, double out, int threads,
                         ItemCost& c) {
     const double F = x.F, L = double(x.L), Lk = double(x.Lk), d = double(x.d), dv = double(x.dv), s = double(x.s);
     const double w = double(v.hybrid.window), sinks = double(v.hybrid.sinks);
-    const double expl = std::min(Lk, (causal ? w + 96.0 : 2.0 * w + 160.0) + sinks);
-    const double sums = F > 0 ? (std::ceil(Lk / 64.0) + 1.0) * F * (dv + 1.0) * s * (causal ? 2.0 : 3.0) : 0.0;
+    const double sink_keys = sinks > 0 ? std::ceil(sinks / 32.0) * 32.0 : 0.0;
+    const double expl = std::min(Lk, (causal ? w + 64.0 : 2.0 * w + 96.0) + sink_keys);
+    const double corner = std::min(expl, 64.0);
+    const double sums = F > 0 ? (std::ceil(Lk / 32.0) + 1.0) * F * (dv + 1.0) * s * (causal ? 2.0 : 3.0) : 0.0;
     const double feats = F > 0 ? s * (L + Lk) * F + 16.0 * (L + Lk) : 0.0;
-    c.features = W + feats + out + s * (d + F) * std::ceil(Lk / 64.0) * 80.0 + sums + double(threads) * (3.0 * 32.0 * expl * s + 8.0 * F * dv * s);
+    const double block = (2.0 * 32.0 * expl + expl + 32.0 * (d + F)) * s + 8.0 * F * dv * s;
+    c.features = W + feats + out + sums + double(threads) * block;
     const double maps = F > 0 ? gemm_seconds(v.map->feature_flops(x.L, x.Lk, x.m, x.d) + 4.0 * (L + Lk) * F * (dv + 1.0), x.s) +
                                     (L + Lk) * F / kVexpRate
                               : 0.0;
-    return maps + gemm_seconds(2.0 * L * expl * (d + F + dv), x.s) + L * expl / kVexpRate;
+    return maps + gemm_seconds(2.0 * L * (expl * (d + dv) + corner * F), x.s) + L * expl / kVexpRate;
 }
 
 // Whether hybrid_forward takes the fast path (hybrid_fast_applies) for a run of all rows.
