@@ -79,8 +79,8 @@ void check_cases(std::size_t L, std::size_t Lk, double scale, double tol, std::s
 }  // namespace
 
 TEST_CASE("hybrid fast path: equals the reference path in float64", "[hybrid][hybrid_fast]") {
-    check_cases<double>(150, 150, 1.0, 1e-12);   // L not a multiple of the block (64)
-    check_cases<double>(64, 64, 1.0, 1e-12);     // one whole block
+    check_cases<double>(150, 150, 1.0, 1e-12);   // L not a multiple of the blocks (32)
+    check_cases<double>(64, 64, 1.0, 1e-12);     // two whole blocks
     check_cases<double>(7, 7, 1.0, 1e-12);       // w >= L for most cases
     check_cases<double>(150, 130, 1.0, 1e-12);   // non-causal, fewer keys than queries
     check_cases<double>(130, 200, 1.0, 1e-12);   // non-causal, more keys than queries

@@ -74,18 +74,18 @@ struct Fast {
     KeySums<T> sums;
 };
 
-// The running sums of the blocks' own sums `own` (each relative to shift[b]) in block order,
+// The running sums of the chunks' own sums `own` (each relative to shift[b]) in chunk order,
 // in double: the prefix sums s.pre (and, non-causal, from the last block backward, the suffix
 // sums s.suf) as KeySums says, each slot relative to its running shift. The entries are
-// independent: both directions split in fixed column chunks over the threads (a chunk of 128
-// entries keeps both threads busy to the end), each entry summed in block order.
+// independent: both directions split in fixed column pieces over the threads (pieces of 128
+// entries keep both threads busy to the end), each entry summed in chunk order.
 template <class T>
 void running_sums(const T* own, const std::vector<double>& shift, KeySums<T>& s, bool both, int threads) {
     thread_local std::vector<T> pre_kept, suf_kept;
     const std::size_t size = s.size, n = s.nkb - s.first, chunk = 128, dirs = both ? 2 : 1;
     T* out[2] = {grown(pre_kept, (s.nkb + 1) * size), both ? grown(suf_kept, (s.nkb + 1) * size) : nullptr};
     std::vector<double>* out_shift[2] = {&s.pre_shift, &s.suf_shift};
-    // Per direction and step t: the factor on the running sum (rescale) and on block b's own (f).
+    // Per direction and step t: the factor on the running sum (rescale) and on chunk b's own (f).
     std::vector<double> rescale(dirs * n, 1.0), f(dirs * n, 1.0);
     for (std::size_t dir = 0; dir < dirs; ++dir) {
         const bool backward = dir == 1;
@@ -119,8 +119,8 @@ void running_sums(const T* own, const std::vector<double>& shift, KeySums<T>& s,
     s.pre = out[0], s.suf = out[1];
 }
 
-// The key blocks' own sums (own_kv: Psi relative to the block's largest lk_j), each block on
-// one thread, then their prefix and (non-causal) suffix sums in block order.
+// The key chunks' own sums (own_kv: Psi relative to the chunk's largest lk_j), each chunk on
+// one thread, then their prefix and (non-causal) suffix sums in chunk order.
 template <class T>
 KeySums<T> key_sums(const Fast<T>& p, int threads) {
     KeySums<T> s;
@@ -142,15 +142,15 @@ KeySums<T> key_sums(const Fast<T>& p, int threads) {
     return s;
 }
 
-// A query block's explicit key ranges (side by side in its score matrices, range r at
-// column off[r]) and its block sums: prefix blocks [first, kp), suffix blocks [kq, nkb).
+// A query block's explicit key ranges (one after another as the score tile's rows, range r
+// from row off[r]) and its chunk sums: prefix chunks [first, kp), suffix chunks [kq, nkb).
 struct Plan {
     std::size_t kp = 0, kq = 0, n = 0, count = 0;
     std::size_t a[2] = {0, 0}, b[2] = {0, 0}, off[2] = {0, 0};
 };
 
-// Prefix blocks: every key j < k1 <= r0 - w + 1 has j <= i - w for every row i >= r0;
-// suffix blocks: every key j >= k0 >= r1 - 1 + w has j >= i + w for every row i < r1.
+// Prefix chunks: every key j < k1 <= r0 - w + 1 has j <= i - w for every row i >= r0;
+// suffix chunks: every key j >= k0 >= r1 - 1 + w has j >= i + w for every row i < r1.
 template <class T>
 Plan plan(const Fast<T>& p, std::size_t r0, std::size_t r1) {
     const std::size_t Lk = p.K.shape(0), w = p.h.window, nkb = p.sums.nkb, first = p.sums.first, B = kChunk;
