@@ -272,8 +272,6 @@ void support_lanes(const HybridSupport& h, bool causal, std::size_t j, std::size
 // the chunks, and on those holding a remainder pair Kf = phi~(Y_chunk) phi~(X_b)^T and E.
 template <class T>
 void band_tiles(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl, Scratch<T>& x) {
-    using Bv = tiles::Vec<T>;
-    constexpr std::size_t W = Bv::size;
     const std::size_t d = p.d, F = p.F, n = std::max<std::size_t>(pl.n, 1);
     T* Qt = grown(x.Qt, d * kRows);
     T* Pt = F ? grown(x.Pt, F * kRows) : nullptr;
@@ -282,8 +280,7 @@ void band_tiles(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl,
         if (Pt) std::fill(Pt, Pt + F * kRows, T(0));
     }
     tiles::transpose(p.Q.data() + r0 * d, R, d, d, Qt, kRows);
-    const Bv alpha(T(1.0 / std::sqrt(double(d))));
-    for (std::size_t k = 0; k < d * kRows; k += W) (Bv::load_unaligned(Qt + k) * alpha).store_unaligned(Qt + k);
+    scale_in_place(Qt, d * kRows, T(1.0 / std::sqrt(double(d))));
     if (Pt) tiles::transpose(p.phiq + r0 * F, R, F, F, Pt, kRows);
     T* St = grown(x.S, n * kRows);
     T* Kft = F ? grown(x.Kf, n * kRows) : nullptr;
@@ -401,10 +398,12 @@ void band_weights(const Fast<T>& p, std::size_t r0, std::size_t R, Scratch<T>& x
                     wv.store_unaligned(srow + v * W);
                     acc[v] += wv;
                 }
-                if (kf && x.one_by_one)
+                if (kf && x.one_by_one) {   // the remainder lanes (rem) again, each weight in double
+                    alignas(64) T is_rem[kRows];
+                    for (std::size_t v = 0; v < NV; ++v) xsimd::select(rem[v], Bv(T(1)), zero).store_aligned(is_rem + v * W);
                     for (std::size_t i = 0; i < R; ++i)
-                        if (!p.h.in_window_or_sinks(r0 + i, j) && (!p.causal || j <= r0 + i))
-                            srow[i] = kf[i] * T(std::exp(p.lq[r0 + i] + p.lk[j] - x.c[i]));
+                        if (is_rem[i] != T(0)) srow[i] = kf[i] * T(std::exp(p.lq[r0 + i] + p.lk[j] - x.c[i]));
+                }
                 if (kf) kf += kRows, ++Ej;
             }
             if (ch.kf && x.one_by_one) {   // the chunk's sums again, from the weights as stored
