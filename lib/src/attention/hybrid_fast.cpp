@@ -48,14 +48,17 @@ namespace {
 constexpr std::size_t kRows = 32, kChunk = 32;
 constexpr double kEmpty = -std::numeric_limits<double>::infinity();   // the shift of an empty sum
 
-// Sums of Psi_j [v_j, 1] over chunks k = keys [k C, min((k + 1) C, Lk)), chunks from `first`
-// (the first wholly past the sinks): pre[k] over chunks [first, k), suf[k] over
-// [max(k, first), nkb), each F x (dv + 1) relative to its shift (kEmpty: the sum is empty).
+// The remainder sums of the query blocks: block blk adds [G, z] at G + at[blk] size, relative
+// to g[blk] (kEmpty: no sums, at[blk] unused). Causal G is the prefix sum over the chunks
+// [first, kp) (slot kp - first - 1 of the chunks' own sums, overwritten by the prefix sums in
+// place); non-causal it is that prefix plus the suffix sum over [kq, nkb), both rescaled to the
+// larger shift and added (G + blk size, one slot per block). Each F x (dv + 1).
 template <class T>
 struct KeySums {
     std::size_t first = 0, nkb = 0, size = 0;
-    T *pre = nullptr, *suf = nullptr;   // (nkb + 1) x size each, in storage the calling thread keeps
-    std::vector<double> pre_shift, suf_shift;
+    const T* G = nullptr;          // in storage the calling thread keeps
+    std::vector<std::size_t> at;   // per query block
+    std::vector<double> g;         // per query block
 };
 
 template <class T>
@@ -73,74 +76,6 @@ struct Fast {
     const double *lq = nullptr, *lk = nullptr;
     KeySums<T> sums;
 };
-
-// The running sums of the chunks' own sums `own` (each relative to shift[b]) in chunk order,
-// in double: the prefix sums s.pre (and, non-causal, from the last block backward, the suffix
-// sums s.suf) as KeySums says, each slot relative to its running shift. The entries are
-// independent: both directions split in fixed column pieces over the threads (pieces of 128
-// entries keep both threads busy to the end), each entry summed in chunk order.
-template <class T>
-void running_sums(const T* own, const std::vector<double>& shift, KeySums<T>& s, bool both, int threads) {
-    thread_local std::vector<T> pre_kept, suf_kept;
-    const std::size_t size = s.size, n = s.nkb - s.first, chunk = 128, dirs = both ? 2 : 1;
-    T* out[2] = {grown(pre_kept, (s.nkb + 1) * size), both ? grown(suf_kept, (s.nkb + 1) * size) : nullptr};
-    std::vector<double>* out_shift[2] = {&s.pre_shift, &s.suf_shift};
-    // Per direction and step t: the factor on the running sum (rescale) and on chunk b's own (f).
-    std::vector<double> rescale(dirs * n, 1.0), f(dirs * n, 1.0);
-    for (std::size_t dir = 0; dir < dirs; ++dir) {
-        const bool backward = dir == 1;
-        out_shift[dir]->assign(s.nkb + 1, kEmpty);   // slots never written stay kEmpty: never read
-        double rs = kEmpty;                          // the running shift before step t
-        for (std::size_t t = 0; t < n; ++t) {
-            const std::size_t b = backward ? n - 1 - t : t;
-            const double m = std::max(rs, shift[b]);
-            if (rs != kEmpty && rs != m) rescale[dir * n + t] = std::exp(rs - m);
-            f[dir * n + t] = std::exp(shift[b] - m);
-            rs = m;
-            (*out_shift[dir])[s.first + b + (backward ? 0 : 1)] = m;
-        }
-    }
-    const std::size_t chunks = (size + chunk - 1) / chunk;
-    parallel_for(dirs * chunks, threads_for(4.0 * double(dirs * n * size), threads), [&](std::size_t item) {
-        const std::size_t dir = item / chunks, k0 = item % chunks * chunk, k1 = std::min(size, k0 + chunk);
-        const bool backward = dir == 1;
-        const double *rsc = rescale.data() + dir * n, *fs = f.data() + dir * n;
-        double acc[chunk] = {};
-        for (std::size_t t = 0; t < n; ++t) {
-            const std::size_t b = backward ? n - 1 - t : t, slot = s.first + b + (backward ? 0 : 1);
-            const T* o = own + b * size;
-            T* dst = out[dir] + slot * size;
-            for (std::size_t k = k0; k < k1; ++k) {
-                acc[k - k0] = acc[k - k0] * rsc[t] + fs[t] * double(o[k]);
-                dst[k] = T(acc[k - k0]);
-            }
-        }
-    });
-    s.pre = out[0], s.suf = out[1];
-}
-
-// The key chunks' own sums (own_kv: Psi relative to the chunk's largest lk_j), each chunk on
-// one thread, then their prefix and (non-causal) suffix sums in chunk order.
-template <class T>
-KeySums<T> key_sums(const Fast<T>& p, int threads) {
-    KeySums<T> s;
-    const std::size_t Lk = p.K.shape(0), F = p.F, dv = p.dv;
-    s.nkb = (Lk + kChunk - 1) / kChunk;
-    s.first = std::min(s.nkb, (p.h.sinks + kChunk - 1) / kChunk);
-    s.size = F * (dv + 1);
-    const std::size_t n = s.nkb - s.first;
-    if (F == 0) return s;   // no remainder: no sums (the block bounds above still plan the blocks)
-    thread_local std::vector<T> own_kept;
-    T* own = grown(own_kept, n * s.size);
-    std::vector<double> shift(n);
-    parallel_for(n, threads_for(2.0 * double(Lk * s.size), threads), [&](std::size_t b) {
-        const std::size_t k0 = (s.first + b) * kChunk, rows = std::min(kChunk, Lk - k0);
-        shift[b] = own_kv(p.phik + k0 * F, p.lk + k0, p.V.data() + k0 * dv, rows, F, dv,
-                          own + b * s.size);
-    });
-    running_sums(own, shift, s, !p.causal, threads);
-    return s;
-}
 
 // A query block's explicit key ranges (one after another as the score tile's rows, range r
 // from row off[r]) and its chunk sums: prefix chunks [first, kp), suffix chunks [kq, nkb).
@@ -175,10 +110,124 @@ Plan plan(const Fast<T>& p, std::size_t r0, std::size_t r1) {
     return pl;
 }
 
+// The running sums of the chunks' own sums `own` (n = nkb - first slots, slot b relative to
+// shift[b]) in chunk order, in double, each slot relative to its running shift: the prefix
+// sums pre[k] over [first, k) and, non-causal, from the last chunk backward the suffix sums
+// suf[k] over [k, nkb), and from them every block's sums as KeySums says. The entries are
+// independent: split in fixed pieces of 128 over the threads, each entry summed in chunk order
+// (the numbers do not depend on the threads). Causal: the prefix sums overwrite `own`
+// (slot b holds pre[first + b + 1]). Non-causal: a piece's prefix sums stay in a buffer of its
+// thread, and the blocks' sums are written as the backward pass reaches their suffix (no prefix
+// or suffix array, no pass over them per block).
+template <class T>
+void running_sums(T* own, const std::vector<double>& shift, const std::vector<Plan>& plans, KeySums<T>& s,
+                  bool causal, int threads) {
+    const std::size_t size = s.size, first = s.first, n = s.nkb - first, piece = 128, dirs = causal ? 1 : 2;
+    const std::size_t nb = plans.size(), none = std::size_t(-1);
+    // Per direction and step t: the factor on the running sum (rescale) and on chunk b's own (f);
+    // the shift of pre[k] (slot k, kEmpty: empty) and suf[k].
+    std::vector<double> rescale(dirs * n, 1.0), f(dirs * n, 1.0);
+    std::vector<double> shifts[2] = {std::vector<double>(s.nkb + 1, kEmpty), std::vector<double>(s.nkb + 1, kEmpty)};
+    for (std::size_t dir = 0; dir < dirs; ++dir) {
+        const bool backward = dir == 1;
+        double rs = kEmpty;   // the running shift before step t
+        for (std::size_t t = 0; t < n; ++t) {
+            const std::size_t b = backward ? n - 1 - t : t;
+            const double m = std::max(rs, shift[b]);
+            if (rs != kEmpty && rs != m) rescale[dir * n + t] = std::exp(rs - m);
+            f[dir * n + t] = std::exp(shift[b] - m);
+            rs = m;
+            shifts[dir][first + b + (backward ? 0 : 1)] = m;
+        }
+    }
+    // Each block's shift and where its sums are; non-causal, the factors on its prefix and
+    // suffix and the blocks by the suffix slot kq that completes their sums.
+    s.at.assign(nb, none);
+    s.g.assign(nb, kEmpty);
+    std::vector<T> fp(nb, T(0)), fs(nb, T(0));
+    std::vector<std::vector<std::size_t>> by_kq(causal ? 0 : s.nkb + 1);
+    for (std::size_t blk = 0; blk < nb; ++blk) {
+        const Plan& pl = plans[blk];
+        const double ps = shifts[0][pl.kp], ss = causal ? kEmpty : shifts[1][pl.kq];
+        const double g = std::max(ps, ss);
+        if (g == kEmpty) continue;
+        s.g[blk] = g;
+        if (causal) {
+            s.at[blk] = pl.kp - first - 1;
+            continue;
+        }
+        s.at[blk] = blk;
+        if (ps != kEmpty && ss != kEmpty) fp[blk] = T(std::exp(ps - g)), fs[blk] = T(std::exp(ss - g));
+        by_kq[pl.kq].push_back(blk);
+    }
+    thread_local std::vector<T> G_kept;
+    T* G = causal ? own : grown(G_kept, nb * size);
+    s.G = G;
+    const std::size_t pieces = (size + piece - 1) / piece;
+    parallel_for(pieces, threads_for(4.0 * double(dirs * n * size), threads), [&](std::size_t item) {
+        const std::size_t k0 = item * piece, k1 = std::min(size, k0 + piece), len = k1 - k0;
+        thread_local std::vector<T> pre_kept;
+        T* pre = causal ? nullptr : grown(pre_kept, (n + 1) * piece);   // slot k - first: pre[k]'s piece
+        double acc[piece] = {};
+        for (std::size_t b = 0; b < n; ++b) {   // forward: pre[first + b + 1]
+            const double rsc = rescale[b], fb = f[b];
+            const T* o = own + b * size + k0;
+            T* dst = causal ? own + b * size + k0 : pre + (b + 1) * piece;
+            for (std::size_t k = 0; k < len; ++k) {
+                acc[k] = acc[k] * rsc + fb * double(o[k]);
+                dst[k] = T(acc[k]);
+            }
+        }
+        if (causal) return;
+        // The blocks with no suffix (kq = nkb): their prefix.
+        for (std::size_t blk : by_kq[s.nkb]) std::copy_n(pre + (plans[blk].kp - first) * piece, len, G + blk * size + k0);
+        std::fill(acc, acc + piece, 0.0);
+        for (std::size_t t = 0; t < n; ++t) {   // backward: suf[first + b]
+            const std::size_t b = n - 1 - t;
+            const double rsc = rescale[n + t], fb = f[n + t];
+            const T* o = own + b * size + k0;
+            for (std::size_t k = 0; k < len; ++k) acc[k] = acc[k] * rsc + fb * double(o[k]);
+            for (std::size_t blk : by_kq[first + b]) {
+                T* dst = G + blk * size + k0;
+                if (plans[blk].kp == first) {   // no prefix: the suffix
+                    for (std::size_t k = 0; k < len; ++k) dst[k] = T(acc[k]);
+                    continue;
+                }
+                const T* pk = pre + (plans[blk].kp - first) * piece;
+                const T a = fp[blk], c = fs[blk];
+                for (std::size_t k = 0; k < len; ++k) dst[k] = a * pk[k] + c * T(acc[k]);
+            }
+        }
+    });
+}
+
+// The key chunks' own sums (own_kv: Psi relative to the chunk's largest lk_j), each chunk on
+// one thread, then the running sums and every block's sums (running_sums) into p.sums.
+template <class T>
+void key_sums(Fast<T>& p, std::size_t nb, int threads) {
+    KeySums<T>& s = p.sums;
+    const std::size_t Lk = p.K.shape(0), F = p.F, dv = p.dv, L = p.Q.shape(0);
+    s.nkb = (Lk + kChunk - 1) / kChunk;
+    s.first = std::min(s.nkb, (p.h.sinks + kChunk - 1) / kChunk);
+    s.size = F * (dv + 1);
+    const std::size_t n = s.nkb - s.first;
+    if (F == 0) return;   // no remainder: no sums (the block bounds above still plan the blocks)
+    std::vector<Plan> plans(nb);
+    for (std::size_t blk = 0; blk < nb; ++blk) plans[blk] = plan(p, blk * kRows, std::min(L, (blk + 1) * kRows));
+    thread_local std::vector<T> own_kept;
+    T* own = grown(own_kept, n * s.size);
+    std::vector<double> shift(n);
+    parallel_for(n, threads_for(2.0 * double(Lk * s.size), threads), [&](std::size_t b) {
+        const std::size_t k0 = (s.first + b) * kChunk, rows = std::min(kChunk, Lk - k0);
+        shift[b] = own_kv(p.phik + k0 * F, p.lk + k0, p.V.data() + k0 * dv, rows, F, dv, own + b * s.size);
+    });
+    running_sums(own, shift, plans, s, p.causal, threads);
+}
+
 // Scratch of one thread (O(kRows (w + s + kRows + kChunk + d + F) + F dv)).
 template <class T>
 struct Scratch {
-    std::vector<T> S, Kf, E, Qt, Pt, num, U, G, z;   // S: the scores, then the weights in their place
+    std::vector<T> S, Kf, E, Qt, Pt, num, U, z;   // S: the scores, then the weights in their place
     std::vector<double> c, den;
     // The explicit keys' chunks: keys [j0, j1) at rows [at, at + j1 - j0) of St; exact: every
     // pair visible and exact (no lane tests); kf: Kf and E made for it (a remainder pair).
@@ -192,23 +241,12 @@ struct Scratch {
     alignas(64) T cT[kRows], fT[kRows];   // c_i and exp(lq_i + Mk - c_i) per lane, in T
 };
 
-// The block sums a block adds ([G, z] relative to *g; null: none): causal the prefix, else
-// the prefix and the suffix rescaled to the larger shift and added.
+// The block sums block blk adds ([G, z] relative to *g; null: none).
 template <class T>
-const T* block_sums(const Fast<T>& p, const Plan& pl, Scratch<T>& x, double* g) {
-    const KeySums<T>& s = p.sums;
-    if (!p.F) return nullptr;
-    const double ps = s.pre_shift[pl.kp], ss = p.causal ? kEmpty : s.suf_shift[pl.kq];
-    *g = std::max(ps, ss);
-    if (*g == kEmpty) return nullptr;
-    const T* pre = s.pre + pl.kp * s.size;
-    if (ss == kEmpty) return pre;
-    const T* suf = s.suf + pl.kq * s.size;
-    if (ps == kEmpty) return suf;
-    T* G = grown(x.G, s.size);
-    const T fp = T(std::exp(ps - *g)), fs = T(std::exp(ss - *g));
-    for (std::size_t k = 0; k < s.size; ++k) G[k] = fp * pre[k] + fs * suf[k];
-    return G;
+const T* block_sums(const Fast<T>& p, std::size_t blk, double* g) {
+    if (!p.F || p.sums.g[blk] == kEmpty) return nullptr;
+    *g = p.sums.g[blk];
+    return p.sums.G + p.sums.at[blk] * p.sums.size;
 }
 
 // With block sums [G, z] relative to g: num_i += f_i phi~(x_i) G and den_i += f_i phi~(x_i).z,
@@ -427,7 +465,7 @@ void run_block(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
     const Plan pl = plan(p, r0, r0 + R);
     band_tiles(p, r0, R, pl, x);
     double g = kEmpty;
-    const T* G = block_sums(p, pl, x, &g);
+    const T* G = block_sums(p, blk, &g);
     band_shifts(p, r0, R, x, G ? g : kEmpty);
     band_weights(p, r0, R, x);
     T* num = grown(x.num, R * dv);
@@ -460,8 +498,8 @@ void fast_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V
         compute_features_into(map, K, xs, est.W, Side::key, threads, f + L * p.F, l + L, est.rounding, est.shift);
         p.phiq = f, p.lq = l, p.phik = f + L * p.F, p.lk = l + L;
     }
-    p.sums = key_sums(p, threads);
     const std::size_t L = Q.shape(0), nb = (L + kRows - 1) / kRows;
+    key_sums(p, nb, threads);
     if (out.shape(0) != L || out.shape(1) != p.dv) out = Mat<T>::from_shape({L, p.dv});
     const double work = 2.0 * double(L) * double(2 * p.h.window + p.h.sinks + 2 * kChunk) * double(p.d + p.F + p.dv);
     parallel_for(nb, threads_for(work, threads), [&](std::size_t b) { run_block(p, b, out); });

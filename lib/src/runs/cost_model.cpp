@@ -224,8 +224,9 @@ double hybrid_backward_cost(const ItemShape& x, const Variant& v, bool causal, b
 
 // hybrid_fast (docs/design.md 2.8; window / sinks, all rows, no half emulation) on `threads`
 // threads: both sides' features and log scales (kept per calling thread), the 32-key chunks'
-// own sums and their prefix (non-causal: and suffix) sums, (Lk / 32 + 1) F (dv + 1) each, per
-// thread a query block's score and feature tiles (its explicit keys x 32: the window's hull
+// own sums, Lk / 32 x F (dv + 1) (causal: overwritten by their prefix sums), non-causal also
+// every 32-row query block's sums (L / 32 x F (dv + 1)) and per thread a piece of the prefix
+// sums ((Lk / 32 + 1) x 128), per thread a query block's score and feature tiles (its explicit keys x 32: the window's hull
 // rounded out to chunks, at most w + 64 causal, 2w + 96 non-causal, plus the sinks' chunks),
 // Q_b^T and phi~(X_b)^T; time: the map's features, the key sums and the far remainder's
 // product (4 (L + Lk) F (dv + 1)), and per row its explicit keys' score and value products
@@ -238,7 +239,10 @@ double hybrid_fast_cost(const ItemShape& x, const Variant& v, bool causal, doubl
     const double sink_keys = sinks > 0 ? std::ceil(sinks / 32.0) * 32.0 : 0.0;
     const double expl = std::min(Lk, (causal ? w + 64.0 : 2.0 * w + 96.0) + sink_keys);
     const double corner = std::min(expl, 64.0);
-    const double sums = F > 0 ? (std::ceil(Lk / 32.0) + 1.0) * F * (dv + 1.0) * s * (causal ? 2.0 : 3.0) : 0.0;
+    const double chunks = std::ceil(Lk / 32.0), size = F * (dv + 1.0) * s;
+    const double sums = F <= 0 ? 0.0
+                        : causal ? chunks * size
+                                 : (chunks + std::ceil(L / 32.0)) * size + double(threads) * (chunks + 1.0) * 128.0 * s;
     const double feats = F > 0 ? s * (L + Lk) * F + 16.0 * (L + Lk) : 0.0;
     const double block = (2.0 * 32.0 * expl + expl + 32.0 * (d + F)) * s + 8.0 * F * dv * s;
     c.features = W + feats + out + sums + double(threads) * block;
@@ -554,9 +558,9 @@ Cost estimate_kernel(const Config& cfg, int threads) {
     return finish(t, seconds, threads, where, {{"m", "lower m"}, {"trials", "lower trials"}});
 }
 
-// One timing cell: the memory beyond the inputs (exact: the tiles per thread; FAVOR: W, both
-// feature matrices, the sums, as the unfused run that breaks the time into phases makes
-// them) and the time of its warm-up and timed runs (TimingSpec::cell_seconds).
+// One timing cell: the memory beyond the inputs (exact: the tiles per thread; hybrids: what
+// hybrid_forward holds, as in approximation runs; FAVOR: W, both feature matrices, the sums,
+// as the unfused run that breaks the time into phases makes them) and the time of its warm-up and timed runs (TimingSpec::cell_seconds).
 std::pair<double, double> timing_cell(const Config& cfg, const Variant& v, std::size_t L, std::size_t d, std::size_t m,
                                       int threads) {
     const std::size_t s = dtype_bytes(cfg.dtype), dv = cfg.inputs.d_v.value_or(d);
@@ -570,6 +574,14 @@ std::pair<double, double> timing_cell(const Config& cfg, const Variant& v, std::
             bytes += double(s) * Ld * (3.0 * dv + 2.0 * d) + 8.0 * Ld + exact_backward_bytes(threads, Ld, Ld, d, dv, s);
             back = (gemm_seconds(2.0 * pairs * double(3 * d + 2 * dv), s) + pairs / kVexpRate) / threads;
         }
+    } else if (v.hybrid.active()) {   // hybrid_forward_into: the fast path or the reference (2.8)
+        const ItemShape x{m, L, L, d, dv, 1, s, double(v.map->num_features(m, d)), L};
+        const double W = w_bytes(m, d, s, v.projection), out = Ld * dv * double(s);
+        ItemCost c;
+        secs = (hybrid_fast_run(v, dtype_rounding(cfg.dtype), false) ? hybrid_fast_cost(x, v, cfg.causal, W, out, threads, c)
+                                                                     : hybrid_cost(x, v, cfg.causal, W, out, threads, c)) /
+               threads;
+        bytes = c.features;
     } else {
         const double F = double(v.map->num_features(m, d));
         bytes = w_bytes(m, d, s, v.projection) + double(s) * 2 * Ld * F + 32.0 * Ld +
