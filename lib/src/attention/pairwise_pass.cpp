@@ -146,19 +146,25 @@ struct Keys {
     bool scaled = false;          // not all equal: weights w_j = exp(lk_j - P_i)
     std::vector<double> pmax;     // (L) P_i, the largest key log scale row i sees (if scaled)
     std::vector<double> colsum;   // (F) sum_j exp(lk_j - P) phi~_j (non-causal row-normalised)
+    const double* phi = nullptr;  // (Lk x F) the key features where pairwise_keeps_keys, else null
 };
 
 // The key log scales and, for D_i = phi~_i . colsum (non-causal), the column sums: per tile
 // relative to its largest log scale M_t, then added in tile order rescaled by exp(M_t - P).
+// The key features it makes are kept (in storage the calling thread keeps) where
+// pairwise_keeps_keys says, so the row blocks read them instead of making them again.
 Keys key_pass(const FeatureRows& fk, std::size_t L, std::size_t Lk, const PairwiseRequest& req, int threads) {
     const std::size_t F = fk.columns(), nt = (Lk + kRows - 1) / kRows;
     const bool sums = req.row_normalised && !req.causal;
     Keys keys;
     keys.lk.resize(Lk);
     std::vector<double> parts(sums ? nt * F : 0, 0.0), top(nt, 0.0);
+    thread_local std::vector<double> kept;
+    double* const all_phi = pairwise_keeps_keys(Lk, F) ? grown(kept, Lk * F) : nullptr;
+    keys.phi = all_phi;
     parallel_for(nt, threads, [&](std::size_t t) {
         const std::size_t t0 = t * kRows, n = std::min(kRows, Lk - t0);
-        double* phi = grown(scratch().phik, n * F);
+        double* phi = all_phi ? all_phi + t0 * F : grown(scratch().phik, n * F);
         fk.rows(t0, n, phi, keys.lk.data() + t0);
         if (!sums) return;
         top[t] = max_of(keys.lk.data() + t0, n);
@@ -234,8 +240,12 @@ void for_tiles(const Pass& p, Scratch& sc, std::size_t r0, std::size_t rows, boo
     for (std::size_t t0 = 0; t0 < cols; t0 += kRows) {
         const std::size_t nt = std::min(kRows, cols - t0);
         while (p.req.causal && position(p, r0 + i0) < t0) ++i0;
-        double* phik = grown(sc.phik, nt * p.F);
-        p.fk.rows(t0, nt, phik, grown(sc.lk, nt));
+        const double* phik = p.keys.phi ? p.keys.phi + t0 * p.F : nullptr;
+        if (!phik) {
+            double* made = grown(sc.phik, nt * p.F);
+            p.fk.rows(t0, nt, made, grown(sc.lk, nt));
+            phik = made;
+        }
         gemm<double>(false, true, rows - i0, nt, p.F, 1.0, sc.phiq.data() + i0 * p.F, p.F, phik, p.F, 0.0,
                      grown(sc.K, rows * nt), nt);
         if (scores)

@@ -260,7 +260,8 @@ bool hybrid_fast_run(const Variant& v, Rounding r, bool sampled) {
 // The streamed pass of the pairwise metrics (docs/design.md section 3), when some metric of
 // `cols` needs it: per thread (`inner` threads share an item's row blocks) the features of a
 // block of Q query rows and of a tile of R keys, K and S (Q x R), row sums; whole: the key
-// log scales, P_i and the per-tile key column sums (float32: the tile made in float first).
+// log scales, P_i, the per-tile key column sums (float32: the tile made in float first) and,
+// where they fit (pairwise_keeps_keys), the key features.
 // Sets c.pairwise; returns its flops and exps.
 std::pair<double, double> pairwise_cost(const ItemShape& x, const std::vector<std::string>& cols, bool causal, int inner,
                                         ItemCost& c) {
@@ -274,12 +275,13 @@ std::pair<double, double> pairwise_cost(const ItemShape& x, const std::vector<st
     const double F = x.F, Lq = double(x.rows), Lkd = double(x.Lk);   // (row-sampled: the sampled query rows)
     const double R = double(feature_block_rows()), tiles = std::ceil(Lkd / R);
     const double Q = double(pairwise_query_rows(x.rows));   // query rows per block
+    const bool kept = pairwise_keeps_keys(x.Lk, std::size_t(F));
     c.pairwise = double(inner) * (8.0 * ((Q + R) * F + 2.0 * Q * R + 6.0 * Q) + double(x.s) * R * F) +
-                 8.0 * (Lq + Lkd + (tiles + 1.0) * F);
+                 8.0 * (Lq + Lkd + (tiles + 1.0) * F) + (kept ? 8.0 * Lkd * F : 0.0);
     const double pairs = causal ? Lq * Lkd / 2 : Lq * Lkd;
-    // K and S per tile (causal: K once more for D_i), and each tile's key features made again
-    // for every row block.
-    const double remade = (std::ceil(Lq / Q) + 1.0) * Lkd;
+    // K and S per tile (causal: K once more for D_i), and each tile's key features made in the
+    // key sweep and, unless kept (pairwise_keeps_keys), again for every row block.
+    const double remade = (kept ? 1.0 : std::ceil(Lq / Q) + 1.0) * Lkd;
     const double flops = 2.0 * pairs * (double(x.d) + F * (causal ? 2.0 : 1.0)) + 2.0 * remade * double(x.m) * double(x.d);
     const double exps = remade * F + pairs * (1.0 + (wants("attention_kl") ? 1.0 : 0.0) + (wants("kernel_mse") ? 3.0 : 0.0));
     return {flops, exps};

@@ -101,13 +101,22 @@ constexpr std::size_t fused_backward_rows(std::size_t L, std::size_t F, std::siz
 
 // Query rows per block of the streamed pairwise pass over Lq query rows: a multiple of the
 // feature block (256 rows, features.hpp; key tiles are one feature block). Each key tile's
-// features are made again for every query block, and K = phi~(X_b) phi~(Y_t)^T is a
-// (block x 256) panel, so larger blocks cut both the remade features (1/4 of the products at
-// 256 rows, d = 64, m = 256) and the BLAS calls; at most Lq / 4 rows (at least 256) so short
+// features are made again for every query block (unless pairwise_keeps_keys), and
+// K = phi~(X_b) phi~(Y_t)^T is a (block x 256) panel, so larger blocks cut both the remade
+// features (1/4 of the products at 256 rows, d = 64, m = 256) and the BLAS calls; at most Lq / 4 rows (at least 256) so short
 // sequences still give every core blocks; the sums are kept per 256 rows, in the order of
 // 256-row blocks, so the results do not depend on this size (docs/speed.md).
 constexpr std::size_t pairwise_query_rows(std::size_t Lq) {
     return std::clamp<std::size_t>(Lq / 4 / 256 * 256, 256, 1024);
+}
+
+// Whether the pairwise pass keeps the key features it makes in its first sweep (the key log
+// scales and column sums) for every query block instead of making them again per block (a
+// key tile's features are ~1/20 of its products with a block at d = 64, m = 256): where they
+// fit in 64 MiB (Lk x F float64; L = 32768 at F = 256). The features are the same bits made
+// either way, so this changes the time and memory, never the numbers.
+constexpr bool pairwise_keeps_keys(std::size_t Lk, std::size_t F) {
+    return Lk * F * 8 <= (std::size_t(64) << 20);
 }
 
 }  // namespace favor
