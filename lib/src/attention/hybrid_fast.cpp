@@ -70,10 +70,11 @@ struct Fast {
     HybridSupport h;
     bool causal = false;
     std::size_t d = 0, dv = 0, F = 0;   // F = 0: no remainder ("none")
-    // Both sides' features (L x F, Lk x F) and log scales, as compute_features makes them, in
-    // storage the calling thread keeps (a fresh 4 MB matrix per call costs a page fault per 4 kB).
-    const T *phiq = nullptr, *phik = nullptr;
-    const double *lq = nullptr, *lk = nullptr;
+    // The keys' features (Lk x F) and log scales, as compute_features makes them, in storage
+    // the calling thread keeps (a fresh 4 MB matrix per call costs a page fault per 4 kB); the
+    // queries' are made per group of rows (fast_into) and read through Scratch::phiq, lq.
+    const T* phik = nullptr;
+    const double* lk = nullptr;
     KeySums<T> sums;
 };
 
@@ -236,6 +237,8 @@ struct Scratch {
         bool exact, kf;
     };
     std::vector<Chunk> chunks;
+    const T* phiq = nullptr;        // the block's query features (R x F) and log scales, row r0 first
+    const double* lq = nullptr;
     double Mk = kEmpty;       // the largest lk_j of the kf chunks (E_j = exp(lk_j - Mk))
     bool one_by_one = false;  // the remainder weights made one by one (band_shifts)
     alignas(64) T cT[kRows], fT[kRows];   // c_i and exp(lq_i + Mk - c_i) per lane, in T
@@ -254,14 +257,14 @@ const T* block_sums(const Fast<T>& p, std::size_t blk, double* g) {
 template <class T>
 void remainder_values(const Fast<T>& p, std::size_t r0, std::size_t R, Scratch<T>& x, const T* G, double g) {
     const std::size_t dv = p.dv, F = p.F, e = dv + 1;
-    const T* phi = p.phiq + r0 * F;
+    const T* phi = x.phiq;
     T* num = x.num.data();
     T* U = grown(x.U, R * dv);
     T* z = grown(x.z, F);
     tiles::times(phi, R, F, 1, F, G, e, dv, U, dv, false);
     for (std::size_t f = 0; f < F; ++f) z[f] = G[f * e + dv];
     for (std::size_t r = 0; r < R; ++r) {
-        const double fi = std::exp(p.lq[r0 + r] + g - x.c[r]);
+        const double fi = std::exp(x.lq[r] + g - x.c[r]);
         if (fi == 0.0) continue;
         const T t = T(fi);
         for (std::size_t k = 0; k < dv; ++k) num[r * dv + k] += t * U[r * dv + k];
@@ -319,7 +322,7 @@ void band_tiles(const Fast<T>& p, std::size_t r0, std::size_t R, const Plan& pl,
     }
     tiles::transpose(p.Q.data() + r0 * d, R, d, d, Qt, kRows);
     scale_in_place(Qt, d * kRows, T(1.0 / std::sqrt(double(d))));
-    if (Pt) tiles::transpose(p.phiq + r0 * F, R, F, F, Pt, kRows);
+    if (Pt) tiles::transpose(x.phiq, R, F, F, Pt, kRows);
     T* St = grown(x.S, n * kRows);
     T* Kft = F ? grown(x.Kf, n * kRows) : nullptr;
     T* E = F ? grown(x.E, n) : nullptr;
@@ -389,11 +392,11 @@ void band_shifts(const Fast<T>& p, std::size_t r0, std::size_t R, Scratch<T>& x,
         if (i >= R) continue;
         double c = std::isinf(sm[i]) ? kEmpty : double(sm[i]), top = g;
         if (!std::isinf(rm[i])) top = std::max(top, x.Mk + double(rm[i]));
-        if (top != kEmpty) c = std::max(c, p.lq[r0 + i] + top);
+        if (top != kEmpty) c = std::max(c, x.lq[i] + top);
         if (c == kEmpty) c = 0.0;   // no visible key: 0 / 0, as the reference
         x.c[i] = c, x.cT[i] = T(c);
         if (x.Mk != kEmpty) {
-            const double e = p.lq[r0 + i] + x.Mk - c;
+            const double e = x.lq[i] + x.Mk - c;
             x.one_by_one = x.one_by_one || e > 30.0;
             x.fT[i] = T(std::exp(std::min(e, 30.0)));
         }
@@ -440,7 +443,7 @@ void band_weights(const Fast<T>& p, std::size_t r0, std::size_t R, Scratch<T>& x
                     alignas(64) T is_rem[kRows];
                     for (std::size_t v = 0; v < NV; ++v) xsimd::select(rem[v], Bv(T(1)), zero).store_aligned(is_rem + v * W);
                     for (std::size_t i = 0; i < R; ++i)
-                        if (is_rem[i] != T(0)) srow[i] = kf[i] * T(std::exp(p.lq[r0 + i] + p.lk[j] - x.c[i]));
+                        if (is_rem[i] != T(0)) srow[i] = kf[i] * T(std::exp(x.lq[i] + p.lk[j] - x.c[i]));
                 }
                 if (kf) kf += kRows, ++Ej;
             }
@@ -456,12 +459,14 @@ void band_weights(const Fast<T>& p, std::size_t r0, std::size_t R, Scratch<T>& x
     }
 }
 
-// Query rows [blk kRows, min((blk + 1) kRows, L)) of the output: the band's tiles, shifts and
-// weights, num = P V over the ranges (St read as P^T) plus the block sums', num / den.
+// Query rows [blk kRows, min((blk + 1) kRows, L)) of the output, their features phiq (R x F)
+// and log scales lq given: the band's tiles, shifts and weights, num = P V over the ranges (St
+// read as P^T) plus the block sums', num / den.
 template <class T>
-void run_block(const Fast<T>& p, std::size_t blk, Mat<T>& out) {
+void run_block(const Fast<T>& p, std::size_t blk, const T* phiq, const double* lq, Mat<T>& out) {
     thread_local Scratch<T> x;
     const std::size_t r0 = blk * kRows, R = std::min(kRows, p.Q.shape(0) - r0), dv = p.dv;
+    x.phiq = phiq, x.lq = lq;
     const Plan pl = plan(p, r0, r0 + R);
     band_tiles(p, r0, R, pl, x);
     double g = kEmpty;
@@ -486,23 +491,37 @@ void fast_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V
                Mat<T>& out) {
     const FeatureMap& map = est.ready_map();
     Fast<T> p{Q, K, V, est.hybrid, causal, Q.shape(1), V.shape(1), map.num_features(est.W.shape(0), Q.shape(1))};
+    const double xs = 1.0 / std::pow(double(p.d), 0.25);   // x = q / d^(1/4), as the reference
     if (p.F) {
-        const double xs = 1.0 / std::pow(double(p.d), 0.25);   // x = q / d^(1/4), as the reference
         thread_local std::vector<T> phi;
         thread_local std::vector<double> logs;
-        const std::size_t L = Q.shape(0), Lk = K.shape(0);
-        T* f = grown(phi, (L + Lk) * p.F);
-        double* l = grown(logs, L + Lk);
-        std::fill(l, l + L + Lk, 0.0);   // as compute_features starts them
-        compute_features_into(map, Q, xs, est.W, Side::query, threads, f, l, est.rounding, est.shift);
-        compute_features_into(map, K, xs, est.W, Side::key, threads, f + L * p.F, l + L, est.rounding, est.shift);
-        p.phiq = f, p.lq = l, p.phik = f + L * p.F, p.lk = l + L;
+        const std::size_t Lk = K.shape(0);
+        T* f = grown(phi, Lk * p.F);
+        double* l = grown(logs, Lk);
+        std::fill(l, l + Lk, 0.0);   // as compute_features starts them
+        compute_features_into(map, K, xs, est.W, Side::key, threads, f, l, est.rounding, est.shift);
+        p.phik = f, p.lk = l;
     }
     const std::size_t L = Q.shape(0), nb = (L + kRows - 1) / kRows;
     key_sums(p, nb, threads);
     if (out.shape(0) != L || out.shape(1) != p.dv) out = Mat<T>::from_shape({L, p.dv});
+    // Query rows in groups of feature_block_rows(): a group's features made at once
+    // (feature_rows: bitwise those rows of compute_features), then its blocks.
+    const std::size_t gr = feature_block_rows(), ng = (L + gr - 1) / gr;
+    static_assert(feature_block_rows() % kRows == 0);
+    const std::vector<T> Wt = p.F ? transposed(est.W) : std::vector<T>();
     const double work = 2.0 * double(L) * double(2 * p.h.window + p.h.sinks + 2 * kChunk) * double(p.d + p.F + p.dv);
-    parallel_for(nb, threads_for(work, threads), [&](std::size_t b) { run_block(p, b, out); });
+    parallel_for(ng, threads_for(work, threads), [&](std::size_t grp) {
+        const std::size_t g0 = grp * gr, rows = std::min(gr, L - g0);
+        thread_local std::vector<T> phi;
+        thread_local std::vector<double> logs;
+        T* const f = p.F ? grown(phi, rows * p.F) : nullptr;
+        double* const l = grown(logs, rows);
+        std::fill(l, l + rows, 0.0);   // as compute_features starts them
+        if (p.F) feature_rows(map, Q, g0, rows, xs, est.W, Side::query, f, l, est.rounding, est.shift, 0.0, Wt.data());
+        for (std::size_t b = g0 / kRows; b * kRows < g0 + rows; ++b)
+            run_block(p, b, p.F ? f + (b * kRows - g0) * p.F : nullptr, l + (b * kRows - g0), out);
+    });
 }
 
 }  // namespace

@@ -223,7 +223,8 @@ double hybrid_backward_cost(const ItemShape& x, const Variant& v, bool causal, b
 }
 
 // hybrid_fast (docs/design.md 2.8; window / sinks, all rows, no half emulation) on `threads`
-// threads: both sides' features and log scales (kept per calling thread), the 32-key chunks'
+// threads: the keys' features and log scales (kept per calling thread; the queries' per
+// thread, a group of feature_block_rows() rows at a time), the 32-key chunks'
 // own sums, Lk / 32 x F (dv + 1) (causal: overwritten by their prefix sums), non-causal also
 // every 32-row query block's sums (L / 32 x F (dv + 1)) and per thread a piece of the prefix
 // sums ((Lk / 32 + 1) x 128), per thread a query block's score and feature tiles (its explicit keys x 32: the window's hull
@@ -243,8 +244,9 @@ double hybrid_fast_cost(const ItemShape& x, const Variant& v, bool causal, doubl
     const double sums = F <= 0 ? 0.0
                         : causal ? chunks * size
                                  : (chunks + std::ceil(L / 32.0)) * size + double(threads) * (chunks + 1.0) * 128.0 * s;
-    const double feats = F > 0 ? s * (L + Lk) * F + 16.0 * (L + Lk) : 0.0;
-    const double block = (2.0 * 32.0 * expl + expl + 32.0 * (d + F)) * s + 8.0 * F * dv * s;
+    const double feats = F > 0 ? s * Lk * F + 16.0 * Lk : 0.0;
+    const double rows = double(feature_block_rows());   // a group of query rows' features
+    const double block = (2.0 * 32.0 * expl + expl + 32.0 * (d + F)) * s + 8.0 * F * dv * s + rows * (F * s + 8.0);
     c.features = W + feats + out + sums + double(threads) * block;
     const double maps = F > 0 ? gemm_seconds(v.map->feature_flops(x.L, x.Lk, x.m, x.d) + 4.0 * (L + Lk) * F * (dv + 1.0), x.s) +
                                     (L + Lk) * F / kVexpRate
