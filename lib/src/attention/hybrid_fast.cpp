@@ -19,7 +19,8 @@
 // (the "transposed band"): the value kernel's product of K's rows with Q_b^T (so no K^T), the
 // feature products likewise (phi~(Y)'s rows against phi~(X_b)^T) on the chunks holding a
 // remainder pair; a key's support test is a compare over the 32 lanes, the shift, the exps
-// and the weights are vector passes over St's rows, and the values read St as P^T.
+// and the weights are vector passes over St's rows, and the values read St as P^T. The query
+// rows run in groups of 256, each group's features made at once, then its blocks.
 #include "favor/attention/hybrid_fast.hpp"
 
 #include <algorithm>
@@ -142,11 +143,11 @@ void running_sums(T* own, const std::vector<double>& shift, const std::vector<Pl
         }
     }
     // Each block's shift and where its sums are; non-causal, the factors on its prefix and
-    // suffix and the blocks by the suffix slot kq that completes their sums.
+    // suffix (a block's kq, the suffix slot that completes its sums, never decreases with the
+    // block: the backward pass meets the blocks from the last one down).
     s.at.assign(nb, none);
     s.g.assign(nb, kEmpty);
     std::vector<T> fp(nb, T(0)), fs(nb, T(0));
-    std::vector<std::vector<std::size_t>> by_kq(causal ? 0 : s.nkb + 1);
     for (std::size_t blk = 0; blk < nb; ++blk) {
         const Plan& pl = plans[blk];
         const double ps = shifts[0][pl.kp], ss = causal ? kEmpty : shifts[1][pl.kq];
@@ -159,7 +160,6 @@ void running_sums(T* own, const std::vector<double>& shift, const std::vector<Pl
         }
         s.at[blk] = blk;
         if (ps != kEmpty && ss != kEmpty) fp[blk] = T(std::exp(ps - g)), fs[blk] = T(std::exp(ss - g));
-        by_kq[pl.kq].push_back(blk);
     }
     thread_local std::vector<T> G_kept;
     T* G = causal ? own : grown(G_kept, nb * size);
@@ -180,15 +180,19 @@ void running_sums(T* own, const std::vector<double>& shift, const std::vector<Pl
             }
         }
         if (causal) return;
-        // The blocks with no suffix (kq = nkb): their prefix.
-        for (std::size_t blk : by_kq[s.nkb]) std::copy_n(pre + (plans[blk].kp - first) * piece, len, G + blk * size + k0);
+        // The blocks with no suffix (kq = nkb): their prefix. hi: the blocks below are still to do.
+        std::size_t hi = nb;
+        for (; hi > 0 && plans[hi - 1].kq == s.nkb; --hi)
+            if (s.g[hi - 1] != kEmpty) std::copy_n(pre + (plans[hi - 1].kp - first) * piece, len, G + (hi - 1) * size + k0);
         std::fill(acc, acc + piece, 0.0);
         for (std::size_t t = 0; t < n; ++t) {   // backward: suf[first + b]
             const std::size_t b = n - 1 - t;
             const double rsc = rescale[n + t], fb = f[n + t];
             const T* o = own + b * size + k0;
             for (std::size_t k = 0; k < len; ++k) acc[k] = acc[k] * rsc + fb * double(o[k]);
-            for (std::size_t blk : by_kq[first + b]) {
+            for (; hi > 0 && plans[hi - 1].kq == first + b; --hi) {
+                const std::size_t blk = hi - 1;
+                if (s.g[blk] == kEmpty) continue;
                 T* dst = G + blk * size + k0;
                 if (plans[blk].kp == first) {   // no prefix: the suffix
                     for (std::size_t k = 0; k < len; ++k) dst[k] = T(acc[k]);
@@ -513,10 +517,10 @@ void fast_into(const Estimator<T>& est, MatView<T> Q, MatView<T> K, MatView<T> V
     const double work = 2.0 * double(L) * double(2 * p.h.window + p.h.sinks + 2 * kChunk) * double(p.d + p.F + p.dv);
     parallel_for(ng, threads_for(work, threads), [&](std::size_t grp) {
         const std::size_t g0 = grp * gr, rows = std::min(gr, L - g0);
-        thread_local std::vector<T> phi;
-        thread_local std::vector<double> logs;
-        T* const f = p.F ? grown(phi, rows * p.F) : nullptr;
-        double* const l = grown(logs, rows);
+        thread_local std::vector<T> group_phi;
+        thread_local std::vector<double> group_logs;
+        T* const f = p.F ? grown(group_phi, rows * p.F) : nullptr;
+        double* const l = grown(group_logs, rows);
         std::fill(l, l + rows, 0.0);   // as compute_features starts them
         if (p.F) feature_rows(map, Q, g0, rows, xs, est.W, Side::query, f, l, est.rounding, est.shift, 0.0, Wt.data());
         for (std::size_t b = g0 / kRows; b * kRows < g0 + rows; ++b)
