@@ -387,6 +387,24 @@ TEST_CASE("the streamed pass from an estimator equals the whole-matrix definitio
     for (auto field : {&PairwiseResult::attention_mse, &PairwiseResult::attention_tv, &PairwiseResult::attention_kl,
                        &PairwiseResult::kernel_mse, &PairwiseResult::negative_fraction})
         REQUIRE(std::memcmp(&(p1.*field), &(p2.*field), sizeof(double)) == 0);   // bitwise, NaN included
+    // The key features kept from the key sweep (the default here) or made again for each of the
+    // three query blocks: the same bits, per row too.
+    REQUIRE(pairwise_keeps_keys(L, est.map->num_features(m, d)));
+    PairwiseRequest remade = req;
+    remade.keep_key_features = false;
+    std::vector<PairwiseSums> rows_kept, rows_remade;
+    const SoftmaxRows sm = softmax_rows(X, Y, causal, 2);
+    const EstimatorRows<double> fq(est, in.q, Side::query), fk(est, in.k, Side::key);
+    const PairwiseResult pk = pairwise_metrics(X, Y, sm, fq, fk, req, 2, &rows_kept);
+    const PairwiseResult pr = pairwise_metrics(X, Y, sm, fq, fk, remade, 3, &rows_remade);
+    for (auto field : {&PairwiseResult::attention_mse, &PairwiseResult::attention_tv, &PairwiseResult::attention_kl,
+                       &PairwiseResult::kernel_mse, &PairwiseResult::negative_fraction})
+        REQUIRE(std::memcmp(&(pk.*field), &(pr.*field), sizeof(double)) == 0);
+    REQUIRE(rows_kept.size() == L);
+    for (std::size_t i = 0; i < L; ++i) {
+        REQUIRE(std::memcmp(&rows_kept[i].attention, &rows_remade[i].attention, sizeof(double)) == 0);
+        REQUIRE(std::memcmp(&rows_kept[i].kl, &rows_remade[i].kl, sizeof(double)) == 0);
+    }
     const PairwiseResult ref = pairwise_by_loops(X, Y, a.q, a.k, causal, f->row_normalised());
     REQUIRE(p1.attention_mse == Approx(ref.attention_mse).epsilon(1e-12));
     REQUIRE(p1.attention_tv == Approx(ref.attention_tv).epsilon(1e-12));

@@ -160,7 +160,7 @@ Keys key_pass(const FeatureRows& fk, std::size_t L, std::size_t Lk, const Pairwi
     keys.lk.resize(Lk);
     std::vector<double> parts(sums ? nt * F : 0, 0.0), top(nt, 0.0);
     thread_local std::vector<double> kept;
-    double* const all_phi = pairwise_keeps_keys(Lk, F) ? grown(kept, Lk * F) : nullptr;
+    double* const all_phi = req.keep_key_features && pairwise_keeps_keys(Lk, F) ? grown(kept, Lk * F) : nullptr;
     keys.phi = all_phi;
     parallel_for(nt, threads, [&](std::size_t t) {
         const std::size_t t0 = t * kRows, n = std::min(kRows, Lk - t0);

@@ -34,6 +34,9 @@ struct PairwiseRequest {
     // (ascending; causal: it sees keys j <= positions[i]); null: at i.
     const std::size_t* positions = nullptr;
     bool row_normalised = true;      // A_hat = K row / D_i; otherwise the K row itself
+    // Keep the key features the key sweep makes for every query block where they fit
+    // (pairwise_keeps_keys); false: make them again per block. The same numbers either way.
+    bool keep_key_features = true;
     bool any() const {
         return attention_mse || attention_tv || attention_kl || kernel_mse || negative_fraction || bool(theory);
     }
