@@ -62,6 +62,13 @@ struct KeySums {
     std::vector<double> g;         // per query block
 };
 
+// A query block's explicit key ranges (one after another as the score tile's rows, range r
+// from row off[r]) and its chunk sums: prefix chunks [first, kp), suffix chunks [kq, nkb).
+struct Plan {
+    std::size_t kp = 0, kq = 0, n = 0, count = 0;
+    std::size_t a[2] = {0, 0}, b[2] = {0, 0}, off[2] = {0, 0};
+};
+
 template <class T>
 struct Fast {
     Fast(MatView<T> q, MatView<T> k, MatView<T> v, const HybridSupport& hs, bool c, std::size_t dq, std::size_t dvv,
@@ -77,13 +84,7 @@ struct Fast {
     const T* phik = nullptr;
     const double* lk = nullptr;
     KeySums<T> sums;
-};
-
-// A query block's explicit key ranges (one after another as the score tile's rows, range r
-// from row off[r]) and its chunk sums: prefix chunks [first, kp), suffix chunks [kq, nkb).
-struct Plan {
-    std::size_t kp = 0, kq = 0, n = 0, count = 0;
-    std::size_t a[2] = {0, 0}, b[2] = {0, 0}, off[2] = {0, 0};
+    std::vector<Plan> plans;   // per query block (key_sums makes them)
 };
 
 // Prefix chunks: every key j < k1 <= r0 - w + 1 has j <= i - w for every row i >= r0;
@@ -206,8 +207,9 @@ void running_sums(T* own, const std::vector<double>& shift, const std::vector<Pl
     });
 }
 
-// The key chunks' own sums (own_kv: Psi relative to the chunk's largest lk_j), each chunk on
-// one thread, then the running sums and every block's sums (running_sums) into p.sums.
+// Every query block's plan (p.plans), then the key chunks' own sums (own_kv: Psi relative to
+// the chunk's largest lk_j), each chunk on one thread, then the running sums and every block's
+// sums (running_sums) into p.sums.
 template <class T>
 void key_sums(Fast<T>& p, std::size_t nb, int threads) {
     KeySums<T>& s = p.sums;
@@ -216,9 +218,9 @@ void key_sums(Fast<T>& p, std::size_t nb, int threads) {
     s.first = std::min(s.nkb, (p.h.sinks + kChunk - 1) / kChunk);
     s.size = F * (dv + 1);
     const std::size_t n = s.nkb - s.first;
-    if (F == 0) return;   // no remainder: no sums (the block bounds above still plan the blocks)
-    std::vector<Plan> plans(nb);
-    for (std::size_t blk = 0; blk < nb; ++blk) plans[blk] = plan(p, blk * kRows, std::min(L, (blk + 1) * kRows));
+    p.plans.resize(nb);
+    for (std::size_t blk = 0; blk < nb; ++blk) p.plans[blk] = plan(p, blk * kRows, std::min(L, (blk + 1) * kRows));
+    if (F == 0) return;   // no remainder: no sums (the plans above still bound the blocks)
     thread_local std::vector<T> own_kept;
     T* own = grown(own_kept, n * s.size);
     std::vector<double> shift(n);
@@ -226,7 +228,7 @@ void key_sums(Fast<T>& p, std::size_t nb, int threads) {
         const std::size_t k0 = (s.first + b) * kChunk, rows = std::min(kChunk, Lk - k0);
         shift[b] = own_kv(p.phik + k0 * F, p.lk + k0, p.V.data() + k0 * dv, rows, F, dv, own + b * s.size);
     });
-    running_sums(own, shift, plans, s, p.causal, threads);
+    running_sums(own, shift, p.plans, s, p.causal, threads);
 }
 
 // Scratch of one thread (O(kRows (w + s + kRows + kChunk + d + F) + F dv)).
@@ -471,7 +473,7 @@ void run_block(const Fast<T>& p, std::size_t blk, const T* phiq, const double* l
     thread_local Scratch<T> x;
     const std::size_t r0 = blk * kRows, R = std::min(kRows, p.Q.shape(0) - r0), dv = p.dv;
     x.phiq = phiq, x.lq = lq;
-    const Plan pl = plan(p, r0, r0 + R);
+    const Plan& pl = p.plans[blk];
     band_tiles(p, r0, R, pl, x);
     double g = kEmpty;
     const T* G = block_sums(p, blk, &g);

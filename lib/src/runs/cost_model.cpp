@@ -224,11 +224,11 @@ double hybrid_backward_cost(const ItemShape& x, const Variant& v, bool causal, b
 
 // hybrid_fast (docs/design.md 2.8; window / sinks, all rows, no half emulation) on `threads`
 // threads: the keys' features and log scales (kept per calling thread; the queries' per
-// thread, a group of feature_block_rows() rows at a time), the 32-key chunks'
-// own sums, Lk / 32 x F (dv + 1) (causal: overwritten by their prefix sums), non-causal also
-// every 32-row query block's sums (L / 32 x F (dv + 1)) and per thread a piece of the prefix
-// sums ((Lk / 32 + 1) x 128), per thread a query block's score and feature tiles (its explicit keys x 32: the window's hull
-// rounded out to chunks, at most w + 64 causal, 2w + 96 non-causal, plus the sinks' chunks),
+// thread, a group of feature_block_rows() rows at a time), the 32-key chunks' own sums,
+// Lk / 32 x F (dv + 1) (causal: overwritten by their prefix sums), non-causal also every
+// 32-row query block's sums (L / 32 x F (dv + 1)) and per thread a piece of the prefix sums
+// ((Lk / 32 + 1) x 128), per thread a query block's score and feature tiles (its explicit
+// keys x 32: the window's hull rounded out to chunks, at most w + 64 causal, 2w + 96 non-causal, plus the sinks' chunks),
 // Q_b^T and phi~(X_b)^T; time: the map's features, the key sums and the far remainder's
 // product (4 (L + Lk) F (dv + 1)), and per row its explicit keys' score and value products
 // (2 (d + dv) each), the feature products of the two chunks at the hull's ends (2 F each),
@@ -564,7 +564,8 @@ Cost estimate_kernel(const Config& cfg, int threads) {
 
 // One timing cell: the memory beyond the inputs (exact: the tiles per thread; hybrids: what
 // hybrid_forward holds, as in approximation runs; FAVOR: W, both feature matrices, the sums,
-// as the unfused run that breaks the time into phases makes them) and the time of its warm-up and timed runs (TimingSpec::cell_seconds).
+// as the unfused run that breaks the time into phases makes them) and the time of its warm-up
+// and timed runs (TimingSpec::cell_seconds).
 std::pair<double, double> timing_cell(const Config& cfg, const Variant& v, std::size_t L, std::size_t d, std::size_t m,
                                       int threads) {
     const std::size_t s = dtype_bytes(cfg.dtype), dv = cfg.inputs.d_v.value_or(d);
