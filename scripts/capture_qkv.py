@@ -5,7 +5,7 @@ favor reads, with a manifest and one favor config per layer.
 Python:
     from capture_qkv import capture
     manifest = capture(model, *args, out="DIR", causal=None, qkv_fn=None, layers=None,
-                       loss_fn=None, **kwargs)
+                       loss_fn=None, out_proj=None, **kwargs)
 
 runs model(*args, **kwargs) once (under torch.no_grad) and writes, per attention layer
 (numbered 0, 1, ... in the order of model.named_modules()):
@@ -17,11 +17,18 @@ runs model(*args, **kwargs) once (under torch.no_grad) and writes, per attention
                                      for a float64 model; never store_dtype)
   DIR/layer<i>.json                  a favor config: exact-vs-estimator comparison on the
                                      layer's heads (`favor run DIR/layer<i>.json`)
-  DIR/manifest.json                  layer names, B, H, L, Lk, d, d_v, causal, dtype, the
-                                     model's logit scale, the factor q was multiplied by,
-                                     sha256 of every file, how each layer was captured,
-                                     the self-check's result ("check", below)
-and returns the manifest (a dict). All layers: `for c in DIR/layer*.json; do favor run "$c";
+  DIR/manifest.json                  layer names, B, H, L, Lk, d, d_v, causal (and
+                                     "causal_from", below), dtype, the model's logit scale,
+                                     the factor q was multiplied by, sha256 of every file,
+                                     how each layer was captured, the self-check's result
+                                     ("check", below)
+and returns the manifest (a dict). DIR: a missing or empty folder, or an earlier capture
+(a manifest.json of format "favor capture 1"), whose manifest.json, layer<i>/ and
+layer<i>.json are replaced and whose other files stay; any other folder is refused before the
+model runs. The files are written into a temporary folder beside DIR (.DIR.capture-*) and
+moved in at the end, the earlier capture's manifest out first and the new one in last: DIR
+holds the earlier capture until then, a whole new one after, and no manifest.json only if
+killed during those renames. All layers: `for c in DIR/layer*.json; do favor run "$c";
 done` (one favor config per layer because a favor npy input is one (B, H, L, d) set of heads
 of one length).
 
@@ -65,15 +72,20 @@ Self-check (every layer, output_check): the capture rebuilds the layer's attenti
 from the captured q, k, v, softmax(scale q k^T) v in float64 with the layer's causal mask,
 heads concatenated, through its out projection where it has one (the first child named
 out_proj, o_proj, c_proj, proj or out; an nn.Linear in float64, another module in the
-layer's dtype), and compares it with the layer's own output in the same forward (the first
-entry of a tuple output). They must agree within sqrt(u) * max |own output|, u the unit
-roundoff of the output's dtype (2^-24 float32, 2^-53 float64, 2^-11 float16, 2^-8
-bfloat16): the layer's own rounding stays far below (data/'s model: 1e-6 against 4e-4),
-while q, k or v that are not what enters the softmax (rotary embeddings applied inside
-forward under any name, a wrong scale, head split or causal declaration, a mask) are off by
+layer's dtype; out_proj= names another child, or is a callable of the layer returning its out
+projection or None), and compares it with the layer's own output in the same forward (the
+first entry of a tuple output). A layer whose causality is not declared (below) is rebuilt
+with and without the causal mask: exactly one must match (both: refused, pass causal=). A
+failing check with no out projection found says so, naming an nn.Linear child through which
+it would pass. They must agree within sqrt(u) * max |own output|, u the unit roundoff of
+the output's dtype (2^-24 float32, 2^-53 float64, 2^-11 float16, 2^-8 bfloat16): the
+layer's own rounding stays far below (data/'s model: 1e-6 against 4e-4), while q, k or v
+that are not what enters the softmax (rotary embeddings applied inside forward under any
+name, a wrong scale, head split, causal declaration or out projection, a mask) are off by
 O(1) relative. Otherwise CaptureError names the layer and nothing is written. The manifest
 records each layer's "check": rebuilt_through, max_abs_diff, max_abs_output, tolerance,
-rule, passed. A layer whose output cannot be rebuilt so (another shape) is refused; pass
+rule, passed (and other_mask_diff, the rejected mask's difference, where the check decided
+causality). A layer whose output cannot be rebuilt so (another shape) is refused; pass
 qkv_fn.
 
 Upstream gradient (loss_fn, issue 41 item 2): the gradient metrics (grad_*, docs/design.md
@@ -88,7 +100,10 @@ taking the model's output and returning a scalar tensor, or "next_token": the ne
 cross-entropy of a causal LM, args[0] the token ids (B, L) and the output (or its first entry,
 or its .logits) the logits (B, L, V): mean over the B (L - 1) predicted positions. The
 manifest's per-layer "upstream_gradient" records the loss and the file. The parameters'
-.grad are not touched (torch.autograd.grad).
+.grad are not touched (torch.autograd.grad). Both forwards start from one seed (drawn from
+the caller's generator inside torch.random.fork_rng, which restores it afterwards), so dropout
+in training mode draws the same masks; each layer's output in the gradient pass must equal the
+captured one within the self-check's tolerance, else CaptureError naming the layer.
 
 Masks: layouts 2 and 3 read the projections' outputs, which no mask touches, so a call of
 the layer or of a projection with a non-None argument whose name contains "mask" (by
@@ -98,7 +113,9 @@ self-check. favor's attention is unmasked or causal; masks are refused, not hono
 
 Causal (per layer): the causal= argument when given (True/False for every layer); else
 MultiheadAttention's mask as above; else the module's attribute is_causal, causal or
-is_decoder (the first present; Hugging Face decoders set is_causal); else not causal.
+is_decoder (the first present; Hugging Face decoders set is_causal); else the self-check's
+proof (above), never assumed. The manifest's causal_from says which: "argument", "the call's
+attn_mask / is_causal", "attribute <name>" or "self-check".
 favor's causal attention is row i sees keys j <= i, so a causal layer needs Lk == L.
 
 Each layer<i>.json's output_dir is out/capture_<DIR name>_layer<i> under the working
@@ -120,7 +137,10 @@ import inspect
 import json
 import math
 import os
+import re
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -165,11 +185,12 @@ def _scale_attr(m):
 
 
 def _causal_attr(m):
+    """(value, attribute name) of the first causal attribute the module has, or (None, None)."""
     for a in ("is_causal", "causal", "is_decoder"):
         v = getattr(m, a, None)
         if isinstance(v, bool):
-            return v
-    return None
+            return v, a
+    return None, None
 
 
 def _rotary_like(m):
@@ -236,7 +257,7 @@ def _mha_qkv(m, name, args, kwargs):
         raise CaptureError(f"{name}: unbatched input {tuple(query.shape)} is not supported")
     if not m.batch_first:
         query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-    E, H = m.embed_dim, m.num_heads
+    H = m.num_heads
     if m._qkv_same_embed_dim:
         wq, wk, wv = m.in_proj_weight.chunk(3)
     else:
@@ -362,10 +383,33 @@ def _own_output(m, output):
     return o
 
 
-def _rebuilt_output(m, q, k, v, scale, causal):
+def _out_projection(name, m, out_proj=None):
+    """(name, projection) of the layer's out projection, or (None, None) for none: out_proj None
+    takes the first child named in _OUT_PROJECTIONS; a str names the child; a callable of the
+    layer returns the projection (a module or function of (B, L, H dv)) or None."""
+    kids = dict(m.named_children())
+    if out_proj is None:
+        n = next((n for n in _OUT_PROJECTIONS if n in kids), None)
+        return n, kids.get(n)
+    if isinstance(out_proj, str):
+        if out_proj not in kids:
+            raise CaptureError(f"{name}: out_proj={out_proj!r}: the layer has no child of that name "
+                               f"(its children: {', '.join(kids) or 'none'})")
+        return out_proj, kids[out_proj]
+    if not callable(out_proj):
+        raise CaptureError(f"out_proj: a child's name or a callable of the layer, got {out_proj!r}")
+    p = out_proj(m)
+    if p is None:
+        return None, None
+    if not callable(p):
+        raise CaptureError(f"{name}: out_proj returned {type(p).__name__}, not a module or function")
+    return next((n for n, c in kids.items() if c is p), getattr(p, "__name__", type(p).__name__)), p
+
+
+def _rebuilt_output(proj, q, k, v, scale, causal):
     """softmax(scale q k^T) v from the captured tensors, in float64, heads concatenated
-    (B, L, H dv), through the layer's out projection where it has one (an nn.Linear in
-    float64, another module in its own dtype); and the projection's name."""
+    (B, L, H dv), through the out projection proj where there is one (an nn.Linear in float64,
+    another module in the layer's dtype)."""
     s = (q.double() @ k.double().transpose(-1, -2)) * scale
     if causal:
         L, Lk = s.shape[-2:]
@@ -373,46 +417,73 @@ def _rebuilt_output(m, q, k, v, scale, causal):
     o = s.softmax(-1) @ v.double()
     B, H, L, dv = o.shape
     o = o.transpose(1, 2).reshape(B, L, H * dv)
-    kids = dict(m.named_children())
-    for n in _OUT_PROJECTIONS:
-        p = kids.get(n)
-        if isinstance(p, torch.nn.Linear):
-            b = None if p.bias is None else p.bias.double()
-            return torch.nn.functional.linear(o, p.weight.double(), b), n
-        if p is not None:
-            return p(o.to(q.dtype)).double(), n
-    return o, None
+    if isinstance(proj, torch.nn.Linear):
+        b = None if proj.bias is None else proj.bias.double()
+        return torch.nn.functional.linear(o, proj.weight.double(), b)
+    return o if proj is None else proj(o.to(q.dtype)).double()
 
 
-def output_check(name, m, q, k, v, scale, causal, output):
+def output_check(name, m, q, k, v, scale, causal, output, proj=(None, None)):
     """Checks a capture against the layer itself (docs/design.md section 9, capture): the
-    attention rebuilt from q, k, v (_rebuilt_output) must equal the layer's own output on the
-    same input within sqrt(u) * max |own output|, u the unit roundoff of the output's dtype
-    (2^-24 for float32): a layer computing in that dtype keeps more than half its digits,
-    while a capture that misses a transformation of q or k (rotary embeddings applied inside
-    forward), a scale or a mask is off by O(1) relative. Returns the manifest's record;
-    raises CaptureError naming the layer when they differ."""
+    attention rebuilt from q, k, v (_rebuilt_output, through proj = _out_projection()) must
+    equal the layer's own output on the same input within sqrt(u) * max |own output|, u the
+    unit roundoff of the output's dtype (2^-24 for float32): a layer computing in that dtype
+    keeps more than half its digits, while a capture that misses a transformation of q or k
+    (rotary embeddings applied inside forward), a scale, a mask or the out projection is off
+    by O(1) relative. causal None (not declared): rebuilt with and without the causal mask,
+    exactly one must match. Returns the manifest's record and the causal flag; raises
+    CaptureError naming the layer otherwise."""
+    pname, p = proj
     own = _own_output(m, output)
-    rebuilt, proj = _rebuilt_output(m, q, k, v, scale, causal)
-    through = f" through {proj}" if proj else ""
-    if own is None or tuple(own.shape) != tuple(rebuilt.shape):
-        got = "no tensor" if own is None else f"shape {tuple(own.shape)}"
-        raise CaptureError(f"{name}: cannot check the capture: the layer's output has {got}, the "
-                           f"attention rebuilt from q, k, v{through} {tuple(rebuilt.shape)}; "
-                           "pass qkv_fn")
+    if own is None:
+        raise CaptureError(f"{name}: cannot check the capture: the layer's output is not a tensor; pass qkv_fn")
     u = UNIT_ROUNDOFF.get(own.dtype, 2.0 ** -24)
     size = float(own.double().abs().max())
-    diff = float((own.double() - rebuilt).abs().max())
     tol = math.sqrt(u) * size
-    if not diff <= tol:
-        raise CaptureError(f"{name}: the attention rebuilt from the captured q, k, v{through} "
-                           f"differs from the layer's own output by {diff:.3g} (max |output| "
-                           f"{size:.3g}, tolerance {tol:.3g}): q, k or v is not what enters "
-                           "the softmax (rotary embeddings or a mask inside forward? dropout: model.eval()?); "
-                           "pass qkv_fn")
-    return {"rebuilt_through": proj, "max_abs_diff": diff, "max_abs_output": size,
-            "tolerance": tol, "rule": "max |own - rebuilt| <= sqrt(u) max |own|, u = "
-            f"{u:.3g} ({str(own.dtype).replace('torch.', '')})", "passed": True}
+    options = [causal] if causal is not None else [False] + ([True] if q.shape[2] == k.shape[2] else [])
+
+    def diff(p, c):   # max |own - rebuilt| through projection p with mask c; inf for another shape
+        rebuilt = _rebuilt_output(p, q, k, v, scale, c)
+        return float((own.double() - rebuilt).abs().max()) if rebuilt.shape == own.shape else math.inf
+
+    diffs = {c: diff(p, c) for c in options}
+    passed = [c for c in options if diffs[c] <= tol]
+    through = f" through {pname}" if pname else ""
+    if len(passed) == 2:
+        raise CaptureError(f"{name}: the attention rebuilt from the captured q, k, v{through} matches the "
+                           f"layer's own output both with and without the causal mask (differences "
+                           f"{diffs[False]:.3g}, {diffs[True]:.3g}, tolerance {tol:.3g}); pass causal=True or False")
+    if not passed and pname is None:
+        # An out projection under a name the capture does not know: say so, naming a child that fits.
+        width = q.shape[1] * v.shape[3]
+        fits = [n for n, kid in m.named_children() if isinstance(kid, torch.nn.Linear)
+                and kid.in_features == width and min(diff(kid, c) for c in options) <= tol]
+        if fits:
+            raise CaptureError(f"{name}: no out projection found (no child named {', '.join(_OUT_PROJECTIONS)}), "
+                               f"and the attention rebuilt from the captured q, k, v equals the layer's output "
+                               f"through its child {fits[0]!r}: pass out_proj={fits[0]!r} (or a callable of the "
+                               "layer returning its out projection)")
+    if not passed:
+        other = "" if pname else (" (or out_proj=, if its out projection is not a child named "
+                                  f"{', '.join(_OUT_PROJECTIONS)})")
+        best = min(diffs.values())
+        if best == math.inf:
+            shape = tuple(_rebuilt_output(p, q, k, v, scale, options[0]).shape)
+            raise CaptureError(f"{name}: cannot check the capture: the layer's output has shape "
+                               f"{tuple(own.shape)}, the attention rebuilt from q, k, v{through} {shape}; "
+                               "pass qkv_fn" + other)
+        masks = " with or without the causal mask" if len(options) == 2 else ""
+        raise CaptureError(f"{name}: the attention rebuilt from the captured q, k, v{through}{masks} "
+                           f"differs from the layer's own output by {best:.3g} (max |output| {size:.3g}, "
+                           f"tolerance {tol:.3g}): q, k or v is not what enters the softmax (rotary embeddings "
+                           "or a mask inside forward? dropout: model.eval()?); pass qkv_fn" + other)
+    c = passed[0]
+    record = {"rebuilt_through": pname, "max_abs_diff": diffs[c], "max_abs_output": size,
+              "tolerance": tol, "rule": "max |own - rebuilt| <= sqrt(u) max |own|, u = "
+              f"{u:.3g} ({str(own.dtype).replace('torch.', '')})", "passed": True}
+    if len(options) == 2:   # the check decided the mask: the other one's difference proves it
+        record["other_mask_diff"] = diffs[not c]
+    return record, c
 
 
 def _mask_arguments(fn, args, kwargs):
@@ -579,18 +650,26 @@ def _upstream_gradients(model, args, kwargs, captured, loss_fn):
         grads = torch.autograd.grad(loss, outs, allow_unused=True)
     result = {}
     for c, o, gy in zip(captured, outs, grads):
-        name, m, v = c["name"], c["module"], c["v"]
+        name, m, v, p = c["name"], c["module"], c["v"], c["proj"]
+        # The gradient is of this pass: it must be the captured forward (a model that draws
+        # differently, e.g. dropout from another generator, is refused)
+        again = _own_output(m, o.detach())
+        tol = c["check"]["tolerance"]
+        gap = float((again.double() - c["own"].double()).abs().max()) if again.shape == c["own"].shape else math.inf
+        if not gap <= tol:
+            raise CaptureError(f"{name}: the gradient pass's output differs from the captured forward's by "
+                               f"{gap:.3g} (tolerance {tol:.3g}): the model does not compute the same twice "
+                               "(randomness outside torch's generator? model.eval()); pass loss_fn=None")
         if gy is None:
             raise CaptureError(f"{name}: the loss does not depend on this layer's output")
         if isinstance(m, torch.nn.MultiheadAttention) and not m.batch_first and gy.dim() == 3:
             gy = gy.transpose(0, 1)
         gy = gy.double()
-        proj = c["check"]["rebuilt_through"]
-        if proj is not None:
-            p = dict(m.named_children())[proj]
+        if p is not None:
             if not isinstance(p, torch.nn.Linear):
-                raise CaptureError(f"{name}: the upstream gradient cannot be carried back through {proj} "
-                                   f"({type(p).__name__}, not an nn.Linear); pass loss_fn=None")
+                raise CaptureError(f"{name}: the upstream gradient cannot be carried back through "
+                                   f"{c['check']['rebuilt_through']} ({type(p).__name__}, not an nn.Linear); "
+                                   "pass loss_fn=None")
             gy = gy @ p.weight.detach().double()   # y = x W^T + b: dL/dx = dL/dy W
         B, H, L, dv = v.shape
         if tuple(gy.shape) != (B, L, H * dv):
@@ -604,56 +683,132 @@ def _upstream_gradients(model, args, kwargs, captured, loss_fn):
 
 
 def capture(model, *args, out, causal=None, qkv_fn=None, layers=None, store_dtype=None, loss_fn=None,
-            **kwargs):
+            out_proj=None, manifest_extra=None, **kwargs):
     """Run model(*args, **kwargs) and write the q/k/v of its attention layers under out.
     See the module docstring. store_dtype ("float16"): the files rounded to it after the
     self-check (half the bytes; favor's exact reference is then that of the rounded values).
     loss_fn (a callable of the output, or "next_token"): also write each layer's upstream
-    gradient dLoss/dOut (g.npy). Returns the manifest (dict). Raises CaptureError."""
+    gradient dLoss/dOut (g.npy). out_proj (a child's name, or a callable of the layer returning
+    its out projection or None): the out projection where it is not a child named out_proj,
+    o_proj, c_proj, proj or out. manifest_extra: a dict of keys added to the manifest.
+    Returns the manifest (dict). Raises CaptureError."""
+    _earlier_capture(out)   # a folder that is neither empty nor a capture: refused before running
     found = _find_layers(model, qkv_fn, layers)
     rec = _Recorder([(n, m) for n, m, _ in found], {n: lay for n, _, lay in found})
-    with torch.no_grad():
-        with rec:
-            model(*args, **kwargs)
-        captured = []
-        for name, m, lay in found:
-            calls = rec.calls[name]
-            if not calls:
-                continue
-            if len(calls) > 1:
-                raise CaptureError(f"{name}: called {len(calls)} times in one forward; "
-                                   "capture one call per layer (pass layers)")
-            got = _layer_qkv(name, m, lay, calls[0], rec.proj.get(name, {}), qkv_fn)
-            if got is None:
-                continue
-            q, k, v, scale, layer_causal, how = got
-            if causal is not None:
-                layer_causal = bool(causal)
-            elif layer_causal is None:
-                layer_causal = bool(_causal_attr(m) or False)
-            _check_qkv(name, q, k, v, layer_causal)
-            d = q.shape[-1]
-            scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
-            check = output_check(name, m, q, k, v, scale, layer_causal, calls[0][2])
-            factor = scale * math.sqrt(d)
-            if abs(factor - 1.0) > 1e-12:
-                q = q * factor
-            captured.append(dict(name=name, module=m, how=how, q=q, k=k, v=v, scale=scale, factor=factor,
-                                 causal=layer_causal, check=check))
-    if not captured:
-        raise CaptureError("no attention layer was found or called (MultiheadAttention, "
-                           "q_proj/k_proj/v_proj, query/key/value, qkv, c_attn); pass qkv_fn")
-    grads, loss = (None, None) if loss_fn is None else _upstream_gradients(model, args, kwargs, captured, loss_fn)
-    return _write(out, captured, store_dtype, grads, loss)
+    # Both passes (this one and the gradient's) start from one seed, so dropout in training mode
+    # draws the same masks in both; fork_rng gives the caller's random state back afterwards.
+    with torch.random.fork_rng():
+        seed = int(torch.randint(2 ** 62, ()))
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            with rec:
+                model(*args, **kwargs)
+            captured = [c for c in (_capture_layer(name, m, lay, rec, qkv_fn, causal, out_proj)
+                                    for name, m, lay in found) if c is not None]
+        if not captured:
+            raise CaptureError("no attention layer was found or called (MultiheadAttention, "
+                               "q_proj/k_proj/v_proj, query/key/value, qkv, c_attn); pass qkv_fn")
+        grads, loss = None, None
+        if loss_fn is not None:
+            torch.manual_seed(seed)
+            grads, loss = _upstream_gradients(model, args, kwargs, captured, loss_fn)
+    return _write(out, captured, store_dtype, grads, loss, manifest_extra)
 
 
-def _write(out, captured, store_dtype=None, grads=None, loss=None):
+def _capture_layer(name, m, lay, rec, qkv_fn, causal, out_proj):
+    """The captured layer (a dict for _write), or None when the module was not called or is not
+    an attention layer. Causal: the argument, else the call's mask (MultiheadAttention), else a
+    causal attribute, else what the self-check proves."""
+    calls = rec.calls[name]
+    if not calls:
+        return None
+    if len(calls) > 1:
+        raise CaptureError(f"{name}: called {len(calls)} times in one forward; "
+                           "capture one call per layer (pass layers)")
+    got = _layer_qkv(name, m, lay, calls[0], rec.proj.get(name, {}), qkv_fn)
+    if got is None:
+        return None
+    q, k, v, scale, layer_causal, how = got
+    causal_from = "the call's attn_mask / is_causal"
+    if causal is not None:
+        layer_causal, causal_from = bool(causal), "argument"
+    elif layer_causal is None:
+        layer_causal, attr = _causal_attr(m)
+        causal_from = f"attribute {attr}" if attr else "self-check"
+    _check_qkv(name, q, k, v, bool(layer_causal))
+    d = q.shape[-1]
+    scale = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    proj = _out_projection(name, m, out_proj)
+    check, layer_causal = output_check(name, m, q, k, v, scale, layer_causal, calls[0][2], proj)
+    factor = scale * math.sqrt(d)
+    if abs(factor - 1.0) > 1e-12:
+        q = q * factor
+    return dict(name=name, module=m, how=how, q=q, k=k, v=v, scale=scale, factor=factor, causal=layer_causal,
+                causal_from=causal_from, check=check, proj=proj[1], own=_own_output(m, calls[0][2]))
+
+
+# The entries a capture writes into its folder (besides manifest.json).
+_CAPTURE_ENTRY = re.compile(r"layer[0-9]+(\.json)?")
+
+
+def _earlier_capture(out):
+    """The entries of the earlier capture in out (manifest.json first, then layer<i>/ and
+    layer<i>.json), [] for a missing or empty folder; CaptureError for anything else."""
+    if not os.path.lexists(out):
+        return []
+    if not os.path.isdir(out):
+        raise CaptureError(f"out: {out} exists and is not a folder")
+    names = os.listdir(out)
+    if not names:
+        return []
+    try:
+        with open(os.path.join(out, "manifest.json")) as f:
+            fmt = json.load(f).get("format")
+    except (OSError, ValueError, AttributeError):
+        fmt = None
+    if fmt != "favor capture 1":
+        raise CaptureError(f"out: {out} is neither empty nor an earlier capture (a manifest.json of format "
+                           "'favor capture 1'); remove it or choose another folder")
+    return ["manifest.json"] + sorted(n for n in names if _CAPTURE_ENTRY.fullmatch(n))
+
+
+def _install(new, out, old):
+    """Moves the capture written in the folder new into out: the earlier capture's entries into
+    the folder old (its manifest first), then the new entries in (the manifest last), so that out
+    holds either a whole capture or no manifest.json; out's other files stay."""
+    earlier = _earlier_capture(out)   # again: out may have changed while the model ran
     os.makedirs(out, exist_ok=True)
+    os.mkdir(old)
+    for n in earlier:
+        os.rename(os.path.join(out, n), os.path.join(old, n))
+    for n in sorted(os.listdir(new), key=lambda n: n == "manifest.json"):
+        os.rename(os.path.join(new, n), os.path.join(out, n))
+
+
+def _write(out, captured, store_dtype=None, grads=None, loss=None, manifest_extra=None):
+    """Writes the capture into a temporary folder beside out, then moves it into out (_install);
+    the temporary is removed whatever happens."""
+    parent = os.path.dirname(os.path.abspath(out))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(os.path.abspath(out))}.capture-", dir=parent)
+    try:
+        manifest = _write_files(os.path.join(tmp, "new"), out, captured, store_dtype, grads, loss, manifest_extra)
+        _install(os.path.join(tmp, "new"), out, os.path.join(tmp, "old"))
+    except OSError as e:   # disk full, permissions: one line naming the file
+        raise CaptureError(f"out: {e.filename or out}: {e.strerror}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return manifest
+
+
+def _write_files(folder, out, captured, store_dtype, grads, loss, manifest_extra):
+    """The capture's files in folder (created), named and configured for their place out."""
+    os.mkdir(folder)
     layers = []
     for i, c in enumerate(captured):
         name, q, k, v, causal = c["name"], c["q"], c["k"], c["v"], c["causal"]
         sub = f"layer{i}"
-        os.makedirs(os.path.join(out, sub), exist_ok=True)
+        os.mkdir(os.path.join(folder, sub))
         files = {}
         model_dtype = str(_to_numpy(v[..., :0]).dtype)
         tensors = [("q", q), ("k", k), ("v", v)] + ([("g", grads[name])] if grads else [])
@@ -664,9 +819,9 @@ def _write(out, captured, store_dtype=None, grads=None, loss=None):
             elif store_dtype:
                 a = a.astype(store_dtype)
             rel = f"{sub}/{w}.npy"
-            np.save(os.path.join(out, rel), a)
+            np.save(os.path.join(folder, rel), a)
             files[w] = {"path": rel, "shape": list(a.shape), "dtype": str(a.dtype),
-                        "sha256": _sha256(os.path.join(out, rel))}
+                        "sha256": _sha256(os.path.join(folder, rel))}
         B, H, L, d = q.shape
         cfg = {
             "name": f"capture_{os.path.basename(os.path.abspath(out))}_{sub}",
@@ -686,13 +841,14 @@ def _write(out, captured, store_dtype=None, grads=None, loss=None):
                 os.getcwd(), "out", f"capture_{os.path.basename(os.path.abspath(out))}_{sub}"),
                 os.path.abspath(out)),
         }
-        cfg_path = os.path.join(out, f"{sub}.json")
+        cfg_path = os.path.join(folder, f"{sub}.json")
         with open(cfg_path, "w") as f:
             json.dump(cfg, f, indent=2)
             f.write("\n")
         layer = {"index": i, "name": name, "module": type(c["module"]).__name__, "dir": sub,
                  "B": B, "H": H, "L": L, "Lk": k.shape[2], "d": d, "d_v": v.shape[3],
-                 "causal": bool(causal), "dtype": files["q"]["dtype"], "model_dtype": model_dtype,
+                 "causal": bool(causal), "causal_from": c["causal_from"], "dtype": files["q"]["dtype"],
+                 "model_dtype": model_dtype,
                  "scale": c["scale"], "q_multiplied_by": c["factor"], "how": c["how"],
                  "config": f"{sub}.json",
                  "config_sha256": _sha256(cfg_path), "check": c["check"], "files": files}
@@ -711,8 +867,9 @@ def _write(out, captured, store_dtype=None, grads=None, loss=None):
                  "softmax(q k^T / sqrt(d)) v equals the model's softmax(scale q k^T) v"),
         "run_all": "for c in DIR/layer*.json; do favor run \"$c\"; done",
         "layers": layers,
+        **(manifest_extra or {}),
     }
-    with open(os.path.join(out, "manifest.json"), "w") as f:
+    with open(os.path.join(folder, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=2)
         f.write("\n")
     return manifest
@@ -734,35 +891,34 @@ def main(argv=None):
     ap.add_argument("--no-grad", action="store_true",
                     help="leave out the upstream gradient of the next-token loss (layer<i>/g.npy)")
     a = ap.parse_args(argv)
+
+    def fail(msg):   # one line, exit 2 (as argparse's usage errors)
+        print(f"capture_qkv.py: {msg}", file=sys.stderr)
+        sys.exit(2)
     sys.path.insert(0, HERE)
     import tiny_lm as tl
     if a.L < 1 or a.offset < 0:
-        sys.exit("capture_qkv.py: --L must be >= 1 and --offset >= 0")
+        fail("--L must be >= 1 and --offset >= 0")
     try:
         with open(a.text, "rb") as f:
             f.seek(a.offset)
             data = f.read(a.L)
     except OSError as e:
-        sys.exit(f"capture_qkv.py: --text {a.text}: {e.strerror}")
+        fail(f"--text {a.text}: {e.strerror}")
     if len(data) < a.L:
-        sys.exit(f"capture_qkv.py: --text {a.text}: only {len(data)} bytes from offset "
-                 f"{a.offset}, --L {a.L} asked")
+        fail(f"--text {a.text}: only {len(data)} bytes from offset {a.offset}, --L {a.L} asked")
     torch.set_num_threads(2)
     model, _ = tl.load_tiny_lm(a.model)
     tokens = torch.tensor(list(data), dtype=torch.long)[None, :]
+    inp = {"text": a.text, "offset": a.offset, "L": a.L, "sha256_of_bytes": hashlib.sha256(data).hexdigest(),
+           "model": os.path.relpath(a.model), "model_sha256": _sha256(a.model),
+           "model_config": os.path.relpath(tl.config_path(a.model)),
+           "model_config_sha256": _sha256(tl.config_path(a.model))}
     try:
         m = capture(model, tokens, out=a.out, qkv_fn=tl.tiny_qkv, store_dtype=a.dtype,
-                    loss_fn=None if a.no_grad else "next_token")
+                    loss_fn=None if a.no_grad else "next_token", manifest_extra={"input": inp})
     except CaptureError as e:
-        sys.exit(f"capture_qkv.py: {e}")
-    m["input"] = {"text": a.text, "offset": a.offset, "L": a.L,
-                  "sha256_of_bytes": hashlib.sha256(data).hexdigest(),
-                  "model": os.path.relpath(a.model), "model_sha256": _sha256(a.model),
-                  "model_config": os.path.relpath(tl.config_path(a.model)),
-                  "model_config_sha256": _sha256(tl.config_path(a.model))}
-    with open(os.path.join(a.out, "manifest.json"), "w") as f:
-        json.dump(m, f, indent=2)
-        f.write("\n")
+        fail(str(e))
     print(f"wrote {len(m['layers'])} layers to {a.out}/")
 
 

@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 
 np = None   # numpy, imported after the arguments are checked (-h and usage errors need none)
@@ -75,6 +76,11 @@ def parse_args(argv):
             fail("--%s: must be >= 0" % name)
     if not a.lr > 0 or not a.mse_weight >= 0:
         fail("--lr must be > 0 and --mse-weight >= 0")
+    if a.layers:
+        parts = a.layers.split(",")
+        if not all(t.isdigit() for t in parts) or len(set(map(int, parts))) != len(parts):
+            fail("--layers: give distinct layer indices separated by commas, e.g. 0,1 (got '%s')" % a.layers)
+        a.layers = [int(t) for t in parts]
     return a
 
 
@@ -86,24 +92,31 @@ def read_capture(folder):
             manifest = json.load(f)
     except (OSError, ValueError) as e:
         fail("%s: cannot read the capture's manifest (%s)" % (path, e))
+    entries = manifest.get("layers") if isinstance(manifest, dict) else None
+    if not isinstance(entries, list):
+        fail("%s: no \"layers\" list (a capture of scripts/capture_qkv.py)" % path)
     layers = {}
-    for entry in manifest.get("layers", []):
+    for n, entry in enumerate(entries):
+        try:
+            index, files = entry["index"], {key: os.path.join(folder, entry["files"][key]["path"]) for key in "qkv"}
+        except (KeyError, TypeError):
+            index = files = None
+        if type(index) is not int or index < 0:
+            fail("%s: layers[%d]: needs an integer index >= 0 and files.q/k/v.path" % (path, n))
         arrays = []
-        for key in ("q", "k", "v"):
-            file = os.path.join(folder, entry["files"][key]["path"])
+        for file in files.values():
             try:
                 x = np.load(file)
             except (OSError, ValueError) as e:
                 fail("%s: cannot read (%s)" % (file, e))
-            if x.ndim != 4 or x.shape[0] != 1:
-                fail("%s: expected (1, H, L, d), got %s" % (file, x.shape))
+            if not isinstance(x, np.ndarray) or x.ndim != 4 or x.shape[0] != 1:
+                fail("%s: expected a .npy array (1, H, L, d), got %s" % (file, getattr(x, "shape", "an .npz")))
             if not np.all(np.isfinite(x)):
                 fail("%s: not every value is finite" % file)
             arrays.append(x[0].astype(np.float32))
         if entry.get("q_multiplied_by", 1.0) != 1.0 or abs(entry.get("scale", 0) * np.sqrt(arrays[0].shape[-1]) - 1) > 1e-12:
-            fail("%s: layer %s is not scaled 1/sqrt(d) with q as the model made it" % (path, entry["index"]))
-        q_file = os.path.join(folder, entry["files"]["q"]["path"])
-        layers[entry["index"]] = (entry, q_file, *arrays)
+            fail("%s: layer %s is not scaled 1/sqrt(d) with q as the model made it" % (path, index))
+        layers[index] = (entry, files["q"], *arrays)
     if not layers:
         fail("%s: no layers" % path)
     return manifest, layers
@@ -201,7 +214,7 @@ def main(argv):
     torch.set_num_threads(a.threads)
     torch.use_deterministic_algorithms(True)
     manifest, layers = read_capture(a.capture)
-    chosen = sorted(layers) if not a.layers else [int(t) for t in a.layers.split(",")]
+    chosen = a.layers or sorted(layers)
     for i in chosen:
         if i not in layers:
             fail("--layers: the capture has layers %s, not %d" % (sorted(layers), i))
@@ -237,18 +250,30 @@ def main(argv):
         layer_meta["init." + name] = {"heads": Q.shape[0], "fitted_on": None}
         print("fit_maps: %s %s: final train loss %s (%.1f CPU s)" %
               (a.kind, name, ", ".join("%.4f" % r[3] for r in per), seconds))
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    tmp = a.out[:-4] + ".tmp.npz"
-    np.savez(tmp, **arrays)
     out_json = {"kind": a.kind, "d": d, "width": width, "features": 2 * width if a.kind == "hedgehog" else width,
                 "loss": "attention-transfer cross-entropy" + (" + %g * output MSE" % a.mse_weight if a.mse_weight else ""),
                 "window": a.window, "causal": not a.noncausal, "optimizer": "Adam", "lr": a.lr, "steps": a.steps,
                 "seed": a.seed, "threads": a.threads, "torch": torch.__version__, "layers": layer_meta}
-    with open(a.out[:-4] + ".json.tmp", "w") as f:
-        json.dump(out_json, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, a.out)
-    os.replace(a.out[:-4] + ".json.tmp", a.out[:-4] + ".json")
+    folder = os.path.dirname(os.path.abspath(a.out))
+    os.makedirs(folder, exist_ok=True)
+    # Fresh temporaries (O_EXCL: never a file or link already there), renamed over the outputs
+    umask = os.umask(0)
+    os.umask(umask)
+    temps = []
+    try:
+        for write in (lambda f: np.savez(f, **arrays),
+                      lambda f: f.write((json.dumps(out_json, indent=1) + "\n").encode())):
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(a.out) + ".", suffix=".tmp")
+            temps.append(tmp)
+            os.fchmod(fd, 0o666 & ~umask)   # mkstemp's 0600 -> what open() would have made
+            with os.fdopen(fd, "wb") as f:
+                write(f)
+        os.replace(temps[0], a.out)
+        os.replace(temps[1], a.out[:-4] + ".json")
+    finally:
+        for tmp in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     return 0
 
 

@@ -373,13 +373,20 @@ def test_command_line_errors(tmp_path):
     script = os.path.join(ROOT, "scripts", "capture_qkv.py")
     short = tmp_path / "short.txt"
     short.write_bytes(b"abc")
+    long = tmp_path / "long.txt"
+    long.write_bytes(b"abcdefgh" * 4)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
     for args, msg in ((["--text", str(tmp_path / "missing.txt")], "missing.txt"),
-                      (["--text", str(short)], "only 3 bytes")):
-        r = subprocess.run([sys.executable, script, *args, "--L", "16", "--out",
-                            str(tmp_path / "o")], capture_output=True, text=True)
-        assert r.returncode != 0
+                      (["--text", str(short)], "only 3 bytes"),
+                      (["--text", str(long), "--out", str(mine)], "is neither empty nor an earlier capture")):
+        r = subprocess.run([sys.executable, script, "--out", str(tmp_path / "o"), *args, "--L", "16"],
+                           capture_output=True, text=True)
+        assert r.returncode == 2
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and msg in lines[0], r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["long.txt", "mine", "short.txt"] and os.listdir(mine) == ["notes.txt"]
 
 
 def test_model_unchanged_after_capture(tmp_path):

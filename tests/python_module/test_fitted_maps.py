@@ -173,11 +173,9 @@ def test_every_entry_point_refuses_another_head_count(tmp_path, H):
             call()
 
 
-def test_fit_script_lowers_the_loss_and_favor_reads_it(tmp_path):
-    pytest.importorskip("torch")
-    rng = np.random.default_rng(11)
-    H, L, d = 2, 48, 8
-    cap = tmp_path / "cap"
+def write_capture(cap, H, L, d, seed=11):
+    """A one-layer capture folder as scripts/capture_qkv.py writes it (the keys fit_maps reads)."""
+    rng = np.random.default_rng(seed)
     (cap / "layer0").mkdir(parents=True)
     files = {}
     for n in "qkv":
@@ -185,9 +183,20 @@ def test_fit_script_lowers_the_loss_and_favor_reads_it(tmp_path):
         np.save(cap / "layer0" / f"{n}.npy", a)
         files[n] = {"path": f"layer0/{n}.npy"}
     (cap / "manifest.json").write_text(json.dumps({"layers": [{"index": 0, "name": "blk", "scale": d ** -0.5, "files": files}]}))
+
+
+def fit_maps(*args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "fit_maps.py"), *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def test_fit_script_lowers_the_loss_and_favor_reads_it(tmp_path):
+    pytest.importorskip("torch")
+    H, L, d = 2, 48, 8
+    cap = tmp_path / "cap"
+    write_capture(cap, H, L, d)
     out = tmp_path / "fit" / "hh.npz"
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "fit_maps.py"), str(cap), "--kind", "hedgehog",
-                        "--out", str(out), "--steps", "40", "--lr", "0.05", "--threads", "1"], capture_output=True, text=True)
+    r = fit_maps(cap, "--kind", "hedgehog", "--out", out, "--steps", "40", "--lr", "0.05", "--threads", "1")
     assert r.returncode == 0, r.stderr
     man = json.loads((tmp_path / "fit" / "hh.json").read_text())
     curve = man["layers"]["layer0"]["curve"]
@@ -201,6 +210,51 @@ def test_fit_script_lowers_the_loss_and_favor_reads_it(tmp_path):
     untrained = favor.attention(q, k, v, features="hedgehog", causal=True, dtype="float64", weights=f"{out}:init.layer0")
     sd = favor.attention(q, k, v, features="softmax_dim", causal=True, dtype="float64")
     assert np.max(np.abs(untrained - sd)) <= 1e-6   # A = I, b = 0 stored in float32
+
+
+def test_fit_script_writes_through_no_planted_link(tmp_path):
+    """Symbolic links planted at the names fit_maps used for its temporaries (OUT.tmp.npz,
+    OUT.json.tmp) are not written through: the files they point at stay as they were, and the
+    outputs are regular files with the process's usual permissions."""
+    pytest.importorskip("torch")
+    write_capture(tmp_path / "cap", 1, 16, 4)
+    fit = tmp_path / "fit"
+    fit.mkdir()
+    victims = [tmp_path / "victim1", tmp_path / "victim2"]
+    for v, name in zip(victims, ("hh.tmp.npz", "hh.json.tmp")):
+        v.write_text("keep")
+        os.symlink(v, fit / name)
+    r = fit_maps(tmp_path / "cap", "--kind", "t2r", "--out", fit / "hh.npz", "--steps", "2", "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert [v.read_text() for v in victims] == ["keep", "keep"]
+    assert sorted(os.listdir(fit)) == ["hh.json", "hh.json.tmp", "hh.npz", "hh.tmp.npz"]
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("hh.npz", "hh.json"):
+        assert not os.path.islink(fit / name) and os.stat(fit / name).st_mode & 0o777 == 0o666 & ~umask
+    assert set(np.load(fit / "hh.npz").files) >= {"layer0.q_A", "init.layer0.k_b"}
+
+
+@pytest.mark.parametrize("layers", ["0,x", "0,0", "0,,0"])
+def test_fit_script_bad_layers_is_one_line(tmp_path, layers):
+    write_capture(tmp_path / "cap", 1, 16, 4)
+    r = fit_maps(tmp_path / "cap", "--kind", "t2r", "--out", tmp_path / "hh.npz", "--layers", layers, "--steps", "2")
+    assert r.returncode == 2 and r.stderr.startswith("fit_maps: --layers:") and r.stderr.count("\n") == 1, r.stderr
+    assert sorted(os.listdir(tmp_path)) == ["cap"]
+
+
+@pytest.mark.parametrize("manifest", [[], {"layers": [{"index": 0}]}, {"layers": [{"files": "FILES"}]},
+                                      {"layers": [{"index": "0", "scale": 0.5, "files": "FILES"}]}])
+def test_fit_script_bad_manifest_is_one_line(tmp_path, manifest):
+    """A manifest that is not a capture's (no layers list, a layer without files or index) is one
+    line naming manifest.json, exit 2, and no output (today: a traceback)."""
+    cap = tmp_path / "cap"
+    write_capture(cap, 1, 16, 4)
+    files = json.loads((cap / "manifest.json").read_text())["layers"][0]["files"]
+    (cap / "manifest.json").write_text(json.dumps(manifest).replace('"FILES"', json.dumps(files)))
+    r = fit_maps(cap, "--kind", "t2r", "--out", tmp_path / "hh.npz", "--steps", "2")
+    assert r.returncode == 2 and r.stderr.startswith("fit_maps: %s" % (cap / "manifest.json")), r.stderr
+    assert r.stderr.count("\n") == 1 and sorted(os.listdir(tmp_path)) == ["cap"], r.stderr
 
 
 def test_config_run_per_head_and_the_fitted_input_flag(tmp_path):
