@@ -12,6 +12,7 @@ The protocol a model follows: each attention layer is a torch module with an att
 ``model.modules()`` order are the layers 0, 1, ... (scripts/tiny_lm.py's
 RotaryCausalAttention follows it in three lines).
 """
+import fnmatch
 import hashlib
 import json
 import math
@@ -29,6 +30,8 @@ METRICS = ["bits_per_byte", "delta_bits_per_byte"]
 STATS = ["mean", "std", "sem", "median", "p10", "p90"]
 # A variant's keys that are favor.attention's own keywords (the rest are the map's keys).
 ATTENTION_KEYS = {"features", "projection", "epsilon", "epsilon_after", "A", "window", "sinks", "support"}
+# The files of a swap-in result set: what swap_in writes and what `favor compare` adds to it.
+RESULT_FILES = ["errors.csv", "summary.csv", "windows.csv", "run.json", "comparisons_*.csv", "ranking_*.csv"]
 
 
 def _favor():
@@ -113,9 +116,11 @@ def _variants(variants, d):
     return out
 
 
-def _attention_kwargs(v, m, uses_m, seed, layer, trial, dtype):
-    """favor.attention's keywords for variant dict v in layer `layer`: W from (seed + layer,
-    trial), so every layer draws its own W and a trial's layers differ."""
+def _attention_kwargs(v, m, info, seed, layer, trial, dtype):
+    """favor.attention's keywords for variant dict v (resolved as `info`) in layer `layer`: W from
+    (seed + layer, trial), so every layer draws its own W and a trial's layers differ. The
+    projection is the resolved one, the config's default where v gives none (favor.attention's
+    own default differs), so the attention draws the W its rows are named by."""
     kw = {k: v[k] for k in v if k not in ("name", "m", "dtype")}
     if kw.get("features") == "exact":   # favor's exact attention (a check of the swap itself)
         del kw["features"]
@@ -123,7 +128,9 @@ def _attention_kwargs(v, m, uses_m, seed, layer, trial, dtype):
     if isinstance(kw.get("weights"), str) and ":" not in os.path.basename(kw["weights"]):
         kw["weights"] = kw["weights"] + f":layer{layer}"
     kw.update(seed=seed + layer, trial=trial, dtype=v.get("dtype", dtype))
-    if uses_m:
+    if info["projection"]:
+        kw["projection"] = info["projection"]
+    if info["uses_m"]:
         kw["m"] = m
     return kw
 
@@ -211,19 +218,68 @@ def _stats(x):
             float(np.quantile(x, 0.1)), float(np.quantile(x, 0.9))]
 
 
-def _replace_dir(tmp, out):
-    """tmp (a finished result set) becomes out: the old one (if any) is removed only once the
-    new one is complete, so an interrupted swap-in leaves the earlier results intact."""
-    if os.path.lexists(out):
-        if os.path.islink(out) or not os.path.isdir(out):
-            shutil.rmtree(tmp)
-            raise _error(f"out '{out}': exists and is not a directory")
-        old = tempfile.mkdtemp(prefix=".old-", dir=os.path.dirname(os.path.abspath(out)))
-        os.rename(out, os.path.join(old, "x"))
-        os.rename(tmp, out)
-        shutil.rmtree(old)
-    else:
-        os.rename(tmp, out)
+def _output_dir(out):
+    """out's resolved path, if swap_in may replace it: missing, an empty folder or a swap-in
+    result set (only RESULT_FILES, run.json of kind swap_in); else favor.Error, as favor run
+    refuses such an --out (result_dir.cpp). Not a link, the root, a mount point, or the working
+    directory or one holding it (a folder renamed away under the process)."""
+    given = os.fspath(out)
+    if given == "":
+        raise _error("out: empty path")
+    if os.path.islink(given):
+        raise _error(f"out '{given}': is a link; choose the folder itself")
+    path = os.path.realpath(given)
+    if os.path.dirname(path) == path:
+        raise _error(f"out '{given}': cannot be an output directory (it has no parent to swap it in)")
+    cwd = os.getcwd()
+    if cwd == path or cwd.startswith(path + os.sep):
+        raise _error(f"out '{given}': is the working directory or holds it; swap_in replaces its output directory "
+                     "whole, so use a directory inside it")
+    if not os.path.lexists(path):
+        return path
+    if not os.path.isdir(path):
+        raise _error(f"out '{given}': exists and is not a directory")
+    if os.path.ismount(path):
+        raise _error(f"out '{given}': is a mount point; swap_in replaces its output directory whole, so use a "
+                     "directory inside it")
+    names = sorted(os.listdir(path))
+    for n in names:
+        if os.path.isdir(os.path.join(path, n)) or not any(fnmatch.fnmatchcase(n, f) for f in RESULT_FILES):
+            raise _error(f"out '{given}': not empty and not a swap-in result directory (it holds {n}, and swap_in "
+                         "replaces it whole); choose another out")
+    if names:
+        try:
+            with open(os.path.join(path, "run.json")) as f:
+                kind = json.load(f).get("kind")
+        except (OSError, ValueError, AttributeError):
+            kind = None
+        if kind != "swap_in":
+            raise _error(f"out '{given}': not empty and not a swap-in result directory (no run.json of kind "
+                         "swap_in); choose another out")
+    return path
+
+
+def _write_result_set(out, files):
+    """Writes files ({name: text}) as the result set `out`, through a temporary folder beside it:
+    the old set (if any) is removed only once the new one is complete, so a failure leaves the
+    earlier results intact and no temporary folder."""
+    path = _output_dir(out)   # again: the folder may have changed while the swap-in ran
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".swap_in-", dir=parent)
+    try:
+        for name, text in files.items():
+            with open(os.path.join(tmp, name), "w") as f:
+                f.write(text)
+        if os.path.lexists(path):
+            old = tempfile.mkdtemp(prefix=".old-", dir=parent)
+            os.rename(path, os.path.join(old, "x"))
+            os.rename(tmp, path)
+            shutil.rmtree(old)
+        else:
+            os.rename(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="float32", out=None, batch=8,
@@ -244,10 +300,30 @@ def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="flo
     Returns a dict: "errors", "summary", "windows" (tables; DataFrames when pandas imports),
     "info" (what run.json holds: the exact and uniform bits per byte, windows' sha256, times),
     and writes them to `out` (errors.csv, summary.csv, windows.csv, run.json) when given: the
-    directory is replaced whole once everything is computed. Raises favor.Error for a layer
-    that does not exist, a variant the heads cannot take, or a non-finite output (naming the
-    variant, layer and window).
+    directory is replaced whole once everything is computed; it must be missing, empty or a
+    swap-in result set. Raises favor.Error for such an `out`, a layer that does not exist, a
+    variant the heads cannot take, or a non-finite output (naming the variant, layer and
+    window). The model's train / eval modes and torch's thread count are restored on return,
+    also when it raises.
     """
+    import torch
+    if not isinstance(model, torch.nn.Module):
+        raise _error(f"model: a torch.nn.Module following the protocol, got {type(model).__name__}")
+    if out is not None:
+        _output_dir(out)   # refused before any work
+    modes = [(mod, mod.training) for mod in model.modules()]
+    torch_threads = torch.get_num_threads()
+    try:
+        return _swap_in(model, windows, variants, layers, trials, seed, dtype, out, batch, threads, progress,
+                        model_name)
+    finally:
+        for mod, training in modes:
+            mod.training = training
+        torch.set_num_threads(torch_threads)
+
+
+def _swap_in(model, windows, variants, layers, trials, seed, dtype, out, batch, threads, progress, model_name):
+    """swap_in's work (the caller restores the model's modes and torch's threads)."""
     import torch
     favor = _favor()
     t_start = time.time()
@@ -271,9 +347,11 @@ def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="flo
     d = ds.pop()
     resolved = _variants(variants, d)
 
-    def fns(spec, m, uses_m, trial, idx, name, state):
+    def fns(spec, m, info, trial, idx, state):
+        name = info["name"]
+
         def make(layer):
-            kw = _attention_kwargs(spec, m, uses_m, seed, layer, trial, dtype)
+            kw = _attention_kwargs(spec, m, info, seed, layer, trial, dtype)
 
             def fn(q, k, v, scale, causal):
                 qq = q if scale == d ** -0.5 else q * (scale * math.sqrt(d))   # favor's logits are q k^T / sqrt(d)
@@ -326,7 +404,7 @@ def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="flo
             for t in range(trials):
                 t1 = time.time()
                 if drawn or t == 0:
-                    bits = run_with(lambda st: fns(spec, m, info["uses_m"], t, idx, info["name"], st), idx)
+                    bits = run_with(lambda st: fns(spec, m, info, t, idx, st), idx)
                     cell_seconds.append(time.time() - t1)
                 b, delta = float(bits.mean()), float(bits.mean() - exact_mean)
                 values.append((b, delta))
@@ -364,17 +442,9 @@ def swap_in(model, windows, variants, layers="all", trials=1, seed=0, dtype="flo
     texts = {"errors": _csv(KEYS + METRICS, err_rows), "summary": _csv(sum_cols, sum_rows),
              "windows": _csv(win_cols, win_rows)}
     if out is not None:
-        out = os.fspath(out)
-        parent = os.path.dirname(os.path.abspath(out))
-        os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=".swap_in-", dir=parent)
-        for name, text in texts.items():
-            with open(os.path.join(tmp, name + ".csv"), "w") as f:
-                f.write(text)
-        with open(os.path.join(tmp, "run.json"), "w") as f:
-            json.dump(info, f, indent=2)
-            f.write("\n")
-        _replace_dir(tmp, out)
+        files = {name + ".csv": text for name, text in texts.items()}
+        files["run.json"] = json.dumps(info, indent=2) + "\n"
+        _write_result_set(out, files)
     tables = {name: favor._table(text.encode()) for name, text in texts.items()}
     tables["info"] = info
     return tables

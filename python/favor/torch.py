@@ -16,7 +16,9 @@ second forward without running it; otherwise the backward is attention_grad itse
 parameters (oprf's A*, the FAVOR# matrices, nystrom's landmarks) are fitted in the forward and
 held fixed by the backward, as favor's gradients hold them (docs/design.md 2.7): the gradient
 is that of the estimator with its parameters frozen. Maps without a backward (nystrom) and the
-half dtypes raise favor.Error in the backward, with the command line's message.
+half dtypes raise favor.Error in the backward, with the command line's message. The backward
+is once-differentiable: a gradient taken with create_graph=True carries no second derivative,
+so a gradient asked with create_graph=True raises favor.Error rather than contributing nothing.
 """
 import torch
 
@@ -25,14 +27,15 @@ from . import Error, _attention, _attention_backward, attention_grad as _attenti
 __all__ = ["attention", "Attention"]
 
 
-def _check(name, x, dtype):
+def _check(name, x, dtype=None):
+    """favor.Error unless x is a CPU tensor (of `dtype` when one is given)."""
     if not isinstance(x, torch.Tensor):
         raise Error(f"{name}: favor.torch takes torch tensors (favor.attention takes numpy arrays), got "
                     f"{type(x).__name__}")
     if x.device.type != "cpu":
         raise Error(f"{name}: a tensor on {x.device}: favor computes on the CPU and would copy it silently; "
                     f"pass {name}.cpu() and move the result back")
-    if x.dtype != dtype:
+    if dtype is not None and x.dtype != dtype:
         raise Error(f"{name}: dtype {str(x.dtype).replace('torch.', '')}, q's is "
                     f"{str(dtype).replace('torch.', '')}: one dtype for q, k and v")
 
@@ -52,7 +55,12 @@ class _Function(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, g):
+    def backward(ctx, g):   # once-differentiable: favor's gradients are numbers, not a torch graph
+        # create_graph=True runs the backward with grad mode on: its result would carry no graph
+        # (a gradient penalty or Hessian-vector product would add nothing, silently), so refuse.
+        if torch.is_grad_enabled():
+            raise Error("favor.torch: no second derivative: favor's backward is once-differentiable, so a "
+                        "gradient taken with create_graph=True cannot be differentiated again (docs/design.md 9.2)")
         q, k, v, _ = ctx.saved_tensors   # autograd's checks: freed (a second backward) or changed in place
         if ctx.saved:
             dq, dk, dv = _attention_backward(ctx.saved, g.detach())
@@ -67,9 +75,10 @@ def attention(q, k, v, features="positive", m=None, projection=None, seed=0, tri
     the inputs' dtype, float32 or float64) whose gradient with respect to q, k and v is
     favor.attention_grad's. Keywords as favor.attention's (features, m, projection, seed, trial,
     causal, exact, window, sinks, layout, threads, the map's own parameters); `seed` defaults to
-    0 so that a call is reproducible. A tensor off the CPU, of another dtype than float32 /
-    float64, or of a dtype differing from q's raises favor.Error (one line)."""
-    _check("q", q, q.dtype)
+    0 so that a call is reproducible. A non-tensor, a tensor off the CPU, of another dtype than
+    float32 / float64, or of a dtype differing from q's raises favor.Error (one line). The result
+    is differentiable once: a gradient with create_graph=True (for a second derivative) raises favor.Error."""
+    _check("q", q)
     if q.dtype not in (torch.float32, torch.float64):
         raise Error(f"q: dtype {str(q.dtype).replace('torch.', '')}: favor.torch computes in float32 or float64 "
                     "(favor's backward has no half dtypes)")

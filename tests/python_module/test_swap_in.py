@@ -198,3 +198,103 @@ def test_the_script_gives_one_line_errors(tmp_path):
     assert p.returncode == 2
     assert p.stderr == "swap_in.py: swap_in: layers: no layer 7 (the model has 4 attention layers: 0..3)\n"
     assert not (tmp_path / "o").exists()
+    keep = tmp_path / "keep"   # a folder of the user's: refused in one line, kept
+    keep.mkdir()
+    (keep / "notes.txt").write_text("mine")
+    cfg.write_text('{"variants": [{"features": "positive", "m": 4}], "windows": 1, "L": 16}')
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "swap_in.py"), str(cfg), "--out", str(keep),
+                        "--quiet"], capture_output=True, text=True, env=env)
+    assert p.returncode == 2
+    assert p.stderr == (f"swap_in.py: swap_in: out '{keep}': not empty and not a swap-in result directory (it holds "
+                        "notes.txt, and swap_in replaces it whole); choose another out\n")
+    assert os.listdir(keep) == ["notes.txt"]
+
+
+def test_out_is_replaced_only_when_it_is_a_swap_in_result_set(model, tmp_path):
+    """out is replaced whole, so only a missing or empty folder or a swap-in result set (also one
+    `favor compare` wrote into) is; a folder of anything else is refused before any work, intact."""
+    w, v = windows(n=1, L=8), [{"features": "positive", "m": 4}]
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "thesis.tex").write_text("years of work")
+    with pytest.raises(favor.Error, match=r"^swap_in: out '.*thesis': not empty and not a swap-in result directory "
+                                          r"\(it holds thesis.tex, and swap_in replaces it whole\); choose another out$"):
+        favor.swap_in(model, w, v, out=thesis)
+    (tmp_path / "sub" / "data").mkdir(parents=True)   # a folder inside, even in a swap-in's set
+    (tmp_path / "sub" / "run.json").write_text('{"kind": "swap_in"}')
+    with pytest.raises(favor.Error, match=r"^swap_in: out '.*sub': not empty .*\(it holds data, "):
+        favor.swap_in(model, w, v, out=tmp_path / "sub")
+    (tmp_path / "run").mkdir()   # a favor run's result set: the same file names, another kind
+    (tmp_path / "run" / "run.json").write_text('{"kind": "kernel"}')
+    with pytest.raises(favor.Error, match=r"^swap_in: out '.*run': not empty and not a swap-in result directory "
+                                          r"\(no run.json of kind swap_in\); choose another out$"):
+        favor.swap_in(model, w, v, out=tmp_path / "run")
+    assert [p.read_text() for p in thesis.iterdir()] == ["years of work"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "sub", "thesis"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    favor.swap_in(model, w, v, out=empty)
+    favor.compare(empty, metric="delta_bits_per_byte", write=True)
+    favor.swap_in(model, w, v, out=empty)   # a swap-in result set, compare's files in it
+    assert sorted(os.listdir(empty)) == ["errors.csv", "run.json", "summary.csv", "windows.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "run", "sub", "thesis"]
+
+
+def test_out_refuses_the_working_directory_and_mount_points(model, tmp_path, monkeypatch):
+    """"." (or a folder holding it) and a mount point cannot be renamed away: one line, nothing
+    written (once an OSError and stray .old-* folders beside it)."""
+    w, v = windows(n=1, L=8), [{"features": "positive", "m": 4}]
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    for out in (".", "..", str(tmp_path)):
+        with pytest.raises(favor.Error, match=r"^swap_in: out '.*': is the working directory or holds it; swap_in "
+                                              r"replaces its output directory whole, so use a directory inside it$"):
+            favor.swap_in(model, w, v, out=out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cwd"] and not os.listdir(tmp_path / "cwd")
+    mount = next((p for p in ("/proc", "/sys", "/dev") if os.path.ismount(p)), None)
+    if mount:
+        with pytest.raises(favor.Error, match=rf"^swap_in: out '{mount}': is a mount point; "):
+            favor.swap_in(model, w, v, out=mount)
+
+
+def test_out_refuses_the_root(model, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = sorted(os.listdir("/"))
+    with pytest.raises(favor.Error, match=r"^swap_in: out '/': cannot be an output directory \(it has no parent"):
+        favor.swap_in(model, windows(n=1, L=8), [{"features": "positive", "m": 4}], out="/")
+    assert sorted(os.listdir("/")) == before
+
+
+def test_model_modes_and_torch_threads_are_restored(model):
+    """swap_in puts the model in eval mode and sets torch's threads for its work; both are as they
+    were after it, module by module, also when it raises."""
+    w, v = windows(n=1, L=8), [{"features": "positive", "m": 4, "dtype": "float16"}]
+    m = copy.deepcopy(model).train()
+    m.blocks[0].eval()   # a mixed state
+    modes = [x.training for x in m.modules()]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        favor.swap_in(m, w, v, threads=2)
+        assert [x.training for x in m.modules()] == modes and torch.get_num_threads() == 1
+        with torch.no_grad():
+            m.blocks[1].attn.wqkv.weight.mul_(1e4)   # float16 attention overflows
+        with pytest.raises(favor.Error, match="not finite"):
+            favor.swap_in(m, w, v, threads=2)
+        assert [x.training for x in m.modules()] == modes and torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_rows_name_the_projection_the_attention_used(model):
+    """A variant without "projection" takes the config's default (iid) in its row name AND in its
+    attention: it equals the same variant with "projection": "iid" given, not orthogonal's."""
+    r = favor.swap_in(model, windows(n=2, L=16), [
+        {"features": "positive", "m": 4}, {"features": "positive", "projection": "iid", "m": 4, "name": "given-iid"},
+        {"features": "positive", "projection": "orthogonal", "m": 4}], trials=2)
+    e = r["errors"]
+    bits = {n: e[e["variant"] == n]["bits_per_byte"].tolist() for n in set(e["variant"])}
+    assert set(bits) == {"positive-iid", "given-iid", "positive-orthogonal"}
+    assert set(e[e["variant"] == "positive-iid"]["projection"]) == {"iid"}
+    assert bits["positive-iid"] == bits["given-iid"]
+    assert bits["positive-iid"] != bits["positive-orthogonal"]

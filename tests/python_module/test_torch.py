@@ -126,9 +126,28 @@ def test_refusals():
         ft.attention(q.detach().half(), k.detach().half(), v.detach().half(), features="positive", m=8)
     with pytest.raises(favor.Error, match=r"^v: favor.torch takes torch tensors"):
         ft.attention(q, k, v.detach().numpy(), features="positive", m=8)
+    for bad in (q.detach().numpy(), [[1.0]]):   # q itself not a tensor: one line, not an AttributeError
+        with pytest.raises(favor.Error, match=r"^q: favor.torch takes torch tensors"):
+            ft.attention(bad, k, v, features="positive", m=8)
     out = ft.attention(q, k, v, features="nystrom", m=3)   # nystrom has a forward, not a backward
     with pytest.raises(favor.Error, match="nystrom"):
         out.sum().backward()
+
+
+SECOND = [dict(features="positive", m=8), dict(exact=True), dict(features="positive", m=8, window=2)]
+
+
+@pytest.mark.parametrize("kw", SECOND, ids=[name(kw) for kw in SECOND])
+def test_second_derivative_raises(kw):
+    """favor's backward is once-differentiable: a gradient asked with create_graph=True (a gradient
+    penalty, a Hessian-vector product) raises favor.Error instead of returning a gradient without a
+    graph that adds nothing, for the saved-state backward, exact and a hybrid; plain backward works."""
+    q, k, v = qkv()
+    out = ft.attention(q, k, v, seed=0, **kw)
+    with pytest.raises(favor.Error, match="no second derivative"):
+        torch.autograd.grad(out.sum(), q, create_graph=True)
+    dq, = torch.autograd.grad(ft.attention(q, k, v, seed=0, **kw).sum(), q)
+    assert dq.grad_fn is None and torch.isfinite(dq).all()
 
 
 def test_example_trains(tmp_path):
