@@ -14,34 +14,56 @@ and budget: the best variant, its error as a ratio to uniform's and the verdict;
 ratio; the gradients' cosines with grad=True), DIR/report.png (every variant's ratio per
 head) and DIR/study.csv (the rows the report is made of).
 """
+import contextlib
+import ctypes
+import errno
+import fcntl
+import hashlib
 import json
 import math
+import numbers
 import os
+import re
+import secrets
 import shutil
-import tempfile
+import signal
+import threading
+import warnings
 
 import numpy as np
 
-from . import Error, compare as _compare, run as _run
+from . import Error, compare as _compare, run as _run, validate as _validate
 
 __all__ = ["study", "default_variants", "trials_for"]
 
 METRIC = "output_rel_error"
 GRAD_METRICS = ["grad_cosine", "grad_q_rel_error", "grad_k_rel_error", "grad_v_rel_error"]
 ALPHA = 0.05
+MAX_BUDGET = 1 << 20   # feature columns; a sane bound, far above any study's
 
 
-def default_variants(F, d):
+def _support(keys, causal):
+    """{"window": w[, "sinks": s]} holding exactly `keys` exact keys an interior row: w = keys
+    causal; non-causal a window of w holds 2w - 1 (design.md 2.8), so w = ceil(keys / 2) and one
+    sink where keys is even."""
+    if causal:
+        return {"window": keys}
+    w = (keys + 1) // 2
+    return {"window": w, "sinks": 1} if 2 * w - 1 < keys else {"window": w}
+
+
+def default_variants(F, d, causal=True):
     """The estimator families at F columns (section 2, 2.8 of docs/design.md): random features
     alone (FAVOR+ positive, FAVOR++ oprf, FAVOR# sderf, random Fourier trig; orthogonal W, at
-    m = F or F/2), an exact window of the last F keys alone, FAVOR+ beside a window of F/2, and
-    the parameter-free relu(x) map (untrained T2R, d columns) beside a window of F - d."""
+    m = F or F/2), an exact window of F keys alone, FAVOR+ beside a window of F/2 keys, and
+    the parameter-free relu(x) map (untrained T2R, d columns) beside a window of F - d keys (a
+    window's keys counted as it holds them: 2w - 1 non-causal, _support)."""
     v = [{"features": f, "projection": "orthogonal"} for f in ("positive", "oprf", "sderf", "trig")]
-    v.append({"features": "none", "window": F})
+    v.append({"features": "none", **_support(F, causal)})
     if F >= 4:
-        v.append({"features": "positive", "projection": "orthogonal", "window": F // 2})
+        v.append({"features": "positive", "projection": "orthogonal", **_support(F // 2, causal)})
     if F > d:
-        v.append({"features": "t2r", "window": F - d})
+        v.append({"features": "t2r", **_support(F - d, causal)})
     return v
 
 
@@ -62,7 +84,13 @@ def trials_for(tests, alpha=ALPHA, margin=4):
     return n
 
 
+def _is_int(x):
+    """An integer (a Python or numpy one), never a bool (JSON's true is not 1 here)."""
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
 def _manifest(capture):
+    """The capture's manifest.json with every layer's keys checked (_check_layer)."""
     path = os.path.join(capture, "manifest.json")
     try:
         with open(path) as f:
@@ -74,11 +102,83 @@ def _manifest(capture):
     if not isinstance(man, dict) or not str(man.get("format", "")).startswith("favor capture") \
             or not isinstance(man.get("layers"), list) or not man["layers"]:
         raise Error(f"{path}: not a favor capture manifest (format 'favor capture 1' with layers)")
+    seen = {}
+    for i, lay in enumerate(man["layers"]):
+        _check_layer(lay, f"{path}: layers[{i}]")
+        if lay["index"] in seen:
+            raise Error(f"{path}: layers[{i}].index: {lay['index']} again (layers[{seen[lay['index']]}] has it)")
+        seen[lay["index"]] = i
     return man
 
 
+def _check_layer(lay, where):
+    """The keys the study reads: index (a non-negative integer: layer<index>/ is made from
+    it), B, H, L, Lk, d, d_v (positive integers), causal (a JSON boolean), files.{q,k,v}
+    (and g, with upstream_gradient.loss) each with a path and an optional sha256."""
+    if not isinstance(lay, dict):
+        raise Error(f"{where}: not an object")
+    if not _is_int(lay.get("index")) or lay["index"] < 0:
+        raise Error(f"{where}.index: a non-negative integer, got {json.dumps(lay.get('index'))}")
+    for key in ("B", "H", "L", "Lk", "d", "d_v"):
+        if not _is_int(lay.get(key)) or lay[key] < 1:
+            raise Error(f"{where}.{key}: a positive integer, got {json.dumps(lay.get(key))}")
+    if not isinstance(lay.get("causal"), bool):
+        raise Error(f"{where}.causal: true or false, got {json.dumps(lay.get('causal'))}")
+    files = lay.get("files")
+    if not isinstance(files, dict) or not all(w in files for w in "qkv"):
+        raise Error(f"{where}.files: an object with q, k and v")
+    for w in [w for w in "qkvg" if w in files]:
+        f = files[w]
+        if not isinstance(f, dict) or not isinstance(f.get("path"), str) or not f["path"] \
+                or not isinstance(f.get("sha256", ""), str):
+            raise Error(f"{where}.files.{w}: an object with a path (and its sha256)")
+    if "g" in files and not isinstance((lay.get("upstream_gradient") or {}).get("loss"), str):
+        raise Error(f"{where}.upstream_gradient.loss: the loss g.npy is the gradient of (a string)")
+
+
+def _check_files(capture, layers, grad):
+    """Before any run: each file the study reads is a .npy whose shape (its header only) is
+    the manifest's (q: B, H, L, d; k: B, H, Lk, d; v: B, H, Lk, d_v; g: B, H, L, d_v) and
+    whose sha256 is the one the manifest records (a file replaced after the capture)."""
+    for lay in layers:
+        dims = {"q": ("L", "d"), "k": ("Lk", "d"), "v": ("Lk", "d_v"), "g": ("L", "d_v")}
+        for w in [w for w in ("qkvg" if grad else "qkv") if w in lay["files"]]:
+            entry = lay["files"][w]
+            path = os.path.join(capture, entry["path"])
+            names = ("B", "H") + dims[w]
+            want = tuple(lay[n] for n in names)
+            try:
+                shape = np.load(path, mmap_mode="r").shape   # the header; no pickle (allow_pickle=False)
+            except (OSError, ValueError, EOFError, AttributeError) as e:
+                raise Error(f"{path}: not a readable .npy array ({getattr(e, 'strerror', None) or e})") from None
+            if shape != want:
+                raise Error(f"{path}: shape {shape}, but the manifest's layer {lay['index']} has "
+                            f"({', '.join(names)}) = {want}")
+            if entry.get("sha256"):
+                h = hashlib.sha256()
+                with open(path, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+                if h.hexdigest() != entry["sha256"]:
+                    raise Error(f"{path}: sha256 {h.hexdigest()}, not the manifest's {entry['sha256']} "
+                                "(the file changed after the capture)")
+
+
+def _budgets(budgets):
+    """The sorted distinct budgets of a list or a comma-separated text: integers 1 to MAX_BUDGET."""
+    items = budgets.split(",") if isinstance(budgets, str) else [budgets] if _is_int(budgets) else budgets
+    try:
+        got = {int(b) if _is_int(b) or isinstance(b, str) and re.fullmatch(r"\s*[0-9]+\s*", b) else 0 for b in items}
+    except TypeError:   # not a list
+        got = set()
+    if not got or not all(1 <= b <= MAX_BUDGET for b in got):
+        raise Error(f"budgets: positive integers up to {MAX_BUDGET}, comma-separated, got {budgets!r}")
+    return sorted(got)
+
+
 def _config_variants(path):
-    """The "variants" list of a favor config file."""
+    """The "variants" list of a favor config file, a relative `weights` taken from the file's
+    folder (section 5's rule for a config's paths)."""
     try:
         with open(path) as f:
             v = json.load(f).get("variants")
@@ -86,12 +186,14 @@ def _config_variants(path):
         raise Error(f"variants: {path}: {getattr(e, 'strerror', None) or e}") from None
     if not isinstance(v, list) or not v:
         raise Error(f"variants: {path}: no \"variants\" list")
-    return v
+    folder = os.path.dirname(os.path.abspath(path))
+    return [{**x, "weights": os.path.join(folder, x["weights"])}
+            if isinstance(x, dict) and isinstance(x.get("weights"), str) else x for x in v]
 
 
 def _causal_of(layer, causal, path):
     if causal == "auto":
-        return bool(layer["causal"])
+        return layer["causal"]
     if causal in (True, "yes", "true"):
         if layer["L"] != layer["Lk"]:
             raise Error(f"{path}: layer {layer['index']}: causal needs as many keys as queries "
@@ -153,43 +255,94 @@ def study(capture, out=None, budgets=(64, 256), grad=False, causal="auto", trial
     (each layer as the model used it, from the manifest), "yes" or "no". trials: None picks
     trials_for(heads x random variants per layer and budget). variants: a list of favor variant
     dicts, or a function (F, d) -> list, instead of default_variants. layers: indices (default
-    all). out: default out/study_<capture folder name>. A bad capture or argument raises
-    favor.Error (one line); the report replaces an earlier one only when every run succeeded.
+    all). out: default out/study_<capture folder name>; a new or empty folder, or an earlier
+    study's (it has study.json), which is replaced whole only when the study succeeded. A bad
+    capture or argument raises favor.Error (one line) before anything is run or written;
+    Ctrl-C (or SIGTERM) raises KeyboardInterrupt, `out` as it was.
     """
     capture = os.fspath(capture)
     man = _manifest(capture)
+    budgets = _budgets(budgets)
+    if trials is not None and (not _is_int(trials) or trials < 1):
+        raise Error(f"trials: a positive integer, got {trials!r}")
     if isinstance(variants, (str, os.PathLike)):
         variants = _config_variants(os.fspath(variants))
-    try:
-        budgets = sorted({int(b) for b in (budgets.split(",") if isinstance(budgets, str) else budgets)})
-    except (TypeError, ValueError):
-        raise Error(f"budgets: positive integers, got {budgets!r}") from None
-    if not budgets or budgets[0] < 1:
-        raise Error(f"budgets: positive integers, got {budgets!r}")
     chosen = man["layers"] if layers is None else [lay for lay in man["layers"] if lay["index"] in set(layers)]
     if not chosen:
         raise Error(f"layers: none of {layers!r} in {capture}/manifest.json")
+    _check_files(capture, chosen, grad)
     out = os.path.abspath(out or os.path.join("out", "study_" + os.path.basename(os.path.abspath(capture))))
     grad_source = None
     if grad:
-        has = [bool(lay.get("files", {}).get("g")) for lay in chosen]
+        has = [bool(lay["files"].get("g")) for lay in chosen]
         grad_source = (chosen[0]["upstream_gradient"]["loss"] if all(has) else
                        "favor's random G (docs/design.md section 7): the capture has no g.npy" if not any(has) else
                        "mixed: the capture's g.npy where present, else favor's random G")
     plan = []
     for lay in chosen:
         c = _causal_of(lay, causal, capture)
-        heads = int(lay["B"]) * int(lay["H"])
+        heads = lay["B"] * lay["H"]
         for F in budgets:
             vs = (variants(F, lay["d"]) if callable(variants) else
-                  list(variants) if variants is not None else default_variants(F, lay["d"]))
+                  list(variants) if variants is not None else default_variants(F, lay["d"], c))
+            if not isinstance(vs, list) or not vs or not all(isinstance(v, dict) for v in vs):
+                raise Error(f"variants: a non-empty list of favor variant objects, got {vs!r:.80}")
             n_random = sum(_random(v) for v in vs)
-            n = int(trials) if trials is not None else trials_for(max(1, heads * n_random))
+            n = trials if trials is not None else trials_for(max(1, heads * n_random))
             plan.append((lay, F, c, vs, n, heads * n_random))
+    inputs = [os.path.join(capture, lay["files"][w]["path"]) for lay in chosen for w in "qkvg" if w in lay["files"]]
+    inputs += [v["weights"].rsplit(":", 1)[0] for _, _, _, vs, _, _ in plan for v in vs
+               if isinstance(v.get("weights"), str)]
+    for path in inputs:   # an input inside out would go with the folder the study replaces
+        if _inside(path, out):
+            raise Error(f"{path}: inside out {out}, which the study replaces whole; choose another --out")
+    created, swapped = _make_parents(out), False
+    try:
+        with _sigterm_raises(), _locked(out):
+            _check_out(out)
+            tmp = _new_sibling(out, "tmp")
+            try:
+                _study_into(tmp, out, capture, man, chosen, plan, budgets, causal, grad, grad_source, trials, seed, threads)
+                with _signals_deferred():   # a Ctrl-C meanwhile is raised after the swap
+                    _swap(tmp, out)
+                    created, swapped = [], True
+            finally:
+                with _signals_deferred():
+                    shutil.rmtree(tmp, ignore_errors=True)
+    except KeyboardInterrupt as e:
+        if swapped:   # the study is complete in out
+            raise
+        sig = "SIGTERM" if "SIGTERM" in str(e) else "SIGINT"
+        raise KeyboardInterrupt(f"stopped by {sig}: the study was interrupted; {out} is as it was (nothing of "
+                                "this study kept); run it again") from None
+    except OSError as e:   # disk full, a folder that cannot be written
+        raise Error(f"out {out}: cannot write {e.filename or 'the study'} ({e.strerror or e}); nothing of this "
+                    "study kept, the folder as it was") from None
+    finally:
+        for d in created:   # the parents made for an out that never came
+            with contextlib.suppress(OSError):
+                os.rmdir(d)
+    return os.path.join(out, "report.md")
+
+
+def _study_into(tmp, out, capture, man, chosen, plan, budgets, causal, grad, grad_source, trials, seed, threads):
+    """The study written into the fresh folder tmp: every config validated first (an odd
+    budget trig refuses, a bad file), then run and compared, then the report."""
+    configs = []
+    for lay, F, c, vs, n, _ in plan:
+        d = os.path.join(tmp, f"layer{lay['index']}", f"F{F}")
+        cfg = _config(capture, lay, F, vs, n, c, grad, seed, d)
+        try:
+            with warnings.catch_warnings():   # its warnings are the run's, which gives them
+                warnings.simplefilter("ignore")
+                _validate(cfg, threads=threads)
+        except Error as e:
+            raise Error(f"layer {lay['index']}, F = {F}: {e}") from None
+        configs.append(cfg)
     rows, settings = [], []
-    for lay, F, c, vs, n, tests in plan:
-        d = os.path.join(out, f"layer{lay['index']}", f"F{F}")
-        _run(_config(capture, lay, F, vs, n, c, grad, seed, d), out=d, threads=threads)
+    for cfg, (lay, F, c, vs, n, tests) in zip(configs, plan):
+        d = cfg["output_dir"]
+        _run(cfg, out=d, threads=threads)
         metrics = [METRIC] + (["grad_cosine"] if grad else [])
         _compare(d, metric=metrics, match="num_features", against="uniform", write=True)
         rows.append(_rows(d, lay, F, grad))
@@ -204,11 +357,145 @@ def study(capture, out=None, budgets=(64, 256), grad=False, causal="auto", trial
         for h, r in enumerate(entropy_ratios(q, k, c)):
             ent[(lay["index"], h)] = r
     table["entropy_ratio"] = [ent[(int(a), int(b))] for a, b in zip(table["layer"], table["head"])]
-    info = {"capture": os.path.abspath(capture), "budgets": budgets, "grad": bool(grad), "grad_source": grad_source,
+    # The capture as seen from the study's folder (no path of this machine in study.json).
+    info = {"capture": os.path.relpath(os.path.abspath(capture), out), "budgets": budgets, "grad": bool(grad), "grad_source": grad_source,
             "trials_given": trials is not None,
             "alpha": ALPHA, "runs": settings, "seed": seed}
-    _publish(out, table, info, man)
-    return os.path.join(out, "report.md")
+    _publish(tmp, table, info, man, capture)
+
+
+def _inside(path, folder):
+    """Whether path (resolved) is folder or lies inside it."""
+    p, f = os.path.realpath(path), os.path.realpath(folder)
+    return p == f or p.startswith(f.rstrip(os.sep) + os.sep)
+
+
+def _make_parents(out):
+    """Creates out's missing parent folders; returns them, deepest first, for removal if the
+    study fails."""
+    created, p = [], os.path.dirname(out)
+    while not os.path.exists(p):
+        created.append(p)
+        p = os.path.dirname(p)
+    try:
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+    except OSError as e:
+        raise Error(f"out {out}: cannot create {e.filename} ({e.strerror})") from None
+    return created
+
+
+def _check_out(out):
+    """out must be missing, an empty folder or an earlier study's (study.json): files of the
+    user's are never replaced."""
+    if os.path.islink(out) or (os.path.exists(out) and not os.path.isdir(out)):
+        raise Error(f"out {out}: not a folder (a file or a link); choose another --out")
+    if os.path.isdir(out) and os.listdir(out) and not os.path.isfile(os.path.join(out, "study.json")):
+        raise Error(f"out {out}: not empty and not a favor study (no study.json); choose a new or empty folder")
+
+
+def _new_sibling(out, kind):
+    """A fresh folder beside out, .<name>.favor-<kind>-<pid>-<nonce>: the names favor's own
+    result sets use (lib/src/experiments/result_dir.cpp), removed under the lock if left."""
+    path = os.path.join(os.path.dirname(out), f".{os.path.basename(out)}.favor-{kind}-{os.getpid()}-"
+                                              f"{secrets.token_hex(4)}")
+    os.mkdir(path)
+    return path
+
+
+@contextlib.contextmanager
+def _locked(out):
+    """The lock of out, favor's own (.<name>.favor-lock beside it, flock, the holder's pid
+    inside; unlinked at release, so a lock taken on an unlinked file is not one), and the
+    leftover temporaries of a killed study or run removed under it."""
+    parent, name = os.path.dirname(out), os.path.basename(out)
+    path = os.path.join(parent, f".{name}.favor-lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = os.path.samestat(os.fstat(fd), os.stat(path))
+        except (BlockingIOError, FileNotFoundError):
+            held = False
+        if not held:
+            pid = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise Error(f"out {out}: another favor process (pid {pid}) is writing this folder; wait for it "
+                        "or choose another --out")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            for entry in os.listdir(parent):
+                if entry.startswith((f".{name}.favor-tmp-", f".{name}.favor-old-")):
+                    shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+            yield
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)   # while holding it
+    finally:
+        os.close(fd)
+
+
+def _on_sigterm(signum, frame):
+    raise KeyboardInterrupt("stopped by SIGTERM")
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """SIGTERM raises KeyboardInterrupt as Ctrl-C does, so the temporaries are removed on the
+    way out (in the main thread only, where Python's handlers run; favor.run installs its own
+    for a run's duration and raises the same)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if before is None else before)
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """SIGINT and SIGTERM held back for the block (delivered, and raised, after it)."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _exchange(a, b):
+    """Swaps the names a and b at once (Linux renameat2 RENAME_EXCHANGE); False where the
+    system or file system lacks it."""
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), b)
+
+
+def _swap(tmp, out):
+    """The complete study tmp in place of out, the earlier one (if any) removed: one atomic
+    exchange, or two renames where there is none (the earlier one moved back if the second
+    fails)."""
+    if not os.path.lexists(out):
+        os.rename(tmp, out)
+        return
+    if _exchange(tmp, out):
+        previous = tmp
+    else:
+        previous = _new_sibling(out, "old")
+        os.rename(out, previous)   # onto the empty folder
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            os.rename(previous, out)
+            raise
+    shutil.rmtree(previous, ignore_errors=True)
 
 
 def _name(v):
@@ -384,16 +671,16 @@ def _figure(table, budgets, path, title):
     plt.close(fig)
 
 
-def _publish(out, table, info, man):
-    """report.md, report.png, study.csv and study.json written into a temporary folder inside
-    out, then moved over the earlier ones."""
+def _publish(folder, table, info, man, capture):
+    """report.md, report.png, study.csv and study.json written into folder (the study's
+    temporary, swapped in whole by study)."""
     budgets = info["budgets"]
     lay0 = man["layers"][0]
     trials = sorted({r["trials"] for r in info["runs"]})
     tests = max(r["tests"] for r in info["runs"])
     names = list(dict.fromkeys(v for r in info["runs"] for v in r["variants"]))
-    rel = os.path.relpath(info["capture"])
-    lines = [f"# favor study of {info['capture'] if rel.startswith('..') else rel}", "",
+    rel = os.path.relpath(capture)
+    lines = [f"# favor study of {os.path.abspath(capture) if rel.startswith('..') else rel}", "",
              f"Every head of {len({r['layer'] for r in info['runs']})} layer(s) ({lay0.get('module', '')}: H = {lay0['H']}, "
              f"B = {lay0['B']}, L = {lay0['L']}, d = {lay0['d']}; "
              + ", ".join(f"layer {r['layer']} {'causal' if r['causal'] else 'not causal'}"
@@ -417,18 +704,12 @@ def _publish(out, table, info, man):
               "layer<i>/F<F>/ (each run's result set and comparisons), report.png.", ""]
     kinds = {r["causal"] for r in info["runs"]}
     causal_words = "causal" if kinds == {True} else "not causal" if kinds == {False} else "causal and not"
-    tmp = tempfile.mkdtemp(prefix=".report.", dir=out)
-    try:
-        with open(os.path.join(tmp, "report.md"), "w") as f:
-            f.write("\n".join(lines))
-        table.to_csv(os.path.join(tmp, "study.csv"), index=False)
-        with open(os.path.join(tmp, "study.json"), "w") as f:
-            json.dump(info, f, indent=2)
-            f.write("\n")
-        _figure(table, budgets, os.path.join(tmp, "report.png"),
-                f"favor study of {os.path.basename(info['capture'])} ({causal_words}): every head, "
-                "each variant's error / uniform's")
-        for name in ("report.md", "study.csv", "study.json", "report.png"):
-            os.replace(os.path.join(tmp, name), os.path.join(out, name))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with open(os.path.join(folder, "report.md"), "w") as f:
+        f.write("\n".join(lines))
+    table.to_csv(os.path.join(folder, "study.csv"), index=False)
+    with open(os.path.join(folder, "study.json"), "w") as f:
+        json.dump(info, f, indent=2)
+        f.write("\n")
+    _figure(table, budgets, os.path.join(folder, "report.png"),
+            f"favor study of {os.path.basename(info['capture'])} ({causal_words}): every head, "
+            "each variant's error / uniform's")
