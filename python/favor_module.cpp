@@ -385,17 +385,18 @@ py::array projection(const std::string& name, const std::string& m, const std::s
 
 // A config variant (docs/design.md section 5) as a run resolves it, for favor.swap_in, whose
 // result sets have a run's columns: its table name, features and projection cells, its feature
-// columns at m in dimension d (the num_features cell; 0 for "exact", favor's exact attention),
-// whether its map uses m, and its resolved object (JSON text).
+// columns at m in dimension d (the num_features cell; 0 for "exact", favor's exact attention;
+// a non-causal window's 2w - 1 keys counted when causal is false), whether its map uses m, and
+// its resolved object (JSON text).
 // Messages name `file` and `path` as a config's do ("swap_in: variants[1].features: ...").
 py::dict variant_info(const std::string& text, const std::string& file, const std::string& path, std::size_t m,
-                      std::size_t d) {
+                      std::size_t d, bool causal) {
     const favor::Variant v = favor::parse_variant(nlohmann::json::parse(text), favor::Field(file, path), true, "");
     py::dict out;
     out["name"] = text_of(v.name);
     out["features"] = text_of(v.features_label());
     out["projection"] = text_of(v.projection_label());
-    out["num_features"] = v.num_features(m, d);
+    out["num_features"] = v.num_features(m, d, causal);
     out["uses_m"] = !v.exact && v.map->uses_m();
     out["resolved"] = text_of(v.resolved().dump());
     return out;
@@ -513,7 +514,8 @@ PYBIND11_MODULE(_core, m) {
     m.def("run", &run);
     m.def("validate", &validate);
     m.def("compare", &compare);
-    m.def("variant_info", &variant_info);
+    m.def("variant_info", &variant_info, py::arg("text"), py::arg("file"), py::arg("path"), py::arg("m"), py::arg("d"),
+          py::arg("causal") = true);
     m.def("version", &favor::version_text);
     m.def("utf8_problem", [](const py::bytes& b) { return favor::utf8_problem(std::string(b)); });
     // perm[j]: the axis of a `layout` array that becomes axis j of favor's order; empty for a

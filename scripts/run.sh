@@ -26,7 +26,16 @@ if [ -z "$out" ]; then
   out=$(realpath -m --relative-to=. "$root/out/$(basename "$config" .json)")
   set -- --out "$out" "$@"
 fi
-"$root/scripts/setup.sh" --target favor
+# The set-up's own output (apt, cmake, ~125 lines of compiler progress) goes to a log; one line
+# says where, and a failure prints the log's last lines.
+mkdir -p "$root/build"
+log="$root/build/run-setup.log"
+[ -x "$root/build/favor" ] || echo "[run.sh] installing what is missing and building build/favor (a first build takes 10-20 minutes on 2 cores; log: $log)" >&2
+if ! "$root/scripts/setup.sh" --target favor > "$log" 2>&1; then
+  tail -n 30 "$log" >&2
+  echo "run.sh: the set-up failed (the last lines of $log above)" >&2
+  exit 1
+fi
 # favor's stdout (the summary table, "wrote DIR/") is left out: the tables are in the files.
 "$root/build/favor" run "$config" "$@" > /dev/null
 /usr/bin/python3 "$root/scripts/headline.py" "$(realpath -m "${out%/}")"   # names the directory absolutely

@@ -56,7 +56,7 @@ npy='"source": "npy", "q": "q.npy", "k": "k.npy", "v": "v.npy"'
 base='"variants": [{"features": "positive"}], "m": 4, "trials": 2'
 run_refused "bad.npy has shape (2, 12, 4), expected (2, 12, 3)" \
     "{\"inputs\": {$npy, \"grad\": \"bad.npy\"}, $base, \"metrics\": [\"grad_cosine\"]}"
-run_refused "inputs.grad: given, but no gradient metric is asked" "{\"inputs\": {$npy, \"grad\": \"g.npy\"}, $base}"
+run_refused "inputs.grad: given, but no metric reads it" "{\"inputs\": {$npy, \"grad\": \"g.npy\"}, $base}"
 run_refused "inputs.grad: applies only to source \"npy\"" \
     "{\"inputs\": {\"source\": \"random\", \"L\": 8, \"d\": 4, \"grad\": \"g.npy\"}, $base, \"metrics\": [\"grad_cosine\"]}"
 run_refused "metrics: the gradient metrics need dtype float32 or float64" \

@@ -103,6 +103,16 @@ PY
 "$favor" compare "$tmp/run" --match num_features --metric output_rel_error > "$tmp/cmp.txt"
 grep -q "positive-iid+w16+s4" "$tmp/cmp.txt" || fail "compare does not list the hybrid"
 grep -q "none+w64" "$tmp/cmp.txt" || fail "compare does not list window-only"
+# Non-causal, the same variants: a window of w holds 2w - 1 keys an interior row (|i - j| < w),
+# so positive+w16+s4 spends 31 + 4 of 64 columns (m = 29) and none+w32 is a 63-column variant.
+sed -e 's/"causal": true/"causal": false/' -e 's/"window": 64/"window": 32/' "$tmp/c.json" > "$tmp/nc.json"
+"$favor" run "$tmp/nc.json" --out "$tmp/nc" --quiet
+"$py" - "$tmp/nc/errors.csv" <<'PY'
+import sys, csv
+rows = list(csv.DictReader(open(sys.argv[1])))
+got = {(r["variant"], r["m"], r["num_features"]) for r in rows}
+assert got == {("positive-iid", "64", "64"), ("positive-iid+w16+s4", "29", "64"), ("none+w32", "0", "63")}, got
+PY
 
 failures=0
 expect_error() {
@@ -117,6 +127,11 @@ expect_error() {
 }
 cfg() { printf '%s' "$2" > "$tmp/$1.json"; echo "$tmp/$1.json"; }
 expect_error window-negative "apply: --window:" apply "${qkv[@]}" --features positive --m 8 --window -1 --out "$tmp/out"
+# Blanks around a key count are refused as by every integer flag (issue 56), not read as 3.
+expect_error window-blank "apply: --window: ' 3' is not an integer" apply "${qkv[@]}" --features positive --m 8 --window ' 3' --out "$tmp/out"
+expect_error sinks-blank "apply: --sinks: '2 ' is not an integer" apply "${qkv[@]}" --features positive --m 8 --sinks '2 ' --out "$tmp/out"
+# Over the memory budget, window-only softmax is told what to lower: not --m, which it has none of.
+expect_error none-budget "lower --window or --sinks" apply "${qkv[@]}" --features none --window 512 --max-memory 1M --out "$tmp/out"
 expect_error none-alone "apply: --features: 'none' needs" apply "${qkv[@]}" --features none --out "$tmp/out"
 expect_error window-exact "apply: --window: applies to --features only" apply "${qkv[@]}" --exact --window 4 --out "$tmp/out"
 expect_error topk-no-window "apply: --window: must be >= 1" apply "${qkv[@]}" --features positive --m 8 --support topk --out "$tmp/out"
@@ -127,7 +142,7 @@ expect_error kernel "variants[0].window: hybrids (window, sinks) run in approxim
   run "$(cfg k '{"name": "k", "experiment": "kernel", "d": 4, "m": 4, "norm": [0.5], "angle": [0.0, 1.0], "trials": 2, "variants": [{"features": "positive", "window": 4}]}')" --out "$tmp/out"
 expect_error timing-backward "variants[0].window: hybrids have no backward pass" \
   run "$(cfg t '{"name": "t", "experiment": "timing", "backward": true, "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "window": 4}], "m": 8}')" --out "$tmp/out"
-expect_error budget "num_features: 16 columns: 'positive-iid+w16' (variants[0]) spends 16 on its window and sinks" \
+expect_error budget "num_features: 16 columns: 'positive-iid+w16' (variants[0]) spends 31 on its window and sinks (a non-causal window of w holds 2w - 1 keys)" \
   run "$(cfg b '{"name": "b", "inputs": {"source": "random", "L": 64, "d": 8}, "variants": [{"features": "positive", "window": 16}], "num_features": [16, 32]}')" --out "$tmp/out"
 # Window-only, non-causal, fewer keys than queries, no sinks: rows past Lk + w - 1 would see no
 # key (0/0); refused up front by apply, validate and run, naming the rows (docs/design.md 2.8).

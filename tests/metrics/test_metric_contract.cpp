@@ -81,6 +81,7 @@ MetricValues exact_values(const Problem& p, int threads) {
     const std::vector<std::string> cols = run_metric_names();
     MetricValues v;
     output_values(cols, p.exact, p.exact, v);
+    upstream_values(cols, p.exact, p.exact, p.G, v);
     forward_values(cols, ForwardCounts{0, p.exact.size()}, v);
     const auto [fq, fk] = exact_features(p.X, p.Y);
     const PairwiseRequest req = pairwise_request(cols, false, nullptr, 0, p.X, p.Y);
@@ -105,6 +106,7 @@ MetricValues estimator_values(const Problem& p, int threads) {
     const Approximation<T> a = favor_attention(est, q, k, vv, false, threads);
     clock_values(cols, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), v);
     output_values(cols, p.exact, a.out, v);
+    upstream_values(cols, p.exact, a.out, p.G, v);
     forward_values(cols, {a.overflow, a.entries}, v);
     const PairwiseRequest req = pairwise_request(cols, false, est.map, kM, p.X, p.Y);
     pairwise_values(cols, req,

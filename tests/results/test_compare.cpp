@@ -239,6 +239,17 @@ TEST_CASE("compare: compare_results on a hand-made result directory", "[compare]
     // Determinism: the same table on a second call.
     CHECK(favor::compare_results(dir.path.string(), opt).comparisons.rows == t.rows);
 
+    SECTION("progress: (0, total) before the first test, then every row up to (total, total)") {
+        std::vector<std::pair<std::size_t, std::size_t>> calls;
+        opt.progress = [&calls](std::size_t done, std::size_t total) { calls.emplace_back(done, total); };
+        (void)favor::compare_results(dir.path.string(), opt);
+        REQUIRE(calls.size() >= 2);
+        CHECK(calls.front().first == 0);   // said before any test ends (the first can take long)
+        CHECK(calls.front().second == calls.back().second);
+        CHECK(calls.back().first == calls.back().second);
+        for (std::size_t i = 1; i < calls.size(); ++i) CHECK(calls[i].first == calls[i - 1].first + 1);
+    }
+
     SECTION("blank values are skipped; a looser alpha gives verdicts") {
         opt.metrics = {"attention_mse"};
         opt.alpha = 0.2;

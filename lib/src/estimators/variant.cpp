@@ -76,7 +76,7 @@ Variant parse_none_variant(const json& v, const Field& w) {
     Variant out;
     out.map = make_none_map();
     out.hybrid = parse_hybrid(v, w);
-    if (out.hybrid.columns() == 0)
+    if (!out.hybrid.active())
         w.at("features").fail("'none' needs \"window\" or \"sinks\" >= 1 (it has no remainder, so a row would have no keys)");
     out.name = FieldObject{v, w}.string("name", "none" + hybrid_suffix(out.hybrid));
     check_variant_name(out.name, w.at("name"));

@@ -50,6 +50,7 @@ struct Head {
     Gradients<double> grad;    // exact attention's (dQ, dK, dV) for G, float64
     RowSample sample;          // the query rows evaluated; no rows: all, as always
     Mat<T> q_rows;             // row-sampled: the sampled rows of q
+    Mat<double> g_up;          // G in float64 for the loss-aware metrics (if any metric reads G)
     bool sampled() const { return !sample.rows.empty(); }
 };
 
@@ -65,6 +66,7 @@ struct Instance {
     std::optional<double> scale;   // random inputs only
     std::uint64_t input_seed = 0;
     std::vector<Head<T>> heads;
+    std::size_t model_heads = 1;   // heads[i] is the model's head i % model_heads (weight_heads)
 };
 
 // Items run as (cell, input seed, trial), trials fastest; `pos` indexes the cells a shard
@@ -101,21 +103,24 @@ Head<T> sampled_head(Mat<T> q, Mat<T> k, Mat<T> v, const Mat<double>& q_rows, co
     return h;
 }
 
-// G: the upstream gradient, or null when no gradient metric is asked. sample: the rows a
-// `query_rows` config evaluates (no rows: all; never with G: config.cpp refuses the pair).
+// G: the upstream gradient, or null when no metric reads it; grads: a gradient metric is asked
+// (the exact gradients are made). sample: the rows a `query_rows` config evaluates (no rows:
+// all; never with G: config.cpp refuses the pair).
 template <class T>
 Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads,
-                  Rounding rounding, bool pairwise, const Mat<double>* G, RowSample sample) {
+                  Rounding rounding, bool pairwise, const Mat<double>* G, bool grads, RowSample sample) {
     if (sample.rows.empty()) {
-        // With G the forward keeps each row's lse and the exact gradient starts from it (one
-        // forward, as exact_attention_backward would make again; Out bitwise the same: 2.7).
-        ExactForward<double> f = G ? exact_attention_saved(q, k, v, causal, threads)
-                                   : ExactForward<double>{exact_attention(q, k, v, causal, threads), {}};
+        // With the gradients the forward keeps each row's lse and the exact gradient starts from
+        // it (one forward, as exact_attention_backward would make again; Out bitwise the same: 2.7).
+        const bool backward = G && grads;
+        ExactForward<double> f = backward ? exact_attention_saved(q, k, v, causal, threads)
+                                          : ExactForward<double>{exact_attention(q, k, v, causal, threads), {}};
         Head<T> h{cast_mat<T>(q), cast_mat<T>(k), cast_mat<T>(v), scale_rows(q), scale_rows(k),
                   std::move(f.out), {}, {}, {}, {}, {}};
         for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
         if (pairwise) h.softmax = softmax_rows(h.x, h.y, causal, threads);
-        if (G)
+        if (G) h.g_up = *G;
+        if (backward)
             h.g = cast_mat<T>(*G),
             h.grad = exact_attention_backward_saved(q, k, v, *G, h.reference, f.lse, causal, threads);
         return h;
@@ -144,7 +149,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     if (npy) {
         files = load_qkv(npy_source(cfg));
         const std::size_t L = cfg.inputs.L.empty() ? files.L() : cfg.inputs.L.front();
-        check_map_sizes(cfg, files.d(), L, key_rows(files.file_L, files.file_Lk, L), files.q.size());
+        check_map_sizes(cfg, files.d(), L, key_rows(files.file_L, files.file_Lk, L), weight_heads(files.lead));
         file_L = files.file_L;
     }
     const std::size_t S = cfg.input_seeds.size();
@@ -152,8 +157,9 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     // Some metric (or baseline) of the streamed pairwise pass; some gradient metric.
     const bool pairwise = any_pairwise(metric_columns(cfg.approximation.metrics));
     const bool grads = any_gradient(metric_columns(cfg.approximation.metrics));
+    const bool upstream = any_upstream(metric_columns(cfg.approximation.metrics));   // some metric reads G
     std::vector<Mat<double>> file_g;   // npy inputs: inputs.grad, or drawn per head
-    if (npy && grads) {
+    if (npy && upstream) {
         // G has the files' L rows (inputs.grad, or drawn at that L); a cell takes its first L.
         const std::size_t dv = files.v[0].shape(1), gL = file_L ? file_L : files.L();
         if (!cfg.inputs.grad.empty()) file_g = load_upstream(cfg.inputs.grad, files.lead, gL, dv, cfg.file + ": inputs.grad", cfg.inputs.layout);
@@ -180,11 +186,13 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
             // them unless the files are self-attention's: docs/design.md section 5).
             const std::size_t Lk = key_rows(files.file_L, files.file_Lk, in.L);
             in.heads.reserve(files.q.size());   // (no doubled copy while the vector grows: many small heads)
+            in.model_heads = weight_heads(files.lead);
             for (std::size_t h = 0; h < files.q.size(); ++h) {
-                const Mat<double> G = grads ? first_rows(file_g[h], in.L) : Mat<double>();
+                const Mat<double> G = upstream ? first_rows(file_g[h], in.L) : Mat<double>();
                 in.heads.push_back(make_head<T>(first_rows(files.q[h], in.L), first_rows(files.k[h], Lk),
                                                 first_rows(files.v[h], Lk), cfg.causal, threads,
-                                                dtype_rounding(cfg.dtype), pairwise, grads ? &G : nullptr, sample));
+                                                dtype_rounding(cfg.dtype), pairwise, upstream ? &G : nullptr, grads,
+                                                sample));
             }
         } else if (!sample.rows.empty() && !pairwise) {
             // Row-sampled without the pairwise metrics: the inputs drawn straight into the
@@ -197,9 +205,9 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
                                                cfg.causal, threads, dtype_rounding(cfg.dtype), sample));
         } else {
             QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale, draw, threads);
-            const Mat<double> G = grads ? upstream_gradient(cfg.seed, in.L, qkv.v.shape(1), 0, in.input_seed) : Mat<double>();
+            const Mat<double> G = upstream ? upstream_gradient(cfg.seed, in.L, qkv.v.shape(1), 0, in.input_seed) : Mat<double>();
             in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise,
-                                            grads ? &G : nullptr, sample));
+                                            upstream ? &G : nullptr, grads, sample));
         }
     }
     if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", file_L}, {"d", files.d()}, {"heads", files.q.size()}};
@@ -248,6 +256,7 @@ Values hybrid_values(const Estimator<T>& est, const Head<T>& h, const std::vecto
         sampled_values(cols, h.reference, out, req, per_row, h.sample, v);
     } else {
         output_values(cols, h.reference, out, v);
+        if (h.g_up.size() != 0) upstream_values(cols, h.reference, out, h.g_up, v);
         PairwiseSums total;
         for (const PairwiseSums& r : per_row) total.add(r);   // in row order
         if (req.any()) pairwise_values(cols, req, pairwise_result(total, req), v);
@@ -273,6 +282,7 @@ Values measure(const Estimator<T>& est, const Head<T>& h, const std::vector<std:
     const auto outputs = [&](const Mat<T>& out) {
         if (h.sampled()) out_rows = take_rows(out, h.sample.rows);
         else output_values(cols, h.reference, out, v);
+        if (!h.sampled() && h.g_up.size() != 0) upstream_values(cols, h.reference, out, h.g_up, v);
     };
     const auto t0 = std::chrono::steady_clock::now();
     // The output: the fused forward, no (L, F) feature matrices, unless a metric of the
@@ -351,6 +361,7 @@ Values uniform_baseline(const Head<T>& h, const std::vector<std::string>& cols, 
         sampled_values(wanted, h.reference, sampled_out(), req, per_row, h.sample, v);
     } else {
         output_values(wanted, h.reference, out_all, v);
+        if (h.g_up.size() != 0) upstream_values(wanted, h.reference, out_all, h.g_up, v);
         pass_values(h, MatrixRows<double>(fq), MatrixRows<double>(fk), wanted, req, threads, v);
     }
     if (h.g.size() != 0) {   // constant features: dQ = dK = 0, dV = A^T G with A_ij = 1/n_i
@@ -393,7 +404,7 @@ void trial_gradient_cells(const Config& cfg, const ApproxCells& grid, const Item
             const Estimator<T> base = make_estimator<T>(var, m, in.d, cfg.seed, t, dtype_rounding(cfg.dtype));
             for (std::size_t h = 0; h < in.heads.size(); ++h) {
                 const Head<T>& x = in.heads[h];
-                acc[h].add(estimator_gradients(base.for_inputs(x.q, x.k, h), x, cfg.causal, inner));
+                acc[h].add(estimator_gradients(base.for_inputs(x.q, x.k, h % in.model_heads), x, cfg.causal, inner));
             }
         }
         std::vector<Values> per(in.heads.size());
@@ -441,7 +452,7 @@ Table error_rows(const Config& cfg, const ApproxCells& grid, const Items& it, co
         for (std::size_t h = 0; h < items[item].size(); ++h) {
             std::vector<std::string> row = {var.name, var.features_label(), var.projection_label(), format_count(in.L),
                                              format_count(in.d), format_count(m),
-                                             format_count(var.num_features(m, in.d)), format_number(in.scale)};
+                                             format_count(var.num_features(m, in.d, cfg.causal)), format_number(in.scale)};
             if (per_head) row.push_back(format_count(h));
             if (seeds) row.push_back(std::to_string(in.input_seed));
             row.push_back(format_count(it.trial(item)));
@@ -554,7 +565,7 @@ JournalRows measure_item(const Config& cfg, const ApproxCells& grid, std::size_t
     std::vector<Values> per;   // one per head
     for (std::size_t i = 0; i < in.heads.size(); ++i) {
         const Head<T>& h = in.heads[i];
-        per.push_back(measure(base.for_inputs(h.q, h.k, i), h, cols, cfg.causal, threads));
+        per.push_back(measure(base.for_inputs(h.q, h.k, i % in.model_heads), h, cols, cfg.causal, threads));
         if (cfg.has_row_sem() && !h.sampled()) all_rows_sems(cols, per.back());
     }
     return item_rows(per, cols, per_head);

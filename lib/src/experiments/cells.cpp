@@ -13,7 +13,8 @@ std::size_t config_cells(const Config& c) {
     return 0;
 }
 
-ApproxCells::ApproxCells(const Config& cfg) : variants_(cfg.variants), m_(cfg.m), num_features_(cfg.num_features) {
+ApproxCells::ApproxCells(const Config& cfg)
+    : variants_(cfg.variants), m_(cfg.m), num_features_(cfg.num_features), causal_(cfg.causal) {
     const bool npy = cfg.inputs.npy();
     nL_ = npy ? std::max<std::size_t>(cfg.inputs.L.size(), 1) : cfg.inputs.L.size();   // npy: the row counts, if any
     nd_ = npy ? 1 : cfg.inputs.d.size();
@@ -48,7 +49,7 @@ std::vector<std::size_t> ApproxCells::owned(const Shard& shard) const {
 std::size_t ApproxCells::m(std::size_t cell, std::size_t d) const {
     const CellIndex& i = cells_[cell];
     if (num_features_.empty()) return m_[i.budget];
-    return *m_for_features(variants_[i.variant], num_features_[i.budget], d);
+    return *m_for_features(variants_[i.variant], num_features_[i.budget], d, causal_);
 }
 
 std::size_t ApproxCells::point(std::size_t cell) const {

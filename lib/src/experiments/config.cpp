@@ -216,18 +216,22 @@ std::vector<std::string> parse_metrics(const json& j, const Field& root) {
     return out;
 }
 
-// The gradient metrics need float32 or float64; inputs.grad needs a gradient metric.
+// The gradient metrics need float32 or float64; inputs.grad needs a metric that reads G; the
+// metrics that read G need every query row.
 void check_gradient_metrics(const Config& c, const Field& root) {
-    const bool grads = any_gradient(c.approximation.metrics);
+    const bool grads = any_gradient(c.approximation.metrics), reads_g = any_upstream(c.approximation.metrics);
     if (grads && dtype_rounding(c.dtype) != Rounding::none)
         root.at("metrics").fail("the gradient metrics need dtype float32 or float64 (\"" + dtype_name(c.dtype) +
                                 "\" is emulated and has no backward pass)");
     if (grads && c.approximation.query_rows)   // dK, dV sum over every query row
         root.at("query_rows").fail("the gradient metrics need every query row (dK and dV sum over all of them): "
                                    "drop query_rows or the gradient metrics");
-    if (!grads && !c.inputs.grad.empty())
-        root.at("inputs").at("grad").fail("given, but no gradient metric is asked (grad_q_rel_error, grad_k_rel_error, "
-                                          "grad_v_rel_error, grad_cosine, grad_bias_rel)");
+    if (reads_g && !grads && c.approximation.query_rows)   // loss_delta sums over every row
+        root.at("query_rows").fail("loss_delta, loss_delta_abs and output_rel_error_read need every query row "
+                                   "(they sum over the rows G reads): drop query_rows or those metrics");
+    if (!reads_g && !c.inputs.grad.empty())
+        root.at("inputs").at("grad").fail("given, but no metric reads it (loss_delta, loss_delta_abs, output_rel_error_read, "
+                                          "grad_q_rel_error, grad_k_rel_error, grad_v_rel_error, grad_cosine, grad_bias_rel)");
 }
 
 // `m` or `num_features` (exactly one, when some variant has features). Every F must give each
@@ -248,14 +252,17 @@ void parse_budget(const json& j, const Field& root, bool any_features, Config& c
     for (std::size_t v = 0; v < c.variants.size(); ++v) {
         const FeatureMap& map = *c.variants[v].map;
         if (!map.uses_m()) continue;
-        const std::size_t support = c.variants[v].hybrid.columns();   // a hybrid: named as it is (2.8)
+        const std::size_t support = c.variants[v].hybrid.columns(c.causal);   // a hybrid: named as it is (2.8)
         const std::string who = "'" + (support ? c.variants[v].name : map.name()) + "' (variants[" + std::to_string(v) + "])";
         const std::size_t per = map.num_features(1, 1);
         for (std::size_t F : c.num_features) {
-            const std::optional<std::size_t> m = m_for_features(c.variants[v], F, 1);
+            const std::optional<std::size_t> m = m_for_features(c.variants[v], F, 1, c.causal);
             if (!m && support)
                 w.fail(std::to_string(F) + " columns: " + who + " spends " + std::to_string(support) +
-                       " on its window and sinks and has " + std::to_string(per) +
+                       " on its window and sinks" + (c.causal || c.variants[v].hybrid.topk || !c.variants[v].hybrid.window
+                                                        ? std::string()
+                                                        : " (a non-causal window of w holds 2w - 1 keys)") +
+                       " and has " + std::to_string(per) +
                        " columns per random vector, so F must be " + std::to_string(support) + " + a positive multiple of " +
                        std::to_string(per));
             if (!m)
@@ -352,7 +359,6 @@ void parse_kind(const json& j, const Field& root, Config& c) {
     case ExperimentKind::timing:
         if (!j.contains("inputs")) root.at("inputs").fail("missing (e.g. {\"source\": \"random\", \"L\": 1024, \"d\": 16})");
         c.inputs = parse_inputs(j["inputs"], root.at("inputs"));
-        if (j.contains("causal")) c.causal = read_bool(j["causal"], root.at("causal"));
         check_causal(c, root);
         check_dimensions(c, c.inputs.d, root);
         for (std::size_t d : c.inputs.d)
@@ -387,12 +393,12 @@ void parse_kind(const json& j, const Field& root, Config& c) {
 
 }  // namespace
 
-std::optional<std::size_t> m_for_features(const Variant& v, std::size_t F, std::size_t d) {
+std::optional<std::size_t> m_for_features(const Variant& v, std::size_t F, std::size_t d, bool causal) {
     const FeatureMap& map = *v.map;
     if (!map.uses_m()) return map.num_features(1, d);
     // num_features is linear in m for the maps that use it: `per` columns per random vector,
-    // after a hybrid's w + s (docs/design.md 2.8).
-    const std::size_t per = map.num_features(1, d), support = v.hybrid.columns();
+    // after a hybrid's exact keys (w + s causal, 2w - 1 + s non-causal: docs/design.md 2.8).
+    const std::size_t per = map.num_features(1, d), support = v.hybrid.columns(causal);
     if (per == 0 || F <= support || (F - support) % per != 0) return std::nullopt;
     return (F - support) / per;
 }
@@ -400,9 +406,9 @@ std::optional<std::size_t> m_for_features(const Variant& v, std::size_t F, std::
 std::vector<std::size_t> variant_m_values(const Config& cfg, std::size_t v, std::size_t d) {
     if (cfg.num_features.empty()) return cfg.m;
     const Variant& var = cfg.variants[v];
-    if (!var.map->uses_m()) return {*m_for_features(var, 0, d)};
+    if (!var.map->uses_m()) return {*m_for_features(var, 0, d, cfg.causal)};
     std::vector<std::size_t> out;
-    for (std::size_t F : cfg.num_features) out.push_back(m_for_features(var, F, d).value_or(0));
+    for (std::size_t F : cfg.num_features) out.push_back(m_for_features(var, F, d, cfg.causal).value_or(0));
     return out;
 }
 
@@ -484,6 +490,8 @@ Config parse_config(const json& j, const std::string& file) {
     c.name = o.string("name", fs::path(file).stem().string());
     c.seed = o.uint("seed", 0, 0, std::numeric_limits<std::uint64_t>::max());
     if (j.contains("dtype")) c.dtype = parse_dtype(read_string(j["dtype"], root.at("dtype")), root.at("dtype"));
+    // Before the budget: a non-causal window's keys count twice (2w - 1) in num_features.
+    if (j.contains("causal")) c.causal = read_bool(j["causal"], root.at("causal"));
     parse_variants(j, root, c);
     const bool any_features = std::any_of(c.variants.begin(), c.variants.end(), [](const Variant& v) { return !v.exact; });
     parse_budget(j, root, any_features, c);

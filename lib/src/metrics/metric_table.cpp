@@ -28,6 +28,9 @@ struct Entry {
     // A function of (Out, Out_hat), generic over Out_hat's dtype (a captureless generic lambda).
     template <class Fn>
     Entry& output(Fn fn) { return m.output = {fn, fn}, *this; }
+    // A function of (Out, Out_hat, G), generic the same way.
+    template <class Fn>
+    Entry& upstream(Fn fn) { return m.upstream = {fn, fn}, *this; }
     Entry& forward(double (*fn)(const ForwardCounts&)) { return m.forward = fn, *this; }
     Entry& gradient(double (*fn)(const Gradients<double>&, const Gradients<double>&)) { return m.gradient = fn, *this; }
     Entry& over_trials(double (*fn)(const Gradients<double>&, const TrialGradients&)) { return m.over_trials = fn, *this; }
@@ -59,11 +62,28 @@ std::vector<MetricInfo> make_table() {
     const auto mse = [](const Mat<double>& e, const auto& a) { return output_mse(e, a); };
     const auto rel = [](const Mat<double>& e, const auto& a) { return output_rel_error(e, a); };
     const auto bad = [](const Mat<double>&, const auto& a) { return double(count_nonfinite(a)); };
+    const auto dloss = [](const Mat<double>& e, const auto& a, const Mat<double>& G) { return loss_delta(e, a, G); };
+    const auto dloss_abs = [](const Mat<double>& e, const auto& a, const Mat<double>& G) {
+        return std::fabs(loss_delta(e, a, G));
+    };
+    const auto read_rel = [](const Mat<double>& e, const auto& a, const Mat<double>& G) {
+        return read_rows_rel_error(e, a, G);
+    };
     const auto overflow = [](const ForwardCounts& c) { return c.entries ? double(c.overflow) / double(c.entries) : 0.0; };
     const Entry rows[] = {
         Entry("output_mse", S::output, "mean over i, c of (Out - Out_hat)^2 (Performer Fig. 4)")
             .output(mse).by_default().baseline().perfect(0),
         Entry("output_rel_error", S::output, "||Out - Out_hat||_F / ||Out||_F").output(rel).baseline().perfect(0),
+        // The loss-aware errors (issue 55 item 5), from G = dLoss/dOut (inputs.grad: a capture's g.npy).
+        Entry("loss_delta", S::upstream,
+              "sum over i, c of G_ic (Out_hat - Out)_ic: the first-order change of the model's loss, G = dLoss/dOut "
+              "(inputs.grad; summed over heads)")
+            .upstream(dloss).summed().baseline().not_compared().perfect(0),
+        Entry("loss_delta_abs", S::upstream, "|loss_delta| per head (summed over heads): its magnitude, compared")
+            .upstream(dloss_abs).summed().nonnegative().baseline().perfect(0),
+        Entry("output_rel_error_read", S::upstream,
+              "output_rel_error over the rows G reads (G_i != 0: the positions the loss looks at); blank if none")
+            .upstream(read_rel).blank_if_nan().baseline().perfect(0),
         Entry("attention_mse", S::pairwise, "mean over i, j of (A - A_hat)^2")
             .pass(&Rq::attention_mse, &Rs::attention_mse).by_default().baseline().perfect(0),
         Entry("attention_tv", S::pairwise, "mean over rows of the total variation (1/2) sum_j |A_ij - A_hat_ij|")
@@ -212,6 +232,11 @@ bool any_gradient(const std::vector<std::string>& columns) {
     return !columns_where(columns, [](const MetricInfo& m) { return m.source == S::gradient || m.source == S::trials; })
                 .empty();
 }
+bool any_upstream(const std::vector<std::string>& columns) {
+    return !columns_where(columns, [](const MetricInfo& m) {
+                return m.source == S::gradient || m.source == S::trials || m.source == S::upstream;
+            }).empty();
+}
 bool any_trial_gradient(const std::vector<std::string>& columns) {
     return !columns_where(columns, [](const MetricInfo& m) { return m.source == S::trials; }).empty();
 }
@@ -251,6 +276,21 @@ template void output_values<float>(const std::vector<std::string>&, const Mat<do
                                    MetricValues&);
 template void output_values<double>(const std::vector<std::string>&, const Mat<double>&, const Mat<double>&,
                                     MetricValues&);
+
+template <class T>
+void upstream_values(const std::vector<std::string>& columns, const Mat<double>& exact, const Mat<T>& out,
+                     const Mat<double>& G, MetricValues& v) {
+    each_from(columns, S::upstream, [&](const MetricInfo& e) {
+        double x;
+        if constexpr (std::is_same_v<T, float>) x = e.upstream.f32(exact, out, G);
+        else x = e.upstream.f64(exact, out, G);
+        if (!(e.blank_if_nan && std::isnan(x))) v[e.name] = x;
+    });
+}
+template void upstream_values<float>(const std::vector<std::string>&, const Mat<double>&, const Mat<float>&,
+                                     const Mat<double>&, MetricValues&);
+template void upstream_values<double>(const std::vector<std::string>&, const Mat<double>&, const Mat<double>&,
+                                      const Mat<double>&, MetricValues&);
 
 void forward_values(const std::vector<std::string>& columns, const ForwardCounts& counts, MetricValues& v) {
     each_from(columns, S::forward, [&](const MetricInfo& e) { v[e.name] = e.forward(counts); });

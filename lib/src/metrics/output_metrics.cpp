@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <vector>
 
 namespace favor {
 
@@ -64,11 +65,40 @@ double output_rel_error(const Mat<double>& exact, const Mat<T>& approx) {
     return std::sqrt(snum / sden);
 }
 
+template <class T>
+double loss_delta(const Mat<double>& exact, const Mat<T>& approx, const Mat<double>& G) {
+    const double *a = exact.data(), *g = G.data();
+    const T* b = approx.data();
+    double s = 0.0;
+    for (std::size_t k = 0, n = exact.size(); k < n; ++k) s += g[k] * (double(b[k]) - a[k]);
+    return s;
+}
+
+template <class T>
+double read_rows_rel_error(const Mat<double>& exact, const Mat<T>& approx, const Mat<double>& G) {
+    const std::size_t L = exact.shape(0), dv = exact.shape(1);
+    std::vector<std::size_t> rows;
+    for (std::size_t i = 0; i < L; ++i)
+        if (std::any_of(&G(i, 0), &G(i, 0) + dv, [](double x) { return x != 0.0; })) rows.push_back(i);
+    if (rows.empty()) return std::numeric_limits<double>::quiet_NaN();
+    Mat<double> e = Mat<double>::from_shape({rows.size(), dv});
+    Mat<T> a = Mat<T>::from_shape({rows.size(), dv});
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        std::copy(&exact(rows[r], 0), &exact(rows[r], 0) + dv, &e(r, 0));
+        std::copy(&approx(rows[r], 0), &approx(rows[r], 0) + dv, &a(r, 0));
+    }
+    return output_rel_error(e, a);   // (its scaling: no overflow in the squares)
+}
+
 template double output_rel_error<float>(const Mat<double>&, const Mat<float>&);
 template double output_rel_error<double>(const Mat<double>&, const Mat<double>&);
 template double output_mse<float>(const Mat<double>&, const Mat<float>&);
 template double output_mse<double>(const Mat<double>&, const Mat<double>&);
 template std::size_t count_nonfinite<float>(const Mat<float>&);
 template std::size_t count_nonfinite<double>(const Mat<double>&);
+template double loss_delta<float>(const Mat<double>&, const Mat<float>&, const Mat<double>&);
+template double loss_delta<double>(const Mat<double>&, const Mat<double>&, const Mat<double>&);
+template double read_rows_rel_error<float>(const Mat<double>&, const Mat<float>&, const Mat<double>&);
+template double read_rows_rel_error<double>(const Mat<double>&, const Mat<double>&, const Mat<double>&);
 
 }  // namespace favor

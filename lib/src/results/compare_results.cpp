@@ -753,6 +753,7 @@ CompareResult compare_tables(const CompareInput& in, const CompareOptions& opt) 
         for (const Comparison& r : all.back().rows) all.back().member.push_back(in_family(r, opt));
         ticker.total += all.back().rows.size() + std::size_t(std::count(all.back().member.begin(), all.back().member.end(), true));
     }
+    if (ticker.report) ticker.report(0, ticker.total);   // the total, before the first (slowest) test ends
     for (MetricRows& m : all)
         for (Comparison& r : m.rows) run_test(r, opt.permutations), ticker.tick();
     for (const MetricRows& m : all) {

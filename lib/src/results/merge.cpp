@@ -182,10 +182,10 @@ std::size_t budget_index(const Input& in, const RowChecker& ck, const std::vecto
     const Variant& var = c.variants[variant];
     const FeatureMap& map = *var.map;
     const std::size_t F = ck.count(r, "num_features");
-    if (F != var.num_features(m, d))
+    if (F != var.num_features(m, d, c.causal))
         ck.fail("num_features", r[in.table.column("num_features")], "does not match the variant's map at this m and d");
     if (c.num_features.empty()) return ck.in_list(c.m, m, "m", r);
-    if (m_for_features(var, F, d) != m) ck.fail("m", r[in.table.column("m")], "is not the m of the variant's map at this num_features");
+    if (m_for_features(var, F, d, c.causal) != m) ck.fail("m", r[in.table.column("m")], "is not the m of the variant's map at this num_features");
     return map.uses_m() ? ck.in_list(c.num_features, F, "num_features", r) : 0;
 }
 

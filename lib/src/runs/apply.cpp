@@ -14,6 +14,7 @@
 #include "favor/attention/hybrid_fast.hpp"
 #include "favor/attention/linear_attention.hpp"
 #include "favor/core/error.hpp"
+#include "favor/core/flag_values.hpp"
 #include "favor/core/parallel.hpp"
 #include "favor/estimators/estimator.hpp"
 
@@ -76,8 +77,12 @@ nlohmann::json variant_of_flags(const ApplyRequest& r, const Field& flags) {
     if (r.epsilon) v["epsilon"] = value("epsilon", *r.epsilon);
     if (r.epsilon_after) v["epsilon_after"] = value("epsilon-after", *r.epsilon_after);
     if (r.A) v["A"] = value("A", *r.A);
-    if (r.window) v["window"] = value("window", *r.window);
-    if (r.sinks) v["sinks"] = value("sinks", *r.sinks);
+    // Key counts: digits only, as every integer flag (" 3" is not 3); the variant checks the range.
+    const auto count = [](const std::string& flag, const std::string& text) {
+        return parse_uint_text("apply: --" + flag, text, 0, std::numeric_limits<std::uint64_t>::max());
+    };
+    if (r.window) v["window"] = count("window", *r.window);
+    if (r.sinks) v["sinks"] = count("sinks", *r.sinks);
     if (r.support) v["support"] = value("support", *r.support);
     for (const char* key : {"epsilon", "A"})
         if (v.contains(key) && v[key].is_string()) {
@@ -230,7 +235,6 @@ void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, st
         throw Error("apply: --window: " + why);
 }
 
-std::size_t weight_heads(const std::vector<std::size_t>& lead) { return lead.empty() ? 1 : lead.back(); }
 
 std::vector<Mat<double>> apply_attention(const HeadTensors& in, const ApplyOptions& opt) {
     const std::size_t H = weight_heads(in.lead);

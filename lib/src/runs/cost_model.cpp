@@ -202,7 +202,7 @@ double hybrid_cost(const ItemShape& x, const Variant& v, bool causal, double W, 
     const double feats = F > 0 ? double(x.s) * (rows + Lkd) * F + 16.0 * (rows + Lkd) + double(x.s) * rows * d : 0.0;
     c.features = W + feats + out + double(threads) * (Lkd * 33.0 + 8.0 * dv);
     const double pairs = causal ? rows * Lkd / 2 : rows * Lkd;
-    const double support = v.hybrid.topk ? pairs : rows * double(v.hybrid.columns());
+    const double support = v.hybrid.topk ? pairs : rows * double(v.hybrid.columns(causal));
     const double flops = 2.0 * pairs * (F + dv) + 2.0 * support * d;
     const double maps = F > 0 ? gemm_seconds(v.map->feature_flops(x.rows, x.Lk, x.m, x.d), x.s) + (rows + Lkd) * F / kVexpRate : 0.0;
     return maps + flops / kScalarRate + pairs / kScalarExpRate;
@@ -726,6 +726,16 @@ std::pair<double, double> apply_backward(const QkvShapes& sh, const ApplyOptions
 }
 }  // namespace
 
+namespace {
+// The flag an apply's attention memory answers to: --m for a map that uses it; a window-only
+// variant's band (--window); a fixed-F map's own features (--features); exact: the tensors.
+std::string apply_work_flag(const Variant* v) {
+    if (!v) return "--q";
+    if (v->map->uses_m()) return "--m";
+    return v->hybrid.active() && v->map->num_features(1, 1) == 0 ? "--window" : "--features";
+}
+}  // namespace
+
 Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads, bool grad) {
     threads = std::max(threads, 1);
     const std::size_t s = dtype_bytes(o.dtype);
@@ -774,10 +784,12 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads, boo
     if (work == reading) t.add("reading inputs", "--q", reading);
     else if (work == save) t.add("output", "--q", save);
     else if (work == outs + back) t.add("backward pass", "--grad", outs + back);
-    else t.add(o.variant ? "features" : "attention", o.variant ? "--m" : "--q", head + outs);
+    else t.add(o.variant ? "features" : "attention", apply_work_flag(o.variant ? &*o.variant : nullptr), head + outs);
     t.add("thread buffers", "--threads", double(threads) * kThreadRss);
     return finish(t, seconds, threads, "",
                   {{"--q", "the tensors are too large for this machine"}, {"--m", "lower --m"},
+                   {"--window", "lower --window or --sinks"},
+                   {"--features", "its features do not depend on --m: choose a map with fewer features, or shorter tensors"},
                    {"--grad", "the tensors are too large for a backward pass on this machine"}});
 }
 

@@ -67,9 +67,9 @@ void check_npy_sizes(const Config& cfg, const std::optional<QkvShapes>& s) {
     if (!s) return;
     const bool all = cfg.inputs.L.empty();
     const std::size_t L = all ? s->L : cfg.inputs.L.front();   // the keys as the run keeps them (key_rows)
-    check_map_sizes(cfg, s->d, L, all ? s->Lk : key_rows(s->file_L, s->file_Lk, L), s->heads);
+    check_map_sizes(cfg, s->d, L, all ? s->Lk : key_rows(s->file_L, s->file_Lk, L), weight_heads(s->lead));
     if (!all)   // the largest L too (a window-only hybrid's rows past Lk + w - 1: 2.8)
-        check_map_sizes(cfg, s->d, cfg.inputs.L.back(), key_rows(s->file_L, s->file_Lk, cfg.inputs.L.back()), s->heads);
+        check_map_sizes(cfg, s->d, cfg.inputs.L.back(), key_rows(s->file_L, s->file_Lk, cfg.inputs.L.back()), weight_heads(s->lead));
 }
 
 // Refuses a run whose estimate passes `limit` seconds (0: none), before anything is written.

@@ -14,8 +14,13 @@ struct HybridSupport {
     // window; ties broken towards the lower key index.
     bool topk = false;
     bool active() const { return window != 0 || sinks != 0 || topk; }
-    // The columns it adds to a variant's num_features: one score and one value row per key.
-    std::size_t columns() const { return window + sinks; }
+    // The columns it adds to a variant's num_features: one score and one value row per exact
+    // key an interior row holds. A causal window holds w keys (i - w < j <= i), a non-causal
+    // one 2w - 1 (|i - j| < w); the top-k oracle w keys either way; sinks s.
+    std::size_t columns(bool causal) const {
+        const std::size_t keys = topk || causal || window == 0 ? window : 2 * window - 1;
+        return keys + sinks;
+    }
     // Whether key j is in query row i's sinks or window (the top-k support is per row's
     // scores: hybrid_attention.cpp). Visibility (causal j <= i) is the caller's.
     bool in_window_or_sinks(std::size_t i, std::size_t j) const {

@@ -24,10 +24,11 @@ struct Variant {
     // "window", "sinks", "support" (docs/design.md section 2.8): an exact support beside the
     // map's estimate; map is then the remainder ("none": a map with no features).
     HybridSupport hybrid;
-    // Its feature columns at m in dimension d: the map's, plus one per window and sink key (a
-    // key in the support costs one score and one value row, like a feature column: 2.8).
-    std::size_t num_features(std::size_t m, std::size_t d) const {
-        return exact ? 0 : map->num_features(m, d) + hybrid.columns();
+    // Its feature columns at m in dimension d: the map's, plus one per exact key an interior
+    // row holds (a key in the support costs one score and one value row, like a feature column;
+    // a non-causal window of w holds 2w - 1: 2.8).
+    std::size_t num_features(std::size_t m, std::size_t d, bool causal) const {
+        return exact ? 0 : map->num_features(m, d) + hybrid.columns(causal);
     }
     std::string features_label() const { return exact ? "exact" : map->name(); }
     // Empty for exact and for maps that use no projection (elu, dpfp, nystrom).

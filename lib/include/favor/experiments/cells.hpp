@@ -54,6 +54,7 @@ public:
 private:
     std::vector<Variant> variants_;
     std::vector<std::size_t> m_, num_features_;
+    bool causal_;   // a non-causal window's 2w - 1 keys in num_features
     std::size_t nL_, nd_, nB_, ns_;
     std::vector<CellIndex> cells_;
     std::vector<std::size_t> flat_to_cell_;   // product index -> grid index (npos: none)

@@ -149,9 +149,10 @@ Config parse_config(const nlohmann::json& j, const std::string& file);
 
 // The budget axis (docs/design.md section 5: `m` or `num_features`) per variant.
 // The m at which variant `v` has F feature columns in dimension d (Variant::num_features: a
-// hybrid's window and sinks count), or nullopt when no m >= 1 gives F (an odd F for trig; F
-// not above a hybrid's w + s). A map whose F does not depend on m gives its own F.
-std::optional<std::size_t> m_for_features(const Variant& v, std::size_t F, std::size_t d);
+// hybrid's exact keys count, 2w - 1 for a non-causal window), or nullopt when no m >= 1 gives
+// F (an odd F for trig; F not above a hybrid's exact keys). A map whose F does not depend on m
+// gives its own F.
+std::optional<std::size_t> m_for_features(const Variant& v, std::size_t F, std::size_t d, bool causal);
 
 // The m values variant `v` runs at in dimension d, in grid order (one for a fixed-F map
 // under num_features).

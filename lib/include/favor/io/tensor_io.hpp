@@ -35,6 +35,12 @@ void check_rank(const std::vector<std::size_t>& shape, const std::string& path);
 std::string entry_position(const std::vector<std::size_t>& shape, std::size_t flat);
 
 // The sizes of a q, k, v triple (after the layout and the row limit).
+// The heads a fitted map's weights are indexed by, for inputs of leading shape `lead` ((), (H)
+// or (B, H)): H, and 1 for a single matrix. Input head h of the flattened list (batch element
+// h / H) uses stored head h % H: every batch element's head h is the same model head (apply
+// and run alike).
+inline std::size_t weight_heads(const std::vector<std::size_t>& lead) { return lead.empty() ? 1 : lead.back(); }
+
 struct QkvShapes {
     std::vector<std::size_t> lead;
     std::size_t heads = 0, L = 0, Lk = 0, d = 0, dv = 0;

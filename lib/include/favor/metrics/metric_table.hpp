@@ -37,8 +37,9 @@ struct MetricInfo {
     // gradient: a function of the exact and the estimator's (dQ, dK, dV) for the upstream
     // gradient G; trials: of the exact gradients and the mean and spread of a cell's trials';
     // model: measured on a model with the attention swapped in (favor.swap_in,
-    // scripts/swap_in.py), never by a run (a config asking for one is refused), read by compare.
-    enum class Source { output, forward, pairwise, theory, clock, gradient, trials, model };
+    // scripts/swap_in.py), never by a run (a config asking for one is refused), read by compare;
+    // upstream: a function of Out, Out_hat and the upstream gradient G (the loss-aware errors).
+    enum class Source { output, forward, pairwise, theory, clock, gradient, trials, model, upstream };
     enum class Reduce { mean, sum };          // over batch x heads
     enum class Summary { stats, value };      // stats: _mean/_std/_sem...; value: one number per cell
     enum class Format { number, count };      // cells written by format_number / format_count
@@ -48,18 +49,24 @@ struct MetricInfo {
         double (*f32)(const Mat<double>& exact, const Mat<float>& out) = nullptr;
         double (*f64)(const Mat<double>& exact, const Mat<double>& out) = nullptr;
     };
+    // Out, Out_hat and G (L, dv) float64.
+    struct UpstreamFn {
+        double (*f32)(const Mat<double>& exact, const Mat<float>& out, const Mat<double>& G) = nullptr;
+        double (*f64)(const Mat<double>& exact, const Mat<double>& out, const Mat<double>& G) = nullptr;
+    };
 
     const char* name = "";
     const char* unit = "";
     const char* description = "";             // one line: `favor list`
     Source source = Source::output;
     OutputFn output;                           // source output
+    UpstreamFn upstream;                       // source upstream
     double (*forward)(const ForwardCounts&) = nullptr;   // source forward
     double (*gradient)(const Gradients<double>& exact, const Gradients<double>& approx) = nullptr;   // source gradient
     double (*over_trials)(const Gradients<double>& exact, const TrialGradients& t) = nullptr;        // source trials
     bool PairwiseRequest::*asks = nullptr;     // source pairwise: the request's flag ...
     double PairwiseResult::*result = nullptr;  // ... and (also theory) the pass's result
-    bool blank_if_nan = false;                 // pairwise: a NaN result is a blank cell
+    bool blank_if_nan = false;                 // pairwise, upstream: a NaN result is a blank cell
     bool kernels_only = false;                 // pairwise: only for maps that are kernels (is_kernel)
     Reduce heads = Reduce::mean;
     Summary summary = Summary::stats;
@@ -103,6 +110,8 @@ bool is_row_sem_column(const std::string& column);
 bool any_pairwise(const std::vector<std::string>& columns);
 // Whether some column needs the gradients (source gradient or trials) / a cell's trials' (trials).
 bool any_gradient(const std::vector<std::string>& columns);
+// Whether some column reads the upstream gradient G (source gradient, trials or upstream).
+bool any_upstream(const std::vector<std::string>& columns);
 bool any_trial_gradient(const std::vector<std::string>& columns);
 // Whether some column is a wall time (source clock: `seconds`).
 bool any_clock(const std::vector<std::string>& columns);
@@ -122,6 +131,10 @@ PairwiseRequest pairwise_request(const std::vector<std::string>& columns, bool c
 template <class T>
 void output_values(const std::vector<std::string>& columns, const Mat<double>& exact, const Mat<T>& out,
                    MetricValues& v);
+// G: the upstream gradient (L, dv) float64 (the source upstream columns).
+template <class T>
+void upstream_values(const std::vector<std::string>& columns, const Mat<double>& exact, const Mat<T>& out,
+                     const Mat<double>& G, MetricValues& v);
 void forward_values(const std::vector<std::string>& columns, const ForwardCounts& counts, MetricValues& v);
 void clock_values(const std::vector<std::string>& columns, double seconds, MetricValues& v);
 // exact: float64 gradients of exact attention; approx: the estimator's, widened to float64.

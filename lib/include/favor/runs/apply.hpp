@@ -45,10 +45,6 @@ ApplyOptions resolve_apply(const ApplyRequest& r);
 // weights for another number of heads; 0: not checked here).
 void check_apply_sizes(const ApplyOptions& opt, std::size_t d, std::size_t L, std::size_t Lk, std::size_t heads);
 
-// The heads a fitted map's weights are indexed by, for inputs of leading shape `lead` ((), (H)
-// or (B, H)): H, and 1 for a single matrix. Input head h of the flattened list (batch element
-// h / H) uses stored head h % H: every batch element's head h is the same model head.
-std::size_t weight_heads(const std::vector<std::size_t>& lead);
 
 // Exact or approximate attention output of every head (W drawn as a run draws it). Throws
 // Error "apply: --m: ..." when the map cannot run at these sizes (nystrom: m <= L).
