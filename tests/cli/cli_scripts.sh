@@ -12,6 +12,7 @@ src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/repo"
 cp -r "$src/scripts" "$tmp/repo/scripts"
+cp -r "$src/python" "$tmp/repo/python"   # scripts/train_mqar.py reads favor.models' file (python/favor/models.py)
 rm -rf "$tmp/repo/scripts/__pycache__" "$tmp/repo/scripts/"*/__pycache__
 fails=0
 fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
@@ -20,7 +21,7 @@ fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 needs_args=" sweep.sh sweep_L.sh sweep_m.sh slurm_sweep.sbatch capture_qkv.py diff_results.py
  fit_family.py fit_maps.py head_stats.py plot.py precision_report.py headline.py 
  plot_kernel_bias.py hybrid_report.py "
-uses_torch=" capture_qkv.py train_tiny_lm.py tiny_lm.py "
+uses_torch=" capture_qkv.py train_tiny_lm.py tiny_lm.py train_mqar.py "
 has_torch=1
 /usr/bin/python3 -c "import torch" 2>/dev/null || has_torch=0
 
@@ -72,5 +73,15 @@ for set in default fig2_kernel_mse_ratio timing_vs_L trained_heads/layer0/F64 pr
   [ "$(wc -l < "$tmp/out")" = 3 ] && head -n 1 "$tmp/out" | grep -q "^wrote $src/results/$set/ in " ||
     fail "headline.py results/$set: $(head -c 300 "$tmp/out")"
 done
+# The README's main command prints its few useful lines, not the build's progress (issue 56):
+# run only against the Release build it uses (build/favor), which is then up to date.
+if [ "$(realpath -m "$1")" = "$(realpath -m "$src/build/favor")" ]; then
+  "$src/scripts/run.sh" "$src/configs/default.json" --out "$tmp/run" > "$tmp/out" 2> "$tmp/err" < /dev/null ||
+    fail "scripts/run.sh: exit $?: $(tail -c 400 "$tmp/err")"
+  lines=$(cat "$tmp/out" "$tmp/err" | wc -l)
+  [ "$lines" -le 6 ] || fail "scripts/run.sh printed $lines lines (at most 6): $(head -c 600 "$tmp/err")"
+  ! grep -q "Building CXX\|Linking CXX" "$tmp/out" "$tmp/err" || fail "scripts/run.sh printed the build's progress"
+  [ -f "$tmp/run/summary.csv" ] || fail "scripts/run.sh wrote no summary.csv into --out"
+fi
 [ "$fails" = 0 ] || exit 1
 echo "ok: $count scripts print their usage line"
