@@ -58,17 +58,9 @@ def attention_rows(q, k, causal, block=256):
 
 
 def _manifest(capture):
-    path = os.path.join(capture, "manifest.json")
-    try:
-        with open(path) as f:
-            man = json.load(f)
-    except FileNotFoundError:
-        raise Error(f"{capture}: no manifest.json (a capture of favor's capture)") from None
-    except (OSError, ValueError) as e:
-        raise Error(f"{path}: {e}") from None
-    if not isinstance(man, dict) or not isinstance(man.get("layers"), list) or not man["layers"]:
-        raise Error(f"{path}: not a favor capture manifest (format 'favor capture 1' with layers)")
-    return man, path
+    """The manifest checked as favor.study checks it (one line naming the key), and its path."""
+    from ._study import _manifest as checked
+    return checked(capture), os.path.join(capture, "manifest.json")
 
 
 def _load(capture, lay, key, path):
