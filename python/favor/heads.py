@@ -27,7 +27,6 @@ sink >= 0.3, else local if last_64 >= 0.8, else global (none of these: a window 
 """
 import csv
 import hashlib
-import json
 import math
 import os
 
