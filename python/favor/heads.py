@@ -243,7 +243,7 @@ def _figure(rows, path, title):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    labels = [f"{r['layer']}.{r['head']}" for r in rows]
+    labels = [f"{r['layer']}.{r['head']}\n{r['kind']}" for r in rows]
     series = [("last_16", "last 16 keys"), ("last_64", "last 64 keys"), ("sink", "first 4 keys (rows >= 16)"),
               ("induction", "induction"), ("retrieval", "retrieval")]
     x = np.arange(len(rows))
@@ -252,18 +252,22 @@ def _figure(rows, path, title):
     for n, (key, name) in enumerate(series):
         vals = [r[key] if r[key] is not None else np.nan for r in rows]
         ax.bar(x + (n - len(series) / 2 + 0.5) * width, vals, width, label=name)
-    for xi, r in zip(x, rows):
-        ax.text(xi, 1.02, r["kind"], ha="center", va="bottom", fontsize=7, rotation=90)
     ax.set_xticks(x)
     ax.set_xticklabels(labels, fontsize=8)
-    ax.set_xlabel("layer.head")
+    ax.set_xlabel("layer.head and the kind it implies")
     ax.set_ylabel("weight / share")
-    ax.set_ylim(0, 1.3)
+    ax.set_ylim(0, 1.35)
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7, ncol=3, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _label(capture):
+    """The capture as a reader knows it: its path from here if inside, else its last two names."""
+    rel = os.path.relpath(capture)
+    return rel if not rel.startswith("..") else os.path.join(*os.path.normpath(os.path.abspath(capture)).split(os.sep)[-2:])
 
 
 def write(capture, out=None, tokens=None, targets=None, period=None):
@@ -280,10 +284,10 @@ def write(capture, out=None, tokens=None, targets=None, period=None):
                 w.writerow(["" if r[c] is None else repr(r[c]) if isinstance(r[c], float) else r[c] for c in COLUMNS])
         os.replace(tmp, os.path.join(out, "heads.csv"))
         with open(os.path.join(out, ".heads.md.tmp"), "w") as f:
-            f.write(f"# Head census of {os.path.basename(os.path.normpath(capture))}\n\n"
+            f.write(f"# Head census of {_label(capture)}\n\n"
                     "(favor.heads: python3 -m favor heads; definitions in its docstring)\n\n" + markdown(rows))
         os.replace(os.path.join(out, ".heads.md.tmp"), os.path.join(out, "heads.md"))
-        _figure(rows, os.path.join(out, "heads.png"), f"head census: {os.path.basename(os.path.normpath(capture))}")
+        _figure(rows, os.path.join(out, "heads.png"), f"head census: {_label(capture)}")
     except OSError as e:
         raise Error(f"{out}: cannot write the census ({e.strerror or e})") from None
     return rows

@@ -96,3 +96,11 @@ def test_lm16_heads_are_local_and_do_not_copy():
     assert len(rows) == 16
     assert min(r["last_64"] for r in rows) > 0.7 and max(r["induction"] for r in rows) < 0.15
     assert {r["kind"] for r in rows} <= {"local", "global"}
+
+
+def test_mqar_models_have_a_retrieval_head():
+    """The shipped recall model (data/mqar/L64_kv4_d64, its capture's tokens and targets): its second
+    layer's head takes the value being recalled as its top-1 key on every query row."""
+    rows = favor.heads.census(os.path.join(ROOT, "data", "mqar", "L64_kv4_d64", "capture"))
+    last = [r for r in rows if r["layer"] == 1]
+    assert last and all(r["kind"] == "retrieval" and r["retrieval"] >= 0.95 for r in last), last
