@@ -370,9 +370,10 @@ def test_validate_grid_keywords_as_cli(tmp_path):
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps(CONFIG))
     with pytest.warns(UserWarning):
-        v = favor.validate(cfg, m=[8, 16], L=64, threads=1)
+        v = favor.validate(cfg, m=[8, 16], L=64, threads=1, max_memory="4G")
     assert v["config"]["m"] == [8, 16] and v["config"]["inputs"]["L"] == [64]
-    assert v["text"] == cli("validate", cfg, "--m", "8,16", "--L", 64, "--threads", 1).stdout
+    # A fixed budget: without it the text names the machine's MemAvailable, which moves between calls.
+    assert v["text"] == cli("validate", cfg, "--m", "8,16", "--L", 64, "--threads", 1, "--max-memory", "4G").stdout
     with pytest.raises(favor.Error) as e:
         favor.validate(cfg, m=4, num_features=8)
     assert "favor: " + str(e.value) + "\n" == cli("validate", cfg, "--m", 4, "--num-features", 8).stderr
