@@ -3,8 +3,9 @@
 # = sum over i, c of G_ic (Out_hat - Out)_ic, loss_delta_abs = |loss_delta|, both per head and
 # summed over heads, and output_rel_error_read (the rows G reads), for FAVOR+ (its Out_hat from
 # `favor apply` at the run's seed and trial) and for the uniform baseline (Out_hat the mean of
-# the visible values), causal, per head and combined; a G of zeros leaves output_rel_error_read
-# blank; query_rows with them is refused in one line, exit 2.
+# the visible values), causal, per head and combined; non-causal with Lk != L on a hybrid (window
+# + features); a G of zeros leaves output_rel_error_read blank; query_rows with them is refused in
+# one line, exit 2.
 set -euo pipefail
 favor=$1; src=$2
 py=/usr/bin/python3
@@ -85,6 +86,39 @@ sed 's/"grad": "g.npy"/"grad": "zeros.npy"/' "$tmp/c.json" > "$tmp/z.json"
 import sys, csv
 for r in csv.DictReader(open(f"{sys.argv[1]}/z/errors.csv")):
     assert r["output_rel_error_read"] == "" and float(r["loss_delta"]) == 0.0, r
+PY
+# Non-causal, keys longer than the queries (Lk = 56, L = 40), and a hybrid (positive + a window of 3:
+# the hybrid path's output), against numpy's exact attention and `favor apply`'s Out_hat.
+"$py" - "$tmp" <<'PY'
+import sys, numpy as np
+t, rng = sys.argv[1], np.random.default_rng(9)
+for n, rows, c in (("lq", 40, 8), ("lk", 56, 8), ("lv", 56, 4), ("lg", 40, 4)):
+    np.save(f"{t}/{n}.npy", 0.6 * rng.standard_normal((2, rows, c)))
+PY
+cat > "$tmp/nc.json" <<'JSON'
+{"name": "nc", "seed": 3, "causal": false,
+ "inputs": {"source": "npy", "q": "lq.npy", "k": "lk.npy", "v": "lv.npy", "grad": "lg.npy", "per_head": true},
+ "variants": [{"features": "positive", "projection": "iid", "window": 3}], "m": [16], "trials": 1,
+ "metrics": ["loss_delta", "loss_delta_abs", "output_rel_error_read"]}
+JSON
+"$favor" run "$tmp/nc.json" --out "$tmp/nc" --quiet
+"$favor" apply --q "$tmp/lq.npy" --k "$tmp/lk.npy" --v "$tmp/lv.npy" --features positive --projection iid --m 16 \
+  --window 3 --seed 3 --trial 0 --out "$tmp/nc_out.npy"
+"$py" - "$tmp" <<'PY'
+import sys, csv, numpy as np
+t = sys.argv[1]
+q, k, v, g, o = (np.load(f"{t}/{n}.npy") for n in ("lq", "lk", "lv", "lg", "nc_out"))
+s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+a = np.exp(s - s.max(-1, keepdims=True))
+exact = (a / a.sum(-1, keepdims=True)) @ v
+rows = list(csv.DictReader(open(f"{t}/nc/errors.csv")))
+assert len(rows) == 2
+for r in rows:
+    h = int(r["head"])
+    dl = float(np.sum(g[h] * (o[h] - exact[h])))
+    rel = np.linalg.norm(o[h] - exact[h]) / np.linalg.norm(exact[h])
+    for c, y in (("loss_delta", dl), ("loss_delta_abs", abs(dl)), ("output_rel_error_read", rel)):
+        assert abs(float(r[c]) - y) <= 1e-9 * max(1.0, abs(y)), (c, h, r[c], y)
 PY
 sed 's/"trials": 2/"trials": 2, "query_rows": 8/' "$tmp/c.json" > "$tmp/rows.json"
 set +e; err=$("$favor" run "$tmp/rows.json" --out "$tmp/rows" 2>&1 >/dev/null); rc=$?; set -e
