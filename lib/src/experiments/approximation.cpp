@@ -104,11 +104,11 @@ Head<T> sampled_head(Mat<T> q, Mat<T> k, Mat<T> v, const Mat<double>& q_rows, co
 }
 
 // G: the upstream gradient, or null when no metric reads it; grads: a gradient metric is asked
-// (the exact gradients are made). sample: the rows a `query_rows` config evaluates (no rows:
+// (the exact gradients are made); loss_aware: a loss-aware error is (G kept as g_up). sample: the rows a `query_rows` config evaluates (no rows:
 // all; never with G: config.cpp refuses the pair).
 template <class T>
 Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>& v, bool causal, int threads,
-                  Rounding rounding, bool pairwise, const Mat<double>* G, bool grads, RowSample sample) {
+                  Rounding rounding, bool pairwise, const Mat<double>* G, bool grads, bool loss_aware, RowSample sample) {
     if (sample.rows.empty()) {
         // With the gradients the forward keeps each row's lse and the exact gradient starts from
         // it (one forward, as exact_attention_backward would make again; Out bitwise the same: 2.7).
@@ -119,7 +119,7 @@ Head<T> make_head(const Mat<double>& q, const Mat<double>& k, const Mat<double>&
                   std::move(f.out), {}, {}, {}, {}, {}};
         for (Mat<T>* m : {&h.q, &h.k, &h.v}) round_to(rounding, m->data(), m->size());
         if (pairwise) h.softmax = softmax_rows(h.x, h.y, causal, threads);
-        if (G) h.g_up = *G;
+        if (G && loss_aware) h.g_up = *G;
         if (backward)
             h.g = cast_mat<T>(*G),
             h.grad = exact_attention_backward_saved(q, k, v, *G, h.reference, f.lse, causal, threads);
@@ -158,6 +158,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
     const bool pairwise = any_pairwise(metric_columns(cfg.approximation.metrics));
     const bool grads = any_gradient(metric_columns(cfg.approximation.metrics));
     const bool upstream = any_upstream(metric_columns(cfg.approximation.metrics));   // some metric reads G
+    const bool loss_aware = any_loss_aware(metric_columns(cfg.approximation.metrics));
     std::vector<Mat<double>> file_g;   // npy inputs: inputs.grad, or drawn per head
     if (npy && upstream) {
         // G has the files' L rows (inputs.grad, or drawn at that L); a cell takes its first L.
@@ -192,7 +193,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
                 in.heads.push_back(make_head<T>(first_rows(files.q[h], in.L), first_rows(files.k[h], Lk),
                                                 first_rows(files.v[h], Lk), cfg.causal, threads,
                                                 dtype_rounding(cfg.dtype), pairwise, upstream ? &G : nullptr, grads,
-                                                sample));
+                                                loss_aware, sample));
             }
         } else if (!sample.rows.empty() && !pairwise) {
             // Row-sampled without the pairwise metrics: the inputs drawn straight into the
@@ -207,7 +208,7 @@ std::vector<Instance<T>> load_instances(const Config& cfg, const ApproxCells& gr
             QKV qkv = random_inputs(cfg.seed, in.L, in.d, cfg.inputs.d_v.value_or(in.d), *in.scale, draw, threads);
             const Mat<double> G = upstream ? upstream_gradient(cfg.seed, in.L, qkv.v.shape(1), 0, in.input_seed) : Mat<double>();
             in.heads.push_back(make_head<T>(qkv.q, qkv.k, qkv.v, cfg.causal, threads, dtype_rounding(cfg.dtype), pairwise,
-                                            upstream ? &G : nullptr, grads, sample));
+                                            upstream ? &G : nullptr, grads, loss_aware, sample));
         }
     }
     if (npy) info["inputs"] = {{"shape_lead", files.lead}, {"L", file_L}, {"d", files.d()}, {"heads", files.q.size()}};

@@ -237,6 +237,9 @@ bool any_upstream(const std::vector<std::string>& columns) {
                 return m.source == S::gradient || m.source == S::trials || m.source == S::upstream;
             }).empty();
 }
+bool any_loss_aware(const std::vector<std::string>& columns) {
+    return !columns_where(columns, [](const MetricInfo& m) { return m.source == S::upstream; }).empty();
+}
 bool any_trial_gradient(const std::vector<std::string>& columns) {
     return !columns_where(columns, [](const MetricInfo& m) { return m.source == S::trials; }).empty();
 }

@@ -729,7 +729,7 @@ std::pair<double, double> apply_backward(const QkvShapes& sh, const ApplyOptions
 namespace {
 // The flag an apply's attention memory answers to: --m for a map that uses it; a window-only
 // variant's band (--window); a fixed-F map's own features (--features); exact: the tensors.
-std::string apply_work_flag(const Variant* v) {
+std::string apply_work_flag(const std::optional<Variant>& v) {
     if (!v) return "--q";
     if (v->map->uses_m()) return "--m";
     return v->hybrid.active() && v->map->num_features(1, 1) == 0 ? "--window" : "--features";
@@ -784,7 +784,7 @@ Cost estimate_apply(const QkvShapes& sh, const ApplyOptions& o, int threads, boo
     if (work == reading) t.add("reading inputs", "--q", reading);
     else if (work == save) t.add("output", "--q", save);
     else if (work == outs + back) t.add("backward pass", "--grad", outs + back);
-    else t.add(o.variant ? "features" : "attention", apply_work_flag(o.variant ? &*o.variant : nullptr), head + outs);
+    else t.add(o.variant ? "features" : "attention", apply_work_flag(o.variant), head + outs);
     t.add("thread buffers", "--threads", double(threads) * kThreadRss);
     return finish(t, seconds, threads, "",
                   {{"--q", "the tensors are too large for this machine"}, {"--m", "lower --m"},

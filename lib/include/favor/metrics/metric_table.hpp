@@ -110,8 +110,10 @@ bool is_row_sem_column(const std::string& column);
 bool any_pairwise(const std::vector<std::string>& columns);
 // Whether some column needs the gradients (source gradient or trials) / a cell's trials' (trials).
 bool any_gradient(const std::vector<std::string>& columns);
-// Whether some column reads the upstream gradient G (source gradient, trials or upstream).
+// Whether some column reads the upstream gradient G (source gradient, trials or upstream) / is
+// a loss-aware error (source upstream: G kept beside Out).
 bool any_upstream(const std::vector<std::string>& columns);
+bool any_loss_aware(const std::vector<std::string>& columns);
 bool any_trial_gradient(const std::vector<std::string>& columns);
 // Whether some column is a wall time (source clock: `seconds`).
 bool any_clock(const std::vector<std::string>& columns);
