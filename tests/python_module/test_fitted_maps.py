@@ -123,6 +123,8 @@ def apply_cli(tmp_path, *params, d=8, H=2):
     (lambda p: ("hedgehog", f"weights={p}:layer7"), "no layer 'layer7'"),
     (lambda p: ("hedgehog", f"weights={p}:layer0.head5"), "head 5 asked, the file holds 2"),
     (lambda p: ("hedgehog", f"weights={p}"), "give FILE.npz:LAYER"),
+    # A missing .npz beside an existing manifest is named as the missing weights file (was: its manifest).
+    (lambda p: ("hedgehog", f"weights={p[:-4]}_gone.npz:layer0"), "_gone.npz: cannot open fitted-weights file"),
 ])
 def test_refusals_are_one_line(tmp_path, case, want):
     path, _ = write_weights(str(tmp_path), "hedgehog", heads=2, d=8, w=6, seed=1)

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include <unistd.h>
+
 #include "favor/core/error.hpp"
 #include "favor/io/files.hpp"
 #include "favor/io/json_text.hpp"
@@ -41,6 +43,12 @@ std::shared_ptr<const FittedWeights> load_fitted_weights(const std::string& ref,
     w->ref = ref;
     const auto [layer, head] = split_head(file.member);
     w->head = head;
+    // The weights file itself first: a missing .npz is named as such, not as its missing manifest.
+    try {
+        ::close(open_regular_file(file.path, "fitted-weights file").fd);
+    } catch (const Error& e) {
+        where.fail(e.what());
+    }
     // The manifest beside the file: the kind of map, and the capture each layer was fitted on.
     const std::string manifest_path = std::filesystem::path(file.path).replace_extension(".json").string();
     nlohmann::json manifest;
