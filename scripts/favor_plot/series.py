@@ -168,7 +168,7 @@ def draw_baseline(ax, rows, xkey, logy):
 # The metrics whose higher values are better (the metric table's higher_is_better, which
 # `favor list` marks "(higher is better)"; tests/cli/plot_check.py checks the two agree): every
 # other metric is an error, lower is better.
-HIGHER_IS_BETTER = {"grad_cosine"}
+HIGHER_IS_BETTER = {"grad_cosine", "recall", "delta_recall", "task_score", "delta_task_score"}
 
 
 def ratio_label(metric, spec):

@@ -127,6 +127,21 @@ std::vector<MetricInfo> make_table() {
         Entry("delta_bits_per_byte", S::model,
               "bits_per_byte minus the model's own (exact attention) on the same windows (favor.swap_in)")
             .unit("bits").baseline().perfect(0),
+        Entry("recall", S::model,
+              "an associative-recall model's share of query positions predicted right, attention of `layers` "
+              "swapped (favor.swap_in, metric \"recall\")")
+            .nonnegative().baseline().higher_is_better(),
+        Entry("delta_recall", S::model, "recall minus the model's own (exact attention) on the same examples")
+            .baseline().higher_is_better().perfect(0),
+        Entry("task_loss", S::model, "the mean of a user's per-window loss (favor.swap_in, metric (name, fn, \"lower\"))")
+            .baseline(),
+        Entry("delta_task_loss", S::model, "task_loss minus the model's own (exact attention) on the same windows")
+            .baseline().perfect(0),
+        Entry("task_score", S::model,
+              "the mean of a user's per-window score (favor.swap_in, metric (name, fn, \"higher\"))")
+            .baseline().higher_is_better(),
+        Entry("delta_task_score", S::model, "task_score minus the model's own (exact attention) on the same windows")
+            .baseline().higher_is_better().perfect(0),
     };
     std::vector<MetricInfo> t;
     for (const Entry& e : rows) t.push_back(e.m);
