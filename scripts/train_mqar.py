@@ -158,10 +158,21 @@ def write_cell(folder, model, record, ct, cl, rows):
     with open(os.path.join(cap_dir, "manifest.json"), "w") as f:
         json.dump(man, f, indent=2)
         f.write("\n")
-    write_readme(folder, record, man)
+    write_readme(folder, record, man, census_of(cap_dir, tokens, labels))
 
 
-def write_readme(folder, rec, man):
+def census_of(cap_dir, tokens, labels):
+    """favor.heads' census of the capture (tokens.npy and targets.npy saved beside it: the
+    retrieval score's copy targets are the labels)."""
+    sys.path.insert(0, os.path.join(ROOT, "build", "python"))   # the census is favor's (scripts/setup.sh builds it)
+    from favor import heads
+    np.save(os.path.join(cap_dir, "tokens.npy"), tokens.numpy())
+    np.save(os.path.join(cap_dir, "targets.npy"), labels.numpy())
+    return heads.write(cap_dir)
+
+
+def write_readme(folder, rec, man, census):
+    from favor import heads
     c, t, r = rec["config"], rec["test"], rec["recipe"]
     lay = man["layers"][0]
     size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(folder) for f in fs if f != "README.md")
@@ -201,6 +212,14 @@ def write_readme(folder, rec, man):
         "",
         f"Remake: `nice -n 10 /usr/bin/python3 scripts/train_mqar.py --cells {rec['cell']} --threads {r['threads']}`.",
         "",
+        "## Head census of the capture",
+        "",
+        "`python3 -m favor heads capture` (favor.heads; definitions in its docstring; also capture/heads.md, "
+        "heads.png): the weight on the last 16 / 64 / 256 keys, the sink share (first 4 keys), the row entropy "
+        "(nats) and its ratio to the uniform row's, the induction score, the retrieval score (how often the "
+        "head's top-1 key is the token the query position must output: Wu et al.'s), and the kind they imply.",
+        "",
+        heads.markdown(census),
     ]
     with open(os.path.join(folder, "README.md"), "w") as f:
         f.write("\n".join(lines))

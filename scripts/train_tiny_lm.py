@@ -285,8 +285,35 @@ def make_data(weights, excerpts=(EXCERPT,), capture_dtype=None):
     plot_heads(rows, os.path.join(out, "heads.png"), man["layers"][0]["L"], man["layers"][0]["d"],
                "the tiny byte-level LM (data/)" if rel == "data" else
                f"the byte-level LM of {rel}/" + (f" (means over {len(excerpts)} excerpts)" if len(excerpts) > 1 else ""))
+    census = census_of([out] if len(excerpts) == 1 else [os.path.join(out, f"excerpt{e}") for e in range(len(excerpts))],
+                       out)
     model, meta = load_tiny_lm(weights)
-    write_readme(out, meta, model.config, mans, rows, weights)
+    write_readme(out, meta, model.config, mans, rows, weights, census)
+
+
+def census_of(folders, out=None):
+    """favor.heads' census of each capture folder (its heads.csv, heads.md, heads.png written
+    there, but in `out` itself, whose heads.csv and heads.png are this script's table):
+    [(folder name, rows)] for the README (issue 55 item 3)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "build", "python"))
+    from favor import heads   # the built module (scripts/setup.sh)
+    same = lambda f: out is not None and os.path.samefile(f, out)
+    return [(os.path.basename(f), heads.census(f) if same(f) else heads.write(f)) for f in folders]
+
+
+def census_lines(census, folder):
+    """The README's census section: per capture the table of favor.heads.markdown."""
+    from favor import heads
+    lines = ["## Head census", "",
+             "Per capture, `python3 -m favor heads` (favor.heads; definitions in its docstring): the weight on "
+             "the last 16 / 64 / 256 keys, the sink share (first 4 keys), the row entropy (nats) and its ratio "
+             "to the uniform row's, the induction score (mean weight on the key after the current token's "
+             "earlier occurrence) and the retrieval score (blank: no copy targets on plain text), and the kind "
+             "they imply. Also in each capture's heads.md / heads.png.", ""]
+    for name, rows in census:
+        lines += [f"### {folder}/{name}" if name != os.path.basename(folder) else f"### {folder}", "",
+                  heads.markdown(rows), ""]
+    return lines
 
 
 def plot_heads(rows, png, L, d, title="the tiny byte-level LM (data/)"):
@@ -329,7 +356,7 @@ def plot_heads(rows, png, L, d, title="the tiny byte-level LM (data/)"):
     plt.close(fig)
 
 
-def write_readme(out, meta, config, mans, rows, weights):
+def write_readme(out, meta, config, mans, rows, weights, census=()):
     """README.md of the data folder from the numbers: one capture at the folder's root (mans
     of one manifest) or one per excerpt<i>/."""
     man = mans[0]
@@ -465,6 +492,8 @@ def write_readme(out, meta, config, mans, rows, weights):
         "tests/python/test_data.py checks the files against the manifests.",
         "",
     ]
+    if census:
+        lines += census_lines(census, folder)
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write("\n".join(lines))
     print(f"{len(low)} of {len(rows)} heads below ln L / 2; wrote {out}/README.md, heads.csv, "

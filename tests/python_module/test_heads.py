@@ -104,3 +104,19 @@ def test_mqar_models_have_a_retrieval_head():
     rows = favor.heads.census(os.path.join(ROOT, "data", "mqar", "L64_kv4_d64", "capture"))
     last = [r for r in rows if r["layer"] == 1]
     assert last and all(r["kind"] == "retrieval" and r["retrieval"] >= 0.95 for r in last), last
+
+
+SHIPPED_CAPTURES = [("data/mqar/L64_kv4_d64", "capture"), ("data/mqar/L64_kv4_d128_h2", "capture"),
+                    ("data/mqar/L256_kv16_d64", "capture")] + [("data/lm16", f"excerpt{e}") for e in range(4)]
+
+
+@pytest.mark.parametrize("folder,capture", SHIPPED_CAPTURES)
+def test_every_shipped_capture_has_its_census_in_its_readme(folder, capture):
+    """Issue 55 item 3: each shipped capture's README holds its census table as favor.heads computes
+    it today from the committed files, and its heads.md the same table (so neither can drift)."""
+    cap = os.path.join(ROOT, folder, capture)
+    table = favor.heads.markdown(favor.heads.census(cap))
+    with open(os.path.join(ROOT, folder, "README.md")) as f:
+        assert table in f.read()
+    with open(os.path.join(cap, "heads.md")) as f:
+        assert f.read().endswith(table)
