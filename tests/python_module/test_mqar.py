@@ -18,7 +18,18 @@ torch = pytest.importorskip("torch")
 import favor.models as fm  # noqa: E402  (imports torch)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CELLS = sorted(glob.glob(os.path.join(ROOT, "data", "mqar", "*", "model.pt")))
+ALL = sorted(glob.glob(os.path.join(ROOT, "data", "mqar", "*", "model.pt")))
+
+
+def _attention(weights):
+    with open(os.path.splitext(weights)[0] + ".json") as f:
+        return json.load(f).get("attention")
+
+
+# The softmax-trained cells (with captures), and the models trained with an approximation
+# (scripts/train_mqar.py --attention: no capture, recall measured with that approximation).
+CELLS = [p for p in ALL if _attention(p) is None]
+TRAINED_WITH = [p for p in ALL if _attention(p) is not None]
 cell_ids = [os.path.basename(os.path.dirname(p)) for p in CELLS]
 
 
@@ -95,6 +106,24 @@ def test_committed_model_recall(weights):
     assert abs(r - check["recall"]) <= 1 / (check["n"] * task["pairs"]) + 1e-12   # one query's tie at most
     assert r >= 0.99 and meta["test"]["recall"] >= 0.99
     assert len([m for m in model.modules() if hasattr(m, "attention_fn")]) == meta["config"]["n_layers"]
+
+
+@pytest.mark.parametrize("weights", TRAINED_WITH, ids=[os.path.basename(os.path.dirname(p)) for p in TRAINED_WITH])
+def test_model_trained_with_an_approximation_recall(weights):
+    """Its check batch's recall with its approximation set as in training (favor.torch, W of layer l
+    from (seed + l, trial = the last step)) is the recorded one, within one query's tie."""
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import train_mqar
+    torch.set_num_threads(2)
+    model, meta = fm.load_mqar(weights)
+    att = meta["attention"]
+    train_mqar.trained_with(model, {k: att[k] for k in ("features", "projection", "m")}, meta["recipe"]["seed"],
+                            [meta["steps"]])
+    task, check = meta["task"], meta["check"]
+    tokens, labels = fm.mqar_batch(check["n"], task["L"], task["pairs"], task["vocab"], check["seed"])
+    r = fm.recall(model, tokens, labels)
+    assert abs(r - check["recall"]) <= 1 / (check["n"] * task["pairs"]) + 1e-12
+    assert not os.path.exists(os.path.join(os.path.dirname(weights), "capture"))
 
 
 @pytest.mark.parametrize("weights", CELLS, ids=cell_ids)
