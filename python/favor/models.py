@@ -4,6 +4,7 @@
     model, meta = load_mqar("data/mqar/L64_kv4_d64/model.pt")
     tokens, labels = mqar_batch(256, 64, 4, 256, seed=meta["check"]["seed"])
     recall(model, tokens, labels)          # == meta["check"]["recall"]
+    favor.swap_in(model, (tokens, labels), variants, metric="recall")   # with favor's attention
 
 MQAR (multi-query associative recall, Zoology's data/multiquery_ar.py, random_non_queries=False):
 an example of length L holds `pairs` key-value pairs k1 v1 ... kp vp (keys distinct, from
@@ -132,15 +133,21 @@ def query_loss(logits, labels):
 
 
 @torch.no_grad()
+def recall_counts(model, tokens, labels):
+    """Per example, int64 tensors (n,): hits (its query positions, labels != -100, where the
+    argmax of model's logits is the label) and queries. tokens, labels (n, L) int64."""
+    q = labels != -100
+    hit = (model(tokens).argmax(dim=-1) == labels) & q
+    return hit.sum(dim=1), q.sum(dim=1)
+
+
 def recall(model, tokens, labels, batch=64):
     """Top-1 accuracy of model's logits on the query positions (labels != -100): tokens,
     labels (n, L) int64 (as mqar_batch returns them), run in batches of `batch` examples."""
     hit = total = 0
     for s in range(0, tokens.shape[0], batch):
-        y = labels[s:s + batch]
-        pred = model(tokens[s:s + batch]).argmax(dim=-1)
-        q = y != -100
-        hit += int((pred[q] == y[q]).sum())
+        h, q = recall_counts(model, tokens[s:s + batch], labels[s:s + batch])
+        hit += int(h.sum())
         total += int(q.sum())
     return hit / total
 
