@@ -640,8 +640,11 @@ def _upstream_gradients(model, args, kwargs, captured, loss_fn):
         with rec:
             output = model(*args, **kwargs)
         loss = fn(output)
-        if not torch.is_tensor(loss) or loss.numel() != 1 or not torch.isfinite(loss).all():
-            raise CaptureError(f"loss_fn: expected a finite scalar tensor, got {loss!r}")
+        if not torch.is_tensor(loss) or loss.numel() != 1:   # its shape or type, never its values
+            got = f"shape {tuple(loss.shape)}" if torch.is_tensor(loss) else type(loss).__name__
+            raise CaptureError(f"loss_fn must return a scalar tensor, got {got}")
+        if not torch.isfinite(loss).all():
+            raise CaptureError(f"loss_fn returned a non-finite loss ({float(loss)})")
         names = [c["name"] for c in captured]
         outs = [rec.outputs.get(n, [None])[0] for n in names]
         missing = [n for n, o in zip(names, outs) if o is None]

@@ -92,7 +92,7 @@ def main(argv=None):
         fail(f"{a.config}: {unknown[0]}: unknown key (known: {', '.join(sorted(KEYS))})")
     if "variants" not in cfg:
         fail(f"{a.config}: variants: missing")
-    base = os.path.dirname(os.path.abspath(a.config))
+    base = os.path.dirname(a.config)   # relative stays relative (recorded as given)
     for k, v in (("model", a.model), ("windows", a.windows), ("trials", a.trials), ("seed", a.seed)):
         if v is not None:
             cfg[k] = v

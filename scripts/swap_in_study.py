@@ -114,7 +114,10 @@ def swap(a, model, windows, out, part, spec, trials, budgets):
 def head_runs(a, out):
     """favor run of every estimator on every captured layer (mean over heads) -> OUT/heads/."""
     import favor
-    captures = sorted(glob.glob(os.path.join(ROOT, a.captures)))
+    # Relative --captures are under the repository, named from the working directory (as favor.run
+    # resolves a config dict's paths: from the repository they stay as given, no path of this machine).
+    pattern = a.captures if os.path.isabs(a.captures) else os.path.relpath(os.path.join(ROOT, a.captures))
+    captures = sorted(glob.glob(pattern))
     if not captures:
         die(f"--captures {a.captures}: no folder matches")
     for e, cap in enumerate(captures):

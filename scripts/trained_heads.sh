@@ -33,9 +33,12 @@ while [ $# -gt 0 ]; do
     *) [ -z "$out" ] || bad "one OUT_DIR only, got '$out' and '$arg'"; out=$arg ;;
   esac
 done
-case $out in ""|/*) ;; *) out=$PWD/$out ;; esac   # a given OUT_DIR: from the current directory
-case $data in ""|/*) ;; *) data=$PWD/$data ;; esac
-cd "$(dirname "$0")/.."
+root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "$PWD" != "$root" ]; then   # a relative OUT_DIR or --capture is from the current directory
+  case $out in ""|/*) ;; *) out=$PWD/$out ;; esac
+  case $data in ""|/*) ;; *) data=$PWD/$data ;; esac
+fi   # (from the repository they stay relative: run.json records no path of this machine)
+cd "$root"
 data=${data:-data/lm16/excerpt0}
 out=${out:-results}
 targets=(--target favor)   # favor study also needs the Python module

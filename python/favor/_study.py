@@ -186,7 +186,7 @@ def _config_variants(path):
         raise Error(f"variants: {path}: {getattr(e, 'strerror', None) or e}") from None
     if not isinstance(v, list) or not v:
         raise Error(f"variants: {path}: no \"variants\" list")
-    folder = os.path.dirname(os.path.abspath(path))
+    folder = os.path.dirname(path)   # relative stays relative: from the working directory
     return [{**x, "weights": os.path.join(folder, x["weights"])}
             if isinstance(x, dict) and isinstance(x.get("weights"), str) else x for x in v]
 
@@ -230,14 +230,16 @@ def entropy_ratios(q, k, causal, block=512):
 
 
 def _config(capture, layer, F, variants, trials, causal, grad, seed, out):
-    files = {w: os.path.abspath(os.path.join(capture, layer["files"][w]["path"])) for w in "qkv"}
+    """A run's config. Its paths are the capture's as given (relative ones from the working
+    directory, as favor.run resolves a dict's), so run.json names no path of this machine."""
+    files = {w: os.path.join(capture, layer["files"][w]["path"]) for w in "qkv"}
     inputs = {"source": "npy", **files, "per_head": True}
     metrics = [METRIC, "attention_tv"]
     if grad:
         metrics += GRAD_METRICS
         g = layer.get("files", {}).get("g")
         if g:
-            inputs["grad"] = os.path.abspath(os.path.join(capture, g["path"]))
+            inputs["grad"] = os.path.join(capture, g["path"])
     return {"name": f"study_layer{layer['index']}_F{F}",
             "description": f"favor study of {capture}: layer {layer['index']} ({layer.get('name', '')}), "
                            f"every head, the estimator families at F = {F} columns",
@@ -271,7 +273,8 @@ def study(capture, out=None, budgets=(64, 256), grad=False, causal="auto", trial
     if not chosen:
         raise Error(f"layers: none of {layers!r} in {capture}/manifest.json")
     _check_files(capture, chosen, grad)
-    out = os.path.abspath(out or os.path.join("out", "study_" + os.path.basename(os.path.abspath(capture))))
+    given = out or os.path.join("out", "study_" + os.path.basename(os.path.abspath(capture)))
+    out = os.path.abspath(given)   # the checks, lock and swap; the runs' paths follow given
     grad_source = None
     if grad:
         has = [bool(lay["files"].get("g")) for lay in chosen]
@@ -302,7 +305,9 @@ def study(capture, out=None, budgets=(64, 256), grad=False, causal="auto", trial
             _check_out(out)
             tmp = _new_sibling(out, "tmp")
             try:
-                _study_into(tmp, out, capture, man, chosen, plan, budgets, causal, grad, grad_source, trials, seed, threads)
+                named = tmp if os.path.isabs(given) else os.path.relpath(tmp)   # in run.json as out was given
+                _study_into(named, out, capture, man, chosen, plan, budgets, causal, grad, grad_source, trials, seed,
+                            threads)
                 with _signals_deferred():   # a Ctrl-C meanwhile is raised after the swap
                     _swap(tmp, out)
                     created, swapped = [], True

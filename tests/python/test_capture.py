@@ -611,6 +611,18 @@ def test_upstream_gradient_refusals(tmp_path):
     model = Stack([GPT2Attn(E, H)]).eval()
     with pytest.raises(capture_qkv.CaptureError, match="next_token.*token ids"):
         capture_qkv.capture(model, torch.randn(B, L, E), out=str(tmp_path / "a"), loss_fn="next_token")
-    with pytest.raises(capture_qkv.CaptureError, match="finite scalar"):
-        capture_qkv.capture(model, torch.randn(B, L, E), out=str(tmp_path / "b"), loss_fn=lambda out: out)
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert not (tmp_path / "a").exists()
+
+
+@pytest.mark.parametrize("loss, said", [(lambda out: out, f"must return a scalar tensor, got shape ({B}, {L}, {E})"),
+                                        (lambda out: 1.5, "must return a scalar tensor, got float"),
+                                        (lambda out: out.sum() * float("nan"), "returned a non-finite loss (nan)")])
+def test_loss_that_is_not_a_finite_scalar_is_one_line(tmp_path, loss, said):
+    """A loss_fn returning a vector, a number or a non-finite loss: one line naming what it got
+    (the shape, never the tensor's values), nothing written."""
+    torch.manual_seed(2)
+    model = Stack([GPT2Attn(E, H)]).eval()
+    with pytest.raises(capture_qkv.CaptureError) as e:
+        capture_qkv.capture(model, torch.randn(B, L, E), out=str(tmp_path / "b"), loss_fn=loss)
+    assert str(e.value) == "loss_fn " + said
+    assert not (tmp_path / "b").exists()

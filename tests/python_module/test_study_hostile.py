@@ -261,17 +261,23 @@ def test_budgets_are_checked_as_budgets(tmp_path, budgets, capsys):
     assert not os.path.exists(tmp_path / "out")
 
 
-def test_variants_weights_from_the_files_folder(tmp_path, monkeypatch):
-    """--variants DIR/variants.json: a relative "weights" is taken from DIR (section 5's rule),
-    not the working directory."""
-    cap = make_capture(tmp_path / "cap")
-    fits = tmp_path / "fits"
+def make_fits(fits):
+    """fits/t2r.npz (a fitted t2r map of one d = 4 head, as scripts/fit_maps.py writes one) and
+    fits/variants.json naming it relative to its folder."""
     fits.mkdir()
     rng = np.random.default_rng(1)
     np.savez(fits / "t2r.npz", **{f"layer0.{s}_A": rng.normal(size=(1, 4, 8)) for s in "qk"},
              **{f"layer0.{s}_b": rng.normal(size=(1, 8)) * 0.3 + 2.0 for s in "qk"})
     (fits / "t2r.json").write_text(json.dumps({"kind": "t2r", "layers": {"layer0": {"heads": 1, "fitted_on": None}}}))
     (fits / "variants.json").write_text(json.dumps({"variants": [{"features": "t2r", "weights": "t2r.npz:layer0"}]}))
+
+
+def test_variants_weights_from_the_files_folder(tmp_path, monkeypatch):
+    """--variants DIR/variants.json: a relative "weights" is taken from DIR (section 5's rule),
+    not the working directory."""
+    cap = make_capture(tmp_path / "cap")
+    fits = tmp_path / "fits"
+    make_fits(fits)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -299,6 +305,30 @@ def test_study_json_records_no_path_of_this_machine(tmp_path):
     info = json.loads((out / "study.json").read_text())
     assert not os.path.isabs(info["capture"]) and str(tmp_path) not in json.dumps(info), info["capture"]
     assert os.path.samefile(os.path.join(out, info["capture"]), cap)
+
+
+def test_relative_arguments_record_relative_paths(tmp_path, monkeypatch):
+    """Issue 56 item 16: a study given relative paths records them relative to the working
+    directory (as favor.run resolves a dict's paths) in every run.json, no path of this machine:
+    the inputs, the --variants file's weights (from its folder) and each run's output_dir, the
+    temporary it was written in. Absolute arguments stay absolute."""
+    monkeypatch.chdir(tmp_path)
+    make_capture(tmp_path / "cap")
+    make_fits(tmp_path / "fits")
+    favor.study("cap", out="res/study", variants="fits/variants.json", **FAST)
+    written = [os.path.join(root, n) for root, _, names in os.walk("res/study") for n in names if n.endswith(".json")]
+    assert {"res/study/study.json", "res/study/layer0/F8/run.json"} <= set(written)
+    assert [f for f in written if str(tmp_path) in open(f).read()] == []
+    cfg = json.load(open("res/study/layer0/F8/run.json"))["config"]
+    assert [cfg["inputs"][w] for w in "qkv"] == [f"cap/layer0/{w}.npy" for w in "qkv"]
+    assert cfg["variants"][0]["weights"] == "fits/t2r.npz:layer0"
+    assert cfg["output_dir"].startswith("res/.study.favor-tmp-") and cfg["output_dir"].endswith("/layer0/F8")
+    favor.study(str(tmp_path / "cap"), out=str(tmp_path / "abs"), variants=str(tmp_path / "fits" / "variants.json"),
+                **FAST)
+    cfg = json.load(open("abs/layer0/F8/run.json"))["config"]
+    assert cfg["inputs"]["q"] == str(tmp_path / "cap" / "layer0" / "q.npy")
+    assert cfg["variants"][0]["weights"] == str(tmp_path / "fits" / "t2r.npz") + ":layer0"
+    assert cfg["output_dir"].startswith(str(tmp_path / ".abs.favor-tmp-"))
 
 
 @pytest.mark.parametrize("F", [8, 9, 64])
