@@ -1583,6 +1583,29 @@ FITTED_CLAIMS = [
 ]
 CLAIMS += FITTED_CLAIMS
 
+# The repository README's summary of the swap-in study (issue 56: the sentences it named were also here).
+TOP_README = "README.md"
+RANDOM3 = ["FAVOR+", "FAVOR++", "FAVOR#"]
+TOP_README_CLAIMS = [
+    Claim(TOP_README, "model every layer swapped to random features costs +3.8 to +4.2 bits per byte, 0.92-1.03x\n"
+          "uniform attention's damage (better than uniform, by 2.4-8.4%, only from F = 128-256 columns;",
+          [("+3.8", lambda t: min(sum((swap_delta(t, v) for v in RANDOM3), []))),
+           ("+4.2", lambda t: max(sum((swap_delta(t, v) for v in RANDOM3), []))),
+           ("0.92-1.03x", lambda t: sum((swap_ratio(t, v) for v in RANDOM3), [])),
+           ("2.4-8.4%", swap_better_gain),
+           ("F = 128-256", lambda t: [swap_better_from(t, [v]) for v in RANDOM3])]),
+    Claim(TOP_README, "10 trials, compare's verdicts), one layer alone 1.07-1.49x; an exact window of the last 32\n"
+          "keys costs +0.075 and 128 keys nothing",
+          [("1.07-1.49x", lambda t: [r for v in RANDOM3 for l in "123" for r in swap_ratio(t, v, layers=l, part="ladder")]),
+           ("+0.075", lambda t: swap_delta(t, "window", 32))]),
+    Claim(TOP_README, "(Spearman 0.83-1.00 for\noutput_rel_error and attention_tv; attention_kl, undefined for windows, "
+          "0.70 over all layers)",
+          [("0.83-1.00", lambda t: link(t, "output_rel_error", ["all", "0", "1", "2", "3"])
+            + link(t, "attention_tv", ["all", "0", "1", "2", "3"])),
+           ("0.70", lambda t: link(t, "attention_kl", ["all"]))]),
+]
+CLAIMS += TOP_README_CLAIMS
+
 SWAP_README = "results/swap_in/README.md"
 
 
