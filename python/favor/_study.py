@@ -12,7 +12,8 @@ variant with uniform attention (the mean of the visible rows of V: the trivial b
 `favor compare --match num_features --against uniform`, and writes DIR/report.md (per head
 and budget: the best variant, its error as a ratio to uniform's and the verdict; FAVOR+'s
 ratio; the gradients' cosines with grad=True), DIR/report.png (every variant's ratio per
-head) and DIR/study.csv (the rows the report is made of).
+head) and DIR/study.csv (the rows the report is made of). The error is output_rel_error, or
+loss_delta_abs when every studied layer has its g.npy (ranking_metric).
 """
 import contextlib
 import ctypes
@@ -37,9 +38,17 @@ from . import Error, compare as _compare, run as _run, validate as _validate
 __all__ = ["study", "default_variants", "trials_for"]
 
 METRIC = "output_rel_error"
+LOSS_METRICS = ["loss_delta_abs", "output_rel_error_read"]   # they need the capture's G (docs/design.md 3)
 GRAD_METRICS = ["grad_cosine", "grad_q_rel_error", "grad_k_rel_error", "grad_v_rel_error"]
 ALPHA = 0.05
 MAX_BUDGET = 1 << 20   # feature columns; a sane bound, far above any study's
+
+
+def ranking_metric(layers):
+    """The metric the study ranks and reports by: loss_delta_abs, |sum over rows of <G_i, out~_i
+    - out_i>| (the first-order change of the loss, G = dLoss/dOut) when every studied layer has
+    the capture's g.npy (it weighs the rows the loss reads), else output_rel_error."""
+    return LOSS_METRICS[0] if all(lay["files"].get("g") for lay in layers) else METRIC
 
 
 def _support(keys, causal):
@@ -136,13 +145,13 @@ def _check_layer(lay, where):
         raise Error(f"{where}.upstream_gradient.loss: the loss g.npy is the gradient of (a string)")
 
 
-def _check_files(capture, layers, grad):
+def _check_files(capture, layers, with_g):
     """Before any run: each file the study reads is a .npy whose shape (its header only) is
     the manifest's (q: B, H, L, d; k: B, H, Lk, d; v: B, H, Lk, d_v; g: B, H, L, d_v) and
     whose sha256 is the one the manifest records (a file replaced after the capture)."""
     for lay in layers:
         dims = {"q": ("L", "d"), "k": ("Lk", "d"), "v": ("Lk", "d_v"), "g": ("L", "d_v")}
-        for w in [w for w in ("qkvg" if grad else "qkv") if w in lay["files"]]:
+        for w in [w for w in ("qkvg" if with_g else "qkv") if w in lay["files"]]:
             entry = lay["files"][w]
             path = os.path.join(capture, entry["path"])
             names = ("B", "H") + dims[w]
@@ -229,17 +238,18 @@ def entropy_ratios(q, k, causal, block=512):
     return out
 
 
-def _config(capture, layer, F, variants, trials, causal, grad, seed, out):
+def _config(capture, layer, F, variants, trials, causal, grad, metric, seed, out):
     """A run's config. Its paths are the capture's as given (relative ones from the working
-    directory, as favor.run resolves a dict's), so run.json names no path of this machine."""
+    directory, as favor.run resolves a dict's), so run.json names no path of this machine.
+    The capture's g.npy is inputs.grad for the gradient metrics (grad) and the loss-aware ones
+    (metric, ranking_metric's)."""
     files = {w: os.path.join(capture, layer["files"][w]["path"]) for w in "qkv"}
     inputs = {"source": "npy", **files, "per_head": True}
-    metrics = [METRIC, "attention_tv"]
-    if grad:
-        metrics += GRAD_METRICS
-        g = layer.get("files", {}).get("g")
-        if g:
-            inputs["grad"] = os.path.join(capture, g["path"])
+    loss_aware = metric != METRIC
+    metrics = [METRIC, "attention_tv"] + (GRAD_METRICS if grad else []) + (LOSS_METRICS if loss_aware else [])
+    g = layer["files"].get("g")
+    if g and (grad or loss_aware):
+        inputs["grad"] = os.path.join(capture, g["path"])
     return {"name": f"study_layer{layer['index']}_F{F}",
             "description": f"favor study of {capture}: layer {layer['index']} ({layer.get('name', '')}), "
                            f"every head, the estimator families at F = {F} columns",
@@ -272,7 +282,8 @@ def study(capture, out=None, budgets=(64, 256), grad=False, causal="auto", trial
     chosen = man["layers"] if layers is None else [lay for lay in man["layers"] if lay["index"] in set(layers)]
     if not chosen:
         raise Error(f"layers: none of {layers!r} in {capture}/manifest.json")
-    _check_files(capture, chosen, grad)
+    metric = ranking_metric(chosen)
+    _check_files(capture, chosen, grad or metric != METRIC)
     given = out or os.path.join("out", "study_" + os.path.basename(os.path.abspath(capture)))
     out = os.path.abspath(given)   # the checks, lock and swap; the runs' paths follow given
     grad_source = None
@@ -306,8 +317,8 @@ def study(capture, out=None, budgets=(64, 256), grad=False, causal="auto", trial
             tmp = _new_sibling(out, "tmp")
             try:
                 named = tmp if os.path.isabs(given) else os.path.relpath(tmp)   # in run.json as out was given
-                _study_into(named, out, capture, man, chosen, plan, budgets, causal, grad, grad_source, trials, seed,
-                            threads)
+                _study_into(named, out, capture, man, chosen, plan, budgets, causal, grad, grad_source, metric, trials,
+                            seed, threads)
                 with _signals_deferred():   # a Ctrl-C meanwhile is raised after the swap
                     _swap(tmp, out)
                     created, swapped = [], True
@@ -330,13 +341,14 @@ def study(capture, out=None, budgets=(64, 256), grad=False, causal="auto", trial
     return os.path.join(out, "report.md")
 
 
-def _study_into(tmp, out, capture, man, chosen, plan, budgets, causal, grad, grad_source, trials, seed, threads):
+def _study_into(tmp, out, capture, man, chosen, plan, budgets, causal, grad, grad_source, metric, trials, seed,
+                threads):
     """The study written into the fresh folder tmp: every config validated first (an odd
     budget trig refuses, a bad file), then run and compared, then the report."""
     configs = []
     for lay, F, c, vs, n, _ in plan:
         d = os.path.join(tmp, f"layer{lay['index']}", f"F{F}")
-        cfg = _config(capture, lay, F, vs, n, c, grad, seed, d)
+        cfg = _config(capture, lay, F, vs, n, c, grad, metric, seed, d)
         try:
             with warnings.catch_warnings():   # its warnings are the run's, which gives them
                 warnings.simplefilter("ignore")
@@ -348,13 +360,14 @@ def _study_into(tmp, out, capture, man, chosen, plan, budgets, causal, grad, gra
     for cfg, (lay, F, c, vs, n, tests) in zip(configs, plan):
         d = cfg["output_dir"]
         _run(cfg, out=d, threads=threads)
-        metrics = [METRIC] + (["grad_cosine"] if grad else [])
+        metrics = list(dict.fromkeys([METRIC, metric] + (["grad_cosine"] if grad else [])))
         _compare(d, metric=metrics, match="num_features", against="uniform", write=True)
-        rows.append(_rows(d, lay, F, grad))
+        rows.append(_rows(d, lay, F, grad, metric))
         settings.append({"layer": lay["index"], "F": F, "causal": c, "trials": n, "tests": tests,
                          "variants": [v.get("name") or _name(v) for v in vs]})
     import pandas as pd
     table = pd.concat(rows, ignore_index=True)
+    table.attrs["metric"] = metric   # what its error, uniform_error, ratio and verdict are of
     ent = {}
     for lay in chosen:
         q, k = (np.load(os.path.join(capture, lay["files"][w]["path"]), mmap_mode="r") for w in "qk")
@@ -509,20 +522,24 @@ def _name(v):
     return n + (f"+w{v['window']}" if v.get("window") else "") + (f"+s{v['sinks']}" if v.get("sinks") else "")
 
 
-def _rows(d, lay, F, grad):
-    """One row per (head, variant) of a run: mean error, uniform's, ratio, verdict against uniform."""
+def _rows(d, lay, F, grad, metric):
+    """One row per (head, variant) of a run: mean error (of metric), uniform's, ratio, verdict
+    against uniform; ranked by loss_delta_abs, also output_rel_error{,_read} and their ratios."""
     import pandas as pd
     s = pd.read_csv(os.path.join(d, "summary.csv"))
-    c = pd.read_csv(os.path.join(d, f"comparisons_{METRIC}.csv"), dtype={"verdict": str}, keep_default_na=False)
+    c = pd.read_csv(os.path.join(d, f"comparisons_{metric}.csv"), dtype={"verdict": str}, keep_default_na=False)
     c = c[c["b"] == "uniform"]
     verdict = {(r["a"], int(r["head"])): r["verdict"] for _, r in c.iterrows()}
     r = pd.DataFrame({"layer": lay["index"], "head": s["head"].astype(int), "F": F, "variant": s["variant"],
                       "features": s["features"], "num_features": s["num_features"], "trials": s["trials"],
-                      "error": s[f"{METRIC}_mean"], "uniform_error": s[f"baseline_{METRIC}"]})
+                      "error": s[f"{metric}_mean"], "uniform_error": s[f"baseline_{metric}"]})
     r = r[r["num_features"] == F].reset_index(drop=True)   # maps with their own F (elu: d) only at that budget
     s = s[s["num_features"] == F].reset_index(drop=True)
     r["ratio"] = r["error"] / r["uniform_error"]
     r["verdict"] = [verdict.get((v, h), "") for v, h in zip(r["variant"], r["head"])]
+    for m in [METRIC, LOSS_METRICS[1]] if metric != METRIC else []:
+        r[m] = s[f"{m}_mean"]
+        r[f"{m}_ratio"] = s[f"{m}_mean"] / s[f"baseline_{m}"]
     if grad:
         gc = pd.read_csv(os.path.join(d, "comparisons_grad_cosine.csv"), dtype={"verdict": str},
                          keep_default_na=False)
@@ -544,10 +561,12 @@ VERDICT_WORDS = {"a better": "below uniform", "a worse": "above uniform", "n.s."
 
 def report_table(table, budgets):
     """The per-head Markdown table: per budget the best variant (lowest mean error), its ratio
-    to uniform's error and its verdict, and FAVOR+'s (positive-orthogonal) ratio."""
+    to uniform's error and its verdict, and FAVOR+'s (positive-orthogonal) ratio; ranked by
+    loss_delta_abs, also the best one's output_rel_error ratio."""
+    beside = table.attrs["metric"] != METRIC   # the best one's output_rel_error ratio too
     head = ["layer.head", "entropy ratio", "uniform's error"]
     for F in budgets:
-        head += [f"best at F = {F}", "ratio", "verdict", "FAVOR+ ratio"]
+        head += [f"best at F = {F}", "ratio", "verdict", "FAVOR+ ratio"] + ([f"its {METRIC} ratio"] if beside else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for (layer, h), g in table.groupby(["layer", "head"], sort=True):
         row = [f"{layer}.{h}", f"{g['entropy_ratio'].iloc[0]:.3f}", f"{g['uniform_error'].iloc[0]:.4g}"]
@@ -555,12 +574,13 @@ def report_table(table, budgets):
             gf = g[g["F"] == F]
             fin = gf[np.isfinite(gf["error"])]
             if fin.empty:
-                row += ["-", "-", "-", "-"]
+                row += ["-"] * (5 if beside else 4)
                 continue
             best = fin.loc[fin["error"].idxmin()]
             plus = gf[gf["variant"] == "positive-orthogonal"]["ratio"]
             row += [best["variant"], _fmt(float(best["ratio"])), VERDICT_WORDS.get(best["verdict"], best["verdict"]),
                     _fmt(float(plus.iloc[0])) if len(plus) else "-"]
+            row += [_fmt(float(best[f"{METRIC}_ratio"]))] if beside else []
         lines.append("| " + " | ".join(row) + " |")
     return lines
 
@@ -661,7 +681,7 @@ def _figure(table, budgets, path, title):
         ax.grid(alpha=0.3, which="both")
     axes[-1].set_xlabel("layer.head")
     for ax in axes:
-        ax.set_ylabel(f"{METRIC} / uniform's\n(below 1: better than the mean of V)", fontsize=8)
+        ax.set_ylabel(f"{table.attrs['metric']} / uniform's\n(below 1: better than the mean of V)", fontsize=8)
     handles, labels = axes[0].get_legend_handles_labels()
     for ax in axes[1:]:
         for h, lab in zip(*ax.get_legend_handles_labels()):
@@ -685,6 +705,12 @@ def _publish(folder, table, info, man, capture):
     tests = max(r["tests"] for r in info["runs"])
     names = list(dict.fromkeys(v for r in info["runs"] for v in r["variants"]))
     rel = os.path.relpath(capture)
+    metric = table.attrs["metric"]
+    why = ("" if metric == METRIC else
+           f"Ranked by {metric}, not {METRIC}: the capture has the loss's upstream gradient G = dLoss/dOut, and "
+           f"|sum over rows of <G_i, out~_i - out_i>| (the first-order change of the loss) weighs the rows the loss "
+           f"reads; the best variant's {METRIC} ratio is beside it, study.csv has {LOSS_METRICS[1]} (the rows G "
+           "reads) too. ")
     lines = [f"# favor study of {os.path.abspath(capture) if rel.startswith('..') else rel}", "",
              f"Every head of {len({r['layer'] for r in info['runs']})} layer(s) ({lay0.get('module', '')}: H = {lay0['H']}, "
              f"B = {lay0['B']}, L = {lay0['L']}, d = {lay0['d']}; "
@@ -692,7 +718,7 @@ def _publish(folder, table, info, man, capture):
                          for r in info["runs"] if r["F"] == budgets[0]) + ")"
              + (f"; with B = {lay0['B']} inputs a head is numbered b x H + h (input b, head h)." if lay0["B"] > 1 else "."),
              f"Variants at exactly F columns (a window's keys count as columns): {', '.join(names)}. "
-             f"Metric: {METRIC}, mean over {'/'.join(map(str, trials))} trials, as a ratio to uniform attention's "
+             f"{why}Metric: {metric}, mean over {'/'.join(map(str, trials))} trials, as a ratio to uniform attention's "
              "(the mean of the visible rows of V; below 1 is better than that trivial baseline). Verdict: "
              f"`favor compare --match num_features --against uniform` (one-sample sign-flip test of the trials, "
              f"Holm over each run's {tests} or fewer tested rows, alpha {ALPHA}; deterministic variants are exact "

@@ -99,29 +99,32 @@ def test_model_trained_and_captured(studied):
 
 def test_report_table_is_the_result_sets(studied):
     """Every row of report.md's table, recomputed from layer<i>/F<F>/summary.csv and
-    comparisons_output_rel_error.csv: uniform's error, the variant with the lowest mean error,
-    its ratio to uniform's, its verdict against uniform, FAVOR+'s ratio."""
+    comparisons_loss_delta_abs.csv (the capture has G: the study ranks by loss_delta_abs):
+    uniform's error, the variant with the lowest mean error, its ratio to uniform's, its verdict
+    against uniform, FAVOR+'s ratio, the best one's output_rel_error ratio."""
+    m = "loss_delta_abs"
     text = open(studied["report"]).read()
     head, rows = md_table(text, "layer.head")
     assert len(rows) == 2 * H
     words = {"a better": "below uniform", "a worse": "above uniform", "n.s.": "n.s.", "underpowered": "underpowered"}
     for row in rows:
         layer, h = map(int, row[0].split("."))
-        for F, col in zip((8, 24), (3, 7)):
+        for F, col in zip((8, 24), (3, 8)):
             assert head[col] == f"best at F = {F}"
             d = os.path.join(studied["out"], f"layer{layer}", f"F{F}")
             s = pd.read_csv(os.path.join(d, "summary.csv"))
             s = s[s["head"] == h]
-            assert row[2] == f"{s['baseline_output_rel_error'].iloc[0]:.4g}"
-            best = s.loc[s["output_rel_error_mean"].idxmin()]
+            assert row[2] == f"{s[f'baseline_{m}'].iloc[0]:.4g}"
+            best = s.loc[s[f"{m}_mean"].idxmin()]
             assert set(s["num_features"]) == {F}   # every variant at exactly F columns
-            c = pd.read_csv(os.path.join(d, "comparisons_output_rel_error.csv"), keep_default_na=False)
+            c = pd.read_csv(os.path.join(d, f"comparisons_{m}.csv"), keep_default_na=False)
             c = c[(c["b"] == "uniform") & (c["a"] == best["variant"]) & (c["head"] == h)]
-            cells = row[col:col + 4]
+            cells = row[col:col + 5]
             plus = s[s["variant"] == "positive-orthogonal"]
-            assert cells == [best["variant"], f"{best['output_rel_error_mean'] / best['baseline_output_rel_error']:.3g}",
+            assert cells == [best["variant"], f"{best[f'{m}_mean'] / best[f'baseline_{m}']:.3g}",
                              words.get(c["verdict"].iloc[0], c["verdict"].iloc[0]),
-                             f"{float(plus['output_rel_error_mean'].iloc[0] / plus['baseline_output_rel_error'].iloc[0]):.3g}"]
+                             f"{float(plus[f'{m}_mean'].iloc[0] / plus[f'baseline_{m}'].iloc[0]):.3g}",
+                             f"{best['output_rel_error_mean'] / best['baseline_output_rel_error']:.3g}"]
 
 
 def test_trials_reach_verdicts_and_gradient_is_the_models(studied):
@@ -184,3 +187,67 @@ def test_entropy_ratio_is_head_stats(studied, causal):
         got = entropy_ratios(q, k, causal, block=5)
         want = [head_stats.head_stats(q[0, h], k[0, h], causal=causal)["entropy_ratio"] for h in range(H)]
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+# --- issue 55 item 5: the study ranks by the loss-aware error when the capture has G ---
+
+MQAR = os.path.join(ROOT, "data", "mqar", "L64_kv4_d64", "capture")
+FEW = [{"features": "positive", "projection": "orthogonal"}, {"features": "none", "window": 8},
+       {"features": "positive", "projection": "orthogonal", "window": 4}]
+
+
+def small_study(cap, out, layers):
+    """favor.study at F = 8 with FEW variants and 3 trials: its report.md's text and study.csv."""
+    report = favor.study(cap, out=str(out), budgets=(8,), trials=3, variants=FEW, layers=layers, threads=2)
+    return open(report).read(), pd.read_csv(os.path.join(str(out), "study.csv"))
+
+
+def test_study_with_g_ranks_by_loss_delta_abs(tmp_path):
+    """A capture with g.npy (mqar's query-position loss): the runs read it and hold loss_delta_abs
+    and output_rel_error_read, the report says it ranks by loss_delta_abs, and each head's best
+    variant is the lowest loss_delta_abs / uniform's of the run's summary.csv (on this capture not
+    always output_rel_error's lowest: the ranking changed)."""
+    text, table = small_study(MQAR, tmp_path / "s", [0])
+    assert "Ranked by loss_delta_abs, not output_rel_error" in text and "Metric: loss_delta_abs," in text
+    d = tmp_path / "s" / "layer0" / "F8"
+    run = json.load(open(d / "run.json"))
+    assert run["config"]["inputs"]["grad"].endswith("layer0/g.npy")
+    s = pd.read_csv(d / "summary.csv")
+    assert s["loss_delta_abs_mean"].notna().all() and "output_rel_error_read_mean" in s
+    assert (d / "comparisons_loss_delta_abs.csv").is_file()
+    head, rows = md_table(text, "layer.head")
+    assert head[3:8] == ["best at F = 8", "ratio", "verdict", "FAVOR+ ratio", "its output_rel_error ratio"]
+    changed = 0
+    for row in rows:
+        h = int(row[0].split(".")[1])
+        sh = s[s["head"] == h]
+        ratios = sh["loss_delta_abs_mean"] / sh["baseline_loss_delta_abs"]
+        assert row[3] == sh["variant"][ratios.idxmin()] and row[4] == f"{ratios.min():.3g}"
+        changed += row[3] != sh["variant"][sh["output_rel_error_mean"].idxmin()]
+        t = table[table["head"] == h].set_index("variant")
+        np.testing.assert_allclose(t.loc[sh["variant"], "ratio"], ratios, rtol=1e-12)
+    assert changed > 0
+
+
+def test_study_without_g_on_every_layer_ranks_by_output_rel_error(tmp_path):
+    """The mqar capture copied with layer 1's g taken out of the manifest: studying both layers
+    ranks by output_rel_error as before (the runs neither read g nor ask the loss-aware metrics);
+    studying layer 0 alone, whose g is there, ranks by loss_delta_abs (the decision is over the
+    studied layers)."""
+    import shutil
+    cap = tmp_path / "cap"
+    shutil.copytree(MQAR, cap)
+    man = json.load(open(cap / "manifest.json"))
+    del man["layers"][1]["files"]["g"]
+    (cap / "manifest.json").write_text(json.dumps(man))
+    text, table = small_study(str(cap), tmp_path / "both", [0, 1])
+    assert "Metric: output_rel_error," in text and "loss_delta" not in text
+    assert "output_rel_error_ratio" not in table
+    for layer in (0, 1):
+        run = json.load(open(tmp_path / "both" / f"layer{layer}" / "F8" / "run.json"))
+        assert "grad" not in run["config"]["inputs"] and "loss_delta_abs" not in run["config"]["metrics"]
+    s = pd.read_csv(tmp_path / "both" / "layer0" / "F8" / "summary.csv")
+    head, rows = md_table(text, "layer.head")
+    assert len(head) == 7 and rows[0][3] == s["variant"][s[s["head"] == 0]["output_rel_error_mean"].idxmin()]
+    text, _ = small_study(str(cap), tmp_path / "first", [0])
+    assert "Metric: loss_delta_abs," in text
