@@ -13,7 +13,7 @@ variant with uniform attention (the mean of the visible rows of V: the trivial b
 and budget: the best variant, its error as a ratio to uniform's and the verdict; FAVOR+'s
 ratio; the gradients' cosines with grad=True), DIR/report.png (every variant's ratio per
 head) and DIR/study.csv (the rows the report is made of). The error is output_rel_error, or
-loss_delta_abs when every studied layer has its g.npy (ranking_metric).
+output_rel_error_read (the rows G reads) when every studied layer has its g.npy (ranking_metric).
 """
 import contextlib
 import ctypes
@@ -38,16 +38,18 @@ from . import Error, compare as _compare, run as _run, validate as _validate
 __all__ = ["study", "default_variants", "trials_for"]
 
 METRIC = "output_rel_error"
-LOSS_METRICS = ["loss_delta_abs", "output_rel_error_read"]   # they need the capture's G (docs/design.md 3)
+LOSS_METRICS = ["output_rel_error_read", "loss_delta_abs"]   # they need the capture's G (docs/design.md 3)
 GRAD_METRICS = ["grad_cosine", "grad_q_rel_error", "grad_k_rel_error", "grad_v_rel_error"]
 ALPHA = 0.05
 MAX_BUDGET = 1 << 20   # feature columns; a sane bound, far above any study's
 
 
 def ranking_metric(layers):
-    """The metric the study ranks and reports by: loss_delta_abs, |sum over rows of <G_i, out~_i
-    - out_i>| (the first-order change of the loss, G = dLoss/dOut) when every studied layer has
-    the capture's g.npy (it weighs the rows the loss reads), else output_rel_error."""
+    """The metric the study ranks and reports by: output_rel_error_read, the output error over
+    the rows the loss reads (G_i != 0, G = dLoss/dOut), when every studied layer has the
+    capture's g.npy, else output_rel_error. Of the loss-aware errors it is the one whose ranking
+    of variants agreed best with the task metric in results/recall (Spearman per layer, above
+    output_rel_error's; loss_delta_abs, the first-order change of the loss, below it)."""
     return LOSS_METRICS[0] if all(lay["files"].get("g") for lay in layers) else METRIC
 
 
@@ -524,7 +526,7 @@ def _name(v):
 
 def _rows(d, lay, F, grad, metric):
     """One row per (head, variant) of a run: mean error (of metric), uniform's, ratio, verdict
-    against uniform; ranked by loss_delta_abs, also output_rel_error{,_read} and their ratios."""
+    against uniform; ranked by output_rel_error_read, also output_rel_error, loss_delta_abs and their ratios."""
     import pandas as pd
     s = pd.read_csv(os.path.join(d, "summary.csv"))
     c = pd.read_csv(os.path.join(d, f"comparisons_{metric}.csv"), dtype={"verdict": str}, keep_default_na=False)
@@ -562,7 +564,7 @@ VERDICT_WORDS = {"a better": "below uniform", "a worse": "above uniform", "n.s."
 def report_table(table, budgets):
     """The per-head Markdown table: per budget the best variant (lowest mean error), its ratio
     to uniform's error and its verdict, and FAVOR+'s (positive-orthogonal) ratio; ranked by
-    loss_delta_abs, also the best one's output_rel_error ratio."""
+    output_rel_error_read, also the best one's output_rel_error ratio."""
     beside = table.attrs["metric"] != METRIC   # the best one's output_rel_error ratio too
     head = ["layer.head", "entropy ratio", "uniform's error"]
     for F in budgets:
@@ -708,9 +710,9 @@ def _publish(folder, table, info, man, capture):
     metric = table.attrs["metric"]
     why = ("" if metric == METRIC else
            f"Ranked by {metric}, not {METRIC}: the capture has the loss's upstream gradient G = dLoss/dOut, and "
-           f"|sum over rows of <G_i, out~_i - out_i>| (the first-order change of the loss) weighs the rows the loss "
-           f"reads; the best variant's {METRIC} ratio is beside it, study.csv has {LOSS_METRICS[1]} (the rows G "
-           "reads) too. ")
+           f"{metric} is the output error over the rows the loss reads (G_i != 0); the best variant's {METRIC} "
+           f"ratio is beside it, study.csv has {LOSS_METRICS[1]} (|sum over rows of <G_i, out~_i - out_i>|, the "
+           "first-order change of the loss) too. ")
     lines = [f"# favor study of {os.path.abspath(capture) if rel.startswith('..') else rel}", "",
              f"Every head of {len({r['layer'] for r in info['runs']})} layer(s) ({lay0.get('module', '')}: H = {lay0['H']}, "
              f"B = {lay0['B']}, L = {lay0['L']}, d = {lay0['d']}; "

@@ -99,10 +99,10 @@ def test_model_trained_and_captured(studied):
 
 def test_report_table_is_the_result_sets(studied):
     """Every row of report.md's table, recomputed from layer<i>/F<F>/summary.csv and
-    comparisons_loss_delta_abs.csv (the capture has G: the study ranks by loss_delta_abs):
+    comparisons_output_rel_error_read.csv (the capture has G: the study ranks by output_rel_error_read):
     uniform's error, the variant with the lowest mean error, its ratio to uniform's, its verdict
     against uniform, FAVOR+'s ratio, the best one's output_rel_error ratio."""
-    m = "loss_delta_abs"
+    m = "output_rel_error_read"
     text = open(studied["report"]).read()
     head, rows = md_table(text, "layer.head")
     assert len(rows) == 2 * H
@@ -202,26 +202,27 @@ def small_study(cap, out, layers):
     return open(report).read(), pd.read_csv(os.path.join(str(out), "study.csv"))
 
 
-def test_study_with_g_ranks_by_loss_delta_abs(tmp_path):
-    """A capture with g.npy (mqar's query-position loss): the runs read it and hold loss_delta_abs
-    and output_rel_error_read, the report says it ranks by loss_delta_abs, and each head's best
-    variant is the lowest loss_delta_abs / uniform's of the run's summary.csv (on this capture not
-    always output_rel_error's lowest: the ranking changed)."""
+def test_study_with_g_ranks_by_output_rel_error_read(tmp_path):
+    """A capture with g.npy (mqar's query-position loss): the runs read it and hold
+    output_rel_error_read and loss_delta_abs, the report says it ranks by output_rel_error_read
+    (the error on the query rows), and each head's best variant is the lowest
+    output_rel_error_read / uniform's of the run's summary.csv (on this capture not always
+    output_rel_error's lowest: the ranking changed)."""
     text, table = small_study(MQAR, tmp_path / "s", [0])
-    assert "Ranked by loss_delta_abs, not output_rel_error" in text and "Metric: loss_delta_abs," in text
+    assert "Ranked by output_rel_error_read, not output_rel_error" in text and "Metric: output_rel_error_read," in text
     d = tmp_path / "s" / "layer0" / "F8"
     run = json.load(open(d / "run.json"))
     assert run["config"]["inputs"]["grad"].endswith("layer0/g.npy")
     s = pd.read_csv(d / "summary.csv")
-    assert s["loss_delta_abs_mean"].notna().all() and "output_rel_error_read_mean" in s
-    assert (d / "comparisons_loss_delta_abs.csv").is_file()
+    assert s["output_rel_error_read_mean"].notna().all() and s["loss_delta_abs_mean"].notna().all()
+    assert (d / "comparisons_output_rel_error_read.csv").is_file()
     head, rows = md_table(text, "layer.head")
     assert head[3:8] == ["best at F = 8", "ratio", "verdict", "FAVOR+ ratio", "its output_rel_error ratio"]
     changed = 0
     for row in rows:
         h = int(row[0].split(".")[1])
         sh = s[s["head"] == h]
-        ratios = sh["loss_delta_abs_mean"] / sh["baseline_loss_delta_abs"]
+        ratios = sh["output_rel_error_read_mean"] / sh["baseline_output_rel_error_read"]
         assert row[3] == sh["variant"][ratios.idxmin()] and row[4] == f"{ratios.min():.3g}"
         changed += row[3] != sh["variant"][sh["output_rel_error_mean"].idxmin()]
         t = table[table["head"] == h].set_index("variant")
@@ -232,7 +233,7 @@ def test_study_with_g_ranks_by_loss_delta_abs(tmp_path):
 def test_study_without_g_on_every_layer_ranks_by_output_rel_error(tmp_path):
     """The mqar capture copied with layer 1's g taken out of the manifest: studying both layers
     ranks by output_rel_error as before (the runs neither read g nor ask the loss-aware metrics);
-    studying layer 0 alone, whose g is there, ranks by loss_delta_abs (the decision is over the
+    studying layer 0 alone, whose g is there, ranks by output_rel_error_read (the decision is over the
     studied layers)."""
     import shutil
     cap = tmp_path / "cap"
@@ -250,4 +251,4 @@ def test_study_without_g_on_every_layer_ranks_by_output_rel_error(tmp_path):
     head, rows = md_table(text, "layer.head")
     assert len(head) == 7 and rows[0][3] == s["variant"][s[s["head"] == 0]["output_rel_error_mean"].idxmin()]
     text, _ = small_study(str(cap), tmp_path / "first", [0])
-    assert "Metric: loss_delta_abs," in text
+    assert "Metric: output_rel_error_read," in text
