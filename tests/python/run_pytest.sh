@@ -7,4 +7,5 @@ if ! /usr/bin/python3 -c "import torch, pytest, numpy" 2>/dev/null; then
   echo "skipped: /usr/bin/python3 lacks torch or pytest (apt-get install python3-torch python3-pytest, or scripts/setup.sh)"
   exit 77
 fi
-cd "$src" && FAVOR="$favor" exec /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
+# As a user runs it from the root (pyproject.toml, tests/conftest.py), on this build's CLI.
+cd "$src" && FAVOR="$favor" exec /usr/bin/python3 -m pytest -q tests/python
