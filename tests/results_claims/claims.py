@@ -1650,3 +1650,201 @@ def mutate_self_test_table(root):
     h = pd.read_csv(path)
     h.loc[h.local64.idxmin(), "local64"] = 0.70
     h.to_csv(path, index=False)
+
+
+# --- the recall study (scripts/recall_study.py: results/recall/) ---
+def rec(t, variant, layers, m=None, cell="L64_kv4_d64", col="recall_mean"):
+    """summary.csv's col for variant in layer set layers (m: one m or a list; None: every row)."""
+    s = t.csv(f"results/recall/{cell}/summary.csv")
+    s = s[(s.variant == variant) & (s.layers.astype(str) == layers)]
+    if m is not None:
+        s = s[s.m.isin(m if isinstance(m, list) else [m])]
+    return list(s[col])
+
+
+def rec_window(t, variant, keys, layers, cell="L64_kv4_d64", col="recall_mean"):
+    """A window's (or window + sinks') value at `keys` exact keys (num_features)."""
+    s = t.csv(f"results/recall/{cell}/summary.csv")
+    s = s[(s.variant == variant) & (s.layers.astype(str) == layers) & (s.num_features == keys)]
+    return list(s[col])
+
+
+def rec_verdicts(t, variants, layers, cell="L64_kv4_d64"):
+    """favor compare's verdicts against uniform in one layer set: {(variant, m): verdict}."""
+    c = t.csv(f"results/recall/{cell}/verdicts/layers{layers}/comparisons_recall.csv")
+    c = c[(c.b == "uniform") & c.a.isin(variants)]
+    return {(a, int(m)): v for a, m, v in zip(c.a, c.m, c.verdict)}
+
+
+def rec_if(values, ok):
+    """values when the stated verdicts hold, else nothing (the claim then fails)."""
+    return values if ok else []
+
+
+def rec_better_from(t, variants, layers, m0, cell="L64_kv4_d64"):
+    """True when each variant is `a better` than uniform at every m >= m0 of the layer set."""
+    v = rec_verdicts(t, variants, layers, cell)
+    return all(verdict == "a better" for (a, m), verdict in v.items() if m >= m0) and len(v) > 0
+
+
+def rec_link(t, metric, layer, cell="L64_kv4_d64"):
+    c = t.csv(f"results/recall/{cell}/link.csv")
+    return list(c[(c.metric == metric) & (c.layer == layer)].rho)
+
+
+def rec_trained(t, name):
+    return list(t.csv(f"results/recall/trained/{name}/summary.csv").recall_mean)
+
+
+def rec_past(t, level, layers="1"):
+    """{(random map, m)} whose recall in the layer set is above level."""
+    s = t.csv("results/recall/L64_kv4_d64/summary.csv")
+    s = s[(s.layers.astype(str) == layers) & s.variant.isin(REC_RANDOM + [v.replace("orthogonal", "iid") for v in REC_RANDOM])]
+    return {(v, int(m)) for v, m, r in zip(s.variant, s.m, s.recall_mean) if r > level}
+
+
+def rec_census(t, cell, layer, col):
+    h = t.csv(f"data/mqar/{cell}/capture/heads.csv")
+    return list(h[h.layer == layer][col])
+
+
+REC_RANDOM = [f"{f}-orthogonal" for f in ("positive", "hyperbolic", "trig", "oprf", "gerf", "sderf")]
+D128 = "L64_kv4_d128_h2"
+RECALL_CLAIMS = [
+    Claim(RESULTS, "(seed 2, 4000 queries: a binomial SE of at most 0.0079 over the examples)",
+          [("at most 0.0079", lambda t: 0.5 / math.sqrt(t.json("results/recall/L64_kv4_d64/run.json")["windows"]["N"] * 4))]),
+    Claim(RESULTS, "L (d + d_v) = 32768 bytes", [("= 32768", lambda t: rec(t, "exact", "all", col="state_bytes"))]),
+    Claim(RESULTS, "retrieval head (retrieval score 1.000: its top-1 key is the recalled value on every query row)",
+          [("score 1.000", lambda t: rec_census(t, "L64_kv4_d64", 1, "retrieval"))]),
+    Claim(RESULTS, "recalls 0.051 / 0.074 / 0.134 / 0.235 / 0.330 at m = 16 / 64 / 256 / 1024 / 4096 (the model's own "
+          "recall 0.997, uniform attention 0.041): `better` than uniform from m = 64 on, n.s. at m = 16, and a third of "
+          "the queries at m = 4096, whose 1064960 bytes are 32x exact attention's",
+          [(q, (lambda m: lambda t: rec_if(rec(t, "positive-orthogonal", "1", m), rec_better_from(
+              t, ["positive-orthogonal"], "1", 64) and rec_verdicts(t, ["positive-orthogonal"], "1")[
+              ("positive-orthogonal", 16)] == "n.s."))(m)) for q, m in
+           [("recalls 0.051", 16), ("/ 0.074", 64), ("/ 0.134", 256), ("/ 0.235", 1024), ("/ 0.330", 4096)]] +
+          [("recall 0.997", lambda t: rec(t, "exact", "1")),
+           ("uniform attention 0.041", lambda t: rec(t, "exact", "1", col="baseline_recall")),
+           ("whose 1064960", lambda t: rec(t, "positive-orthogonal", "1", 4096, col="state_bytes")),
+           ("are 32x", lambda t: [rec(t, "positive-orthogonal", "1", 4096, col="state_bytes")[0] /
+                                  rec(t, "exact", "1", col="state_bytes")[0]])]),
+    Claim(RESULTS, "The best random map is FAVOR# (sderf, orthogonal): 0.340 at m = 16 to 0.864 at m = 4096; then gerf "
+          "(0.194 to 0.725), oprf (0.084 to 0.499), hyperbolic (0.060 to 0.395); trig stays at 0.248-0.347 at every m. "
+          "Every one of them is `better` than uniform from m = 64 on.",
+          [(q, (lambda v, m: lambda t: rec(t, v, "1", m))(v, m)) for q, v, m in
+           [("orthogonal): 0.340", "sderf-orthogonal", 16), ("to 0.864", "sderf-orthogonal", 4096),
+            ("(0.194", "gerf-orthogonal", 16), ("to 0.725", "gerf-orthogonal", 4096),
+            ("(0.084", "oprf-orthogonal", 16), ("to 0.499", "oprf-orthogonal", 4096),
+            ("(0.060", "hyperbolic-orthogonal", 16), ("to 0.395", "hyperbolic-orthogonal", 4096),
+            ("at 0.248-0.347", "trig-orthogonal", None)]] +
+          [("from m = 64", lambda t: rec_if([64], rec_better_from(t, REC_RANDOM, "1", 64)))]),
+    Claim(RESULTS, "In layer 1 an exact window of 4 / 8 / 16 / 32 keys (2048 to 16384 bytes) recalls 0.105 / 0.341 / "
+          "0.593 / 0.818, and with 4 sink keys in its budget 0.598 / 0.749 / 0.890 at 8 / 16 / 32 keys: at 4096 bytes "
+          "window + sinks recalls 0.598 where the best random map at m = 16 (4160 bytes) recalls 0.340.",
+          [("(2048", lambda t: rec_window(t, "window", 4, "1", col="state_bytes")),
+           ("to 16384", lambda t: rec_window(t, "window", 32, "1", col="state_bytes"))] +
+          [(q, (lambda v, k: lambda t: rec_window(t, v, k, "1"))(v, k)) for q, v, k in
+           [("recalls 0.105", "window", 4), ("/ 0.341", "window", 8), ("0.593", "window", 16), ("/ 0.818", "window", 32),
+            ("budget 0.598", "window+sinks", 8), ("/ 0.749", "window+sinks", 16), ("/ 0.890", "window+sinks", 32)]] +
+          [("at 4096", lambda t: rec_window(t, "window+sinks", 8, "1", col="state_bytes")),
+           ("sinks recalls 0.598", lambda t: rec_window(t, "window+sinks", 8, "1")),
+           ("(4160", lambda t: rec(t, "sderf-orthogonal", "1", 16, col="state_bytes")),
+           ("bytes) recalls 0.340", lambda t: max(rec(t, v, "1", 16)[0] for v in REC_RANDOM + [
+               v.replace("orthogonal", "iid") for v in REC_RANDOM]))]),
+    Claim(RESULTS, "A window of 8 keys with FAVOR# for the rest recalls 0.518 at m = 16 and 0.893 at m = 4096 (FAVOR+ for "
+          "the rest: 0.352 to 0.476, barely more than the window alone). Based's map (taylor2, 2145 columns, 557700 "
+          "bytes) 0.595.",
+          [("recalls 0.518", lambda t: rec(t, "sderf+window", "1", 16)), ("and 0.893", lambda t: rec(t, "sderf+window", "1", 4096)),
+           ("rest: 0.352", lambda t: rec(t, "positive+window", "1", 16)), ("to 0.476", lambda t: rec(t, "positive+window", "1", 4096)),
+           ("taylor2, 2145", lambda t: rec(t, "taylor2", "1", col="num_features")),
+           ("columns, 557700", lambda t: rec(t, "taylor2", "1", col="state_bytes")),
+           ("bytes) 0.595", lambda t: rec(t, "taylor2", "1"))]),
+    Claim(RESULTS, "The cell where a window of 64 keys keeps 31% of the recall head's weight",
+          [("keeps 31%", lambda t: [100 * x for x in rec_census(t, "L256_kv16_d64", 1, "last_64")])]),
+    Claim(RESULTS, "(a sink head by the census, 0.565 of its weight on the first key): a window of 4 keys recalls 0.980, "
+          "of 8 keys 0.995; FAVOR+ 0.768 to 0.948, FAVOR# 0.907 to 0.996; trig (0.240-0.336) and taylor2 (0.577) are "
+          "`worse` than uniform attention there (0.658). Both layers swapped, the retrieval layer decides: FAVOR+ 0.038 "
+          "to 0.276, FAVOR# 0.274 to 0.863, a window of 32 keys 0.817.",
+          [("census, 0.565", lambda t: rec_census(t, "L64_kv4_d64", 0, "sink")),
+           ("recalls 0.980", lambda t: rec_window(t, "window", 4, "0")), ("keys 0.995", lambda t: rec_window(t, "window", 8, "0")),
+           ("FAVOR+ 0.768", lambda t: rec(t, "positive-orthogonal", "0", 16)), ("to 0.948", lambda t: rec(t, "positive-orthogonal", "0", 4096)),
+           ("FAVOR# 0.907", lambda t: rec(t, "sderf-orthogonal", "0", 16)), ("to 0.996", lambda t: rec(t, "sderf-orthogonal", "0", 4096)),
+           ("trig (0.240-0.336", lambda t: rec_if(rec(t, "trig-orthogonal", "0"), set(
+               rec_verdicts(t, ["trig-orthogonal"], "0").values()) == {"a worse"})),
+           ("taylor2 (0.577", lambda t: rec_if(rec(t, "taylor2", "0"), set(
+               rec_verdicts(t, ["taylor2"], "0").values()) == {"a worse"})),
+           ("there (0.658", lambda t: rec(t, "exact", "0", col="baseline_recall")),
+           ("FAVOR+ 0.038", lambda t: rec(t, "positive-orthogonal", "all", 16)), ("to 0.276", lambda t: rec(t, "positive-orthogonal", "all", 4096)),
+           ("FAVOR# 0.274", lambda t: rec(t, "sderf-orthogonal", "all", 16)), ("to 0.863", lambda t: rec(t, "sderf-orthogonal", "all", 4096)),
+           ("32 keys 0.817", lambda t: rec_window(t, "window", 32, "all"))]),
+    Claim(RESULTS, "heads both score as retrieval heads (0.969, 1.000); swapping its layer 1 loses at most 0.015. In layer "
+          "0, FAVOR+ recalls 0.109 to 0.511 at m = 16 to 1024, FAVOR# 0.397 to 0.889, taylor2 0.806, window + sinks 0.597 "
+          "to 0.889 at 8 to 32 keys",
+          [("heads (0.969", lambda t: rec_census(t, D128, 0, "retrieval")[:1]),
+           ("0.969, 1.000", lambda t: rec_census(t, D128, 0, "retrieval")[1:]),
+           ("at most 0.015", lambda t: [-min(rec(t, v, "1", cell=D128, col="delta_recall_mean")[0] for v in
+                                             set(t.csv(f"results/recall/{D128}/summary.csv").variant))]),
+           ("recalls 0.109", lambda t: rec(t, "positive-orthogonal", "0", 16, D128)),
+           ("to 0.511", lambda t: rec(t, "positive-orthogonal", "0", 1024, D128)),
+           ("FAVOR# 0.397", lambda t: rec(t, "sderf-orthogonal", "0", 16, D128)),
+           ("FAVOR# 0.397 to 0.889", lambda t: rec(t, "sderf-orthogonal", "0", 1024, D128)),
+           ("taylor2 0.806", lambda t: rec(t, "taylor2", "0", cell=D128)),
+           ("sinks 0.597", lambda t: rec_window(t, "window+sinks", 8, "0", D128)),
+           ("sinks 0.597 to 0.889", lambda t: rec_window(t, "window+sinks", 32, "0", D128))]),
+    Claim(RESULTS, "recalls 0.596 at m = 64 and 0.814 at m = 256 (the same 1000 examples, W redrawn per trial), where the "
+          "softmax-trained model with FAVOR+ swapped in recalls 0.063 and 0.113",
+          [("recalls 0.596", lambda t: rec_trained(t, "L64_kv4_d64_positive_m64")),
+           ("and 0.814", lambda t: rec_trained(t, "L64_kv4_d64_positive_m256")),
+           ("in recalls 0.063", lambda t: rec(t, "positive-orthogonal", "all", 64)),
+           ("and 0.113", lambda t: rec(t, "positive-orthogonal", "all", 256))]),
+    Claim(RESULTS, "FAVOR+ at 16640 bytes per head recalls 0.596, below a window of 16 keys with 4 sinks in both layers at "
+          "half that state (0.749, post hoc)",
+          [("at 16640", lambda t: rec(t, "positive-orthogonal", "all", 64, col="state_bytes")),
+           ("state (0.749", lambda t: rec_if(rec_window(t, "window+sinks", 16, "all"), 2 * rec_window(
+               t, "window+sinks", 16, "all", col="state_bytes")[0] <= rec(t, "positive-orthogonal", "all", 64, col="state_bytes")[0]))]),
+    Claim(RESULTS, "positions) 0.838 and 0.889 in the two layers of L64_kv4_d64 and 0.922 in layer 0 of the second model, "
+          "output_rel_error 0.754, 0.809 and 0.902, loss_delta_abs (the first-order change of the loss, |Σ ⟨G, õut − out⟩|) "
+          "0.684, 0.618 and 0.634.",
+          [("positions) 0.838", lambda t: rec_link(t, "output_rel_error_read", 0)),
+           ("and 0.889", lambda t: rec_link(t, "output_rel_error_read", 1)),
+           ("and 0.922", lambda t: rec_link(t, "output_rel_error_read", 0, D128)),
+           ("output_rel_error 0.754", lambda t: rec_link(t, "output_rel_error", 0)),
+           ("0.754, 0.809", lambda t: rec_link(t, "output_rel_error", 1)),
+           ("and 0.902", lambda t: rec_link(t, "output_rel_error", 0, D128)),
+           ("|Σ ⟨G, õut − out⟩|) 0.684", lambda t: rec_link(t, "loss_delta_abs", 0)),
+           ("0.684, 0.618", lambda t: rec_link(t, "loss_delta_abs", 1)),
+           ("and 0.634", lambda t: rec_link(t, "loss_delta_abs", 0, D128))]),
+    Claim(RESULTS, "so a window of 32 keys (2^14 bytes) already reaches 0.817 and post-hoc taylor2 at ~2^19 bytes only 0.349 "
+          "with both layers swapped",
+          [("reaches 0.817", lambda t: rec_window(t, "window", 32, "all")),
+           ("only 0.349", lambda t: rec(t, "taylor2", "all"))]),
+    Claim(RESULTS, "is served by a window of 8 keys (0.995, 4096 bytes)",
+          [("(0.995", lambda t: rec_window(t, "window", 8, "0")), ("0.995, 4096", lambda t: rec_window(t, "window", 8, "0", col="state_bytes"))]),
+    Claim(RESULTS, "FAVOR# is the only random map past 0.8, at m = 4096 (32x exact's state)",
+          [("past 0.8", lambda t: rec_if([0.8], rec_past(t, 0.8) == {("sderf-orthogonal", 4096), ("sderf-iid", 4096)})),
+           ("m = 4096", lambda t: [m for _, m in rec_past(t, 0.8)]),
+           ("(32x", lambda t: [rec(t, "sderf-orthogonal", "1", 4096, col="state_bytes")[0] /
+                               rec(t, "exact", "1", col="state_bytes")[0]])]),
+]
+CLAIMS += RECALL_CLAIMS
+
+# The repository README's paragraph on the recall study.
+CLAIMS += [
+    Claim(TOP_README, "(`favor.models.load_mqar`, 99.65% recall at L = 64)",
+          [("99.65%", lambda t: 100 * t.json("data/mqar/L64_kv4_d64/model.json")["test"]["recall"])]),
+    Claim(TOP_README, "In the retrieval layer FAVOR+ recalls 0.051 at m = 16 to 0.330 at m = 4096 (the model 0.997, uniform "
+          "attention 0.041), FAVOR# 0.340 to 0.864; a window of 32 keys with 4 sinks, at half exact attention's state, "
+          "0.890; the same model trained with FAVOR+ from the start recalls 0.596 at m = 64 where the swap gives 0.063. A "
+          "local or sink head is served by a window of 8 keys (0.995)",
+          [("recalls 0.051", lambda t: rec(t, "positive-orthogonal", "1", 16)),
+           ("to 0.330", lambda t: rec(t, "positive-orthogonal", "1", 4096)),
+           ("model 0.997", lambda t: rec(t, "exact", "1")),
+           ("attention 0.041", lambda t: rec(t, "exact", "1", col="baseline_recall")),
+           ("FAVOR# 0.340", lambda t: rec(t, "sderf-orthogonal", "1", 16)),
+           ("to 0.864", lambda t: rec(t, "sderf-orthogonal", "1", 4096)),
+           ("state, 0.890", lambda t: rec_if(rec_window(t, "window+sinks", 32, "1"), 2 * rec_window(
+               t, "window+sinks", 32, "1", col="state_bytes")[0] == rec(t, "exact", "1", col="state_bytes")[0])),
+           ("recalls 0.596", lambda t: rec_trained(t, "L64_kv4_d64_positive_m64")),
+           ("gives 0.063", lambda t: rec(t, "positive-orthogonal", "all", 64)),
+           ("keys (0.995", lambda t: rec_window(t, "window", 8, "0"))]),
+]
