@@ -24,7 +24,12 @@ draw nothing, so their trials are one value copied and carry no test of their ow
     PYTHONPATH=build/python nice -n 10 /usr/bin/python3 scripts/recall_study.py
         [--cells L64_kv4_d64,...] [--out results/recall] [--examples 1000] [--trials 12]
         [--ms 16,64,256,1024,4096] [--cell-ms CELL=16,64,256,1024 ...] [--threads 2]
-        [--report-only]
+        [--small CELL,...] [--report-only]
+
+--small CELL gives that cell a small ladder (exact, the windows, FAVOR+ and FAVOR#
+orthogonal, taylor2; layer sets all and 1; no head runs): what a long cell costs here.
+A run adds its cells to OUT/study.json; --report-only rewrites the verdicts, figures and
+README of the cells named from the tables.
 """
 import argparse
 import json
@@ -43,6 +48,10 @@ HYBRID_REMAINDERS = ["positive", "sderf"]
 SINKS = 4
 TEST_SEED = 2     # data/mqar's test batches: mqar_batch(n, L, pairs, seed=2), held out of training
 LAYER_SETS = ["all", 0, 1]
+# --small cells (a long cell, whose full ladder costs hours here): exact, the windows, FAVOR+
+# and FAVOR# (orthogonal) and taylor2, in the retrieval layer and in both; no head runs.
+SMALL_FAMILIES = ["positive", "sderf"]
+SMALL_SETS = ["all", 1]
 # The head errors the link ranks against the recall lost (the loss-aware ones need the capture's g.npy).
 HEAD_METRICS = ["output_rel_error", "output_rel_error_read", "loss_delta_abs"]
 # Based (arXiv 2402.18668) Figure 2, read off the figure (+-0.03; ../shared/reference/heads_and_recall.md):
@@ -61,20 +70,29 @@ def windows_of(L):
     return [L // 16, L // 8, L // 4, L // 2]
 
 
-def ladder(L, ms):
+def ladder(L, ms, small=False):
     """The swap-in variants of one cell (favor.swap_in's variant dicts; names are the tables')."""
     out = [{"name": "exact", "features": "exact"}]
     out += [{"name": "window", "features": "none", "window": w} for w in windows_of(L)]
     out += [{"name": "window+sinks", "features": "none", "window": w - SINKS, "sinks": SINKS}
             for w in windows_of(L) if w > SINKS]
-    out += [{"name": f"{f}-{p}", "features": f, "projection": p, "m": list(ms)} for f in FAMILIES for p in PROJECTIONS]
-    out += [{"name": f"{f}+window", "features": f, "projection": "orthogonal", "window": L // 8, "m": list(ms)}
-            for f in HYBRID_REMAINDERS]
+    if small:
+        out += [{"name": f"{f}-orthogonal", "features": f, "projection": "orthogonal", "m": list(ms)}
+                for f in SMALL_FAMILIES]
+    else:
+        out += [{"name": f"{f}-{p}", "features": f, "projection": p, "m": list(ms)} for f in FAMILIES for p in PROJECTIONS]
+        out += [{"name": f"{f}+window", "features": f, "projection": "orthogonal", "window": L // 8, "m": list(ms)}
+                for f in HYBRID_REMAINDERS]
     out.append({"name": "taylor2", "features": "taylor2"})
     return out
 
 
-def run_cell(favor, cell, out, examples, trials, ms, threads):
+def layer_sets(settings, cell):
+    """The layer sets a cell was swapped in (a --small cell: all and the retrieval layer)."""
+    return [str(x) for x in (SMALL_SETS if settings["cells"][cell].get("ladder") == "small" else LAYER_SETS)]
+
+
+def run_cell(favor, cell, out, examples, trials, ms, threads, small=False, dtype="float32"):
     """One cell's swap-in result set and its verdicts; returns the seconds it took."""
     import favor.models as fm
     t0 = time.time()
@@ -83,10 +101,11 @@ def run_cell(favor, cell, out, examples, trials, ms, threads):
     tokens, labels = fm.mqar_batch(examples, task["L"], task["pairs"], task["vocab"], seed=TEST_SEED)
     own = fm.recall(model, tokens, labels)
     print(f"[recall_study] {cell}: the model's own recall {own:.4f} on {examples} examples", file=sys.stderr, flush=True)
-    favor.swap_in(model, (tokens, labels), ladder(task["L"], ms), layers=LAYER_SETS, trials=trials, seed=0,
+    favor.swap_in(model, (tokens, labels), ladder(task["L"], ms, small), layers=SMALL_SETS if small else LAYER_SETS,
+                  trials=trials, seed=0, dtype=dtype,
                   metric="recall", out=os.path.join(out, cell), batch=64, threads=threads, progress=True,
                   model_name=f"data/mqar/{cell}/model.pt")
-    compare(favor, out, cell)
+    compare(favor, out, cell, [str(x) for x in (SMALL_SETS if small else LAYER_SETS)])
     return time.time() - t0
 
 
@@ -103,7 +122,7 @@ def trained_with(cell):
     return out
 
 
-def run_trained(favor, out, cell, examples, trials, threads):
+def run_trained(favor, out, cell, examples, trials, threads, dtype="float32"):
     """Each model trained with an approximation, measured with that approximation in all layers
     (W redrawn per trial as the swap-in draws it) on the cell's held-out examples -> OUT/trained/<name>/."""
     import favor.models as fm
@@ -113,7 +132,7 @@ def run_trained(favor, out, cell, examples, trials, threads):
         tokens, labels = fm.mqar_batch(examples, task["L"], task["pairs"], task["vocab"], seed=TEST_SEED)
         variant = {"name": f"{att['features']}-{att['projection']}", "features": att["features"],
                    "projection": att["projection"], "m": att["m"]}
-        favor.swap_in(model, (tokens, labels), [variant], layers=["all"], trials=trials, seed=0, metric="recall",
+        favor.swap_in(model, (tokens, labels), [variant], layers=["all"], trials=trials, seed=0, metric="recall", dtype=dtype,
                       out=os.path.join(out, "trained", name), batch=64, threads=threads,
                       model_name=f"data/mqar/{name}/model.pt")
 
@@ -159,7 +178,7 @@ def trained_lines(out, cell):
     return lines + [""]
 
 
-def compare(favor, out, cell):
+def compare(favor, out, cell, sets):
     """favor compare's verdicts against uniform on recall, one family per layer set: each layer
     set's rows (errors.csv, summary.csv, run.json) copied to OUT/<cell>/verdicts/layers<set>/
     and compared there (writes its comparisons_recall.csv / ranking_recall.csv). Holm over one
@@ -168,7 +187,7 @@ def compare(favor, out, cell):
     import shutil
     import pandas as pd
     src = os.path.join(out, cell)
-    for label in [str(x) for x in LAYER_SETS]:
+    for label in sets:
         d = os.path.join(src, "verdicts", f"layers{label}")
         if os.path.isdir(d):
             shutil.rmtree(d)
@@ -180,11 +199,11 @@ def compare(favor, out, cell):
         favor.compare(d, metric="recall", against="uniform", write=True)
 
 
-def verdicts(out, cell):
+def verdicts(out, cell, sets):
     """The per-layer-set comparisons of compare(), one table."""
     import pandas as pd
     return pd.concat([pd.read_csv(os.path.join(out, cell, "verdicts", f"layers{x}", "comparisons_recall.csv"),
-                                  dtype={"layers": str}) for x in LAYER_SETS])
+                                  dtype={"layers": str}) for x in sets])
 
 
 def run_groups(L, ms):
@@ -241,21 +260,20 @@ def link(out, cell):
     return pd.DataFrame(rows)
 
 
-def tables(out, cell):
+def tables(out, cell, sets):
     import pandas as pd
     d = os.path.join(out, cell)
     s = pd.read_csv(os.path.join(d, "summary.csv"), dtype={"layers": str})
-    c = verdicts(out, cell)
+    c = verdicts(out, cell, sets)
     with open(os.path.join(d, "run.json")) as f:
         info = json.load(f)
     return s, c, info
 
 
-def plot_cell(out, cell, s, info):
+def plot_cell(out, cell, s, info, sets):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    sets = [str(x) for x in LAYER_SETS]
     fig, axes = plt.subplots(1, len(sets), figsize=(5.2 * len(sets), 4.6), sharey=True)
     colours = dict(zip(FAMILIES, plt.cm.tab10.colors))
     for ax, label in zip(axes, sets):
@@ -316,7 +334,7 @@ def mark(c, variant, m, label):
     return " +" if v.startswith("a better") else " -" if v.startswith("a worse") else ""
 
 
-def cell_report(out, cell, s, c, info):
+def cell_report(out, cell, s, c, info, sets):
     lines = [f"## {cell}", ""]
     with open(os.path.join(ROOT, "data", "mqar", cell, "model.json")) as f:
         queries = info["windows"]["N"] * json.load(f)["task"]["pairs"]
@@ -330,13 +348,15 @@ def cell_report(out, cell, s, c, info):
         with open(census) as f:
             rows = [l for l in f.read().splitlines() if l.startswith("|")]
         lines += ["The census of its capture (data/mqar/%s/capture/heads.md):" % cell, ""] + rows + [""]
-    for label in [str(x) for x in LAYER_SETS]:
+    for label in sets:
         p = s[s.layers == label]
         ms = sorted(int(m) for m in p[p.variant == f"{FAMILIES[0]}-orthogonal"].m)
         lines += [f"### Layers {label} swapped: recall (mean over {int(p.trials.max())} trials; state per head in "
                   "bytes)", "", "| variant | " + " | ".join(f"m = {m}" for m in ms) + " |",
                   "|---|" + "---|" * len(ms)]
         for v in [f"{f}-{pr}" for f in FAMILIES for pr in PROJECTIONS] + [f"{f}+window" for f in HYBRID_REMAINDERS]:
+            if v not in set(p.variant):
+                continue
             r = p[p.variant == v].set_index("m")
             lines.append(f"| {v} | " + " | ".join(
                 f"{fmt(r.recall_mean[m])}{mark(c, v, m, label)} ({int(r.state_bytes[m])})" if m in r.index else ""
@@ -349,6 +369,8 @@ def cell_report(out, cell, s, c, info):
         lines.append(f"| uniform | | | {fmt(p.baseline_recall.iloc[0])} |")
         lines.append("")
     lines += trained_lines(out, cell)
+    if not os.path.isdir(os.path.join(out, cell, "heads")):
+        return lines + ["A small ladder (--small): no head runs on the capture, so no link of head errors to recall.", ""]
     lk = link(out, cell)
     lines += ["### Which head error predicts the recall lost", "",
               "Spearman's rho between each head error on the capture (favor run of the same variants on "
@@ -387,9 +409,10 @@ def report(out, cells, settings):
              "trained with the model (V = 8192), here every approximation is swapped into a model trained "
              "with softmax attention, V = 256; their state is per layer of their model.", ""]
     for cell in cells:
-        s, c, info = tables(out, cell)
-        plot_cell(out, cell, s, info)
-        lines += cell_report(out, cell, s, c, info)
+        sets = layer_sets(settings, cell)
+        s, c, info = tables(out, cell, sets)
+        plot_cell(out, cell, s, info, sets)
+        lines += cell_report(out, cell, s, c, info, sets)
     lines += ["## Settings", "", "```", json.dumps(settings, indent=2), "```", ""]
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write("\n".join(lines))
@@ -406,6 +429,9 @@ def main(argv=None):
     ap.add_argument("--cell-ms", action="append", default=[], help="CELL=m,m,...: that cell's m grid")
     ap.add_argument("--link-trials", type=int, default=4, help="trials of the head runs on the captures")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--small", default="", help="CELL,...: those cells get the small ladder (exact, windows, "
+                    "FAVOR+ and FAVOR# orthogonal, taylor2; layer sets all and 1; no head runs)")
+    ap.add_argument("--dtype", default="float32", help="the approximations' dtype (favor.swap_in's dtype=)")
     ap.add_argument("--report-only", action="store_true")
     a = ap.parse_args(argv)
     sys.path.insert(0, os.path.join(ROOT, "build", "python"))
@@ -419,24 +445,31 @@ def main(argv=None):
     os.makedirs(a.out, exist_ok=True)
     path = os.path.join(a.out, "study.json")
     settings = json.load(open(path)) if os.path.exists(path) else {"cells": {}}
+    small = {c for c in a.small.split(",") if c}
     if not a.report_only:
         for cell in cells:
             grid = cell_ms.get(cell, ms)
-            secs = run_cell(favor, cell, a.out, a.examples, a.trials, grid, a.threads)
+            secs = run_cell(favor, cell, a.out, a.examples, a.trials, grid, a.threads, cell in small, a.dtype)
             t0 = time.time()
-            head_runs(favor, a.out, cell, grid, a.link_trials, a.threads)
-            run_trained(favor, a.out, cell, a.examples, a.trials, a.threads)
+            if cell not in small:
+                head_runs(favor, a.out, cell, grid, a.link_trials, a.threads)
+            run_trained(favor, a.out, cell, a.examples, a.trials, a.threads, a.dtype)
             secs += time.time() - t0
-            settings["cells"][cell] = {"examples": a.examples, "trials": a.trials, "link_trials": a.link_trials,
-                                       "ms": grid, "seed": 0,
+            settings["cells"][cell] = {"examples": a.examples, "trials": a.trials, "ms": grid, "seed": 0,
                                        "test_seed": TEST_SEED, "threads": a.threads, "minutes": round(secs / 60, 1)}
+            if a.dtype != "float32":
+                settings["cells"][cell]["dtype"] = a.dtype
+            if cell in small:
+                settings["cells"][cell]["ladder"] = "small"
+            else:
+                settings["cells"][cell]["link_trials"] = a.link_trials
             with open(path, "w") as f:
                 json.dump(settings, f, indent=2)
                 f.write("\n")
     done = [c for c in cells if c in settings["cells"]]
     if a.report_only:
         for cell in done:
-            compare(favor, a.out, cell)
+            compare(favor, a.out, cell, layer_sets(settings, cell))
     report(a.out, done, settings)
 
 

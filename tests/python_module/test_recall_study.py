@@ -17,7 +17,7 @@ import favor.models as fm  # noqa: E402  (imports torch)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STUDY = os.path.join(ROOT, "results", "recall")
-CELLS = ["L64_kv4_d64", "L64_kv4_d128_h2"]
+CELLS = ["L64_kv4_d64", "L64_kv4_d128_h2", "L256_kv16_d64"]
 
 
 def test_committed_rows_are_todays_swap_in(tmp_path):
@@ -53,7 +53,7 @@ def test_report_is_the_scripts_from_the_tables(tmp_path):
                     "--out", str(out), "--report-only"], check=True, cwd=ROOT, capture_output=True)
     assert filecmp.cmp(out / "README.md", os.path.join(STUDY, "README.md"), shallow=False)
     committed = sorted(glob.glob(os.path.join(STUDY, "*", "verdicts", "*", "*.csv")))   # rows and verdicts
-    assert len(committed) == 4 * 3 * len(CELLS)   # errors, summary, comparisons, ranking; 3 layer sets
+    assert len(committed) == 4 * (3 + 3 + 2)   # errors, summary, comparisons, ranking; per layer set (L256: small ladder, 2 sets)
     for path in committed:
         assert filecmp.cmp(out / os.path.relpath(path, STUDY), path, shallow=False), path
     for cell in CELLS:
