@@ -1848,3 +1848,16 @@ CLAIMS += [
            ("gives 0.063", lambda t: rec(t, "positive-orthogonal", "all", 64)),
            ("keys (0.995", lambda t: rec_window(t, "window", 8, "0"))]),
 ]
+
+L256 = "L256_kv16_d64"
+CLAIMS += [
+    Claim(RESULTS, "FAVOR+ recalls 0.011-0.012 at m = 16 to 1024, `worse` than uniform attention (0.016), FAVOR# 0.067 to "
+          "0.368, an exact window of 64 keys 0.604 (the model 0.998)",
+          [("0.011-0.012", lambda t: rec_if(rec(t, "positive-orthogonal", "1", cell=L256), set(
+              rec_verdicts(t, ["positive-orthogonal"], "1", L256).values()) == {"a worse"})),
+           ("attention (0.016", lambda t: rec(t, "exact", "1", cell=L256, col="baseline_recall")),
+           ("FAVOR# 0.067", lambda t: rec(t, "sderf-orthogonal", "1", 16, L256)),
+           ("to 0.368", lambda t: rec(t, "sderf-orthogonal", "1", 1024, L256)),
+           ("keys 0.604", lambda t: rec_window(t, "window", 64, "1", L256)),
+           ("model 0.998", lambda t: rec(t, "exact", "1", cell=L256))]),
+]
